@@ -1,0 +1,299 @@
+//! Log records (format version 1).
+//!
+//! ```text
+//! offset size  field
+//!  0      4    magic 0x52525453 ("STRR" little-endian)
+//!  4      1    format version (1)
+//!  5      1    record kind: 1 put, 2 delete, 3 ttl update
+//!  6      2    key length K (1..=64)
+//!  8      4    total record length, header to CRC inclusive
+//! 12      8    lsn: per-replica sequence number, preserved by compaction
+//! 20      8    time_ms: when the operation was accepted
+//! 28      K    key (tag byte first)
+//! 28+K    ..   body (by kind, below)
+//! end-4   4    CRC32C of every preceding byte of the record
+//! ```
+//! Put body: `expiry_ms u64 (0 = never) | content-type (u16 len, bytes) |
+//! owner (u16 len, bytes) | meta count u16 | per entry (u16 len, key, u16 len,
+//! value) | data_len u64 | data`. Delete body: empty. TTL-update body:
+//! `expiry_ms u64`. Data comes last so a reader can serve it as one slice.
+
+use crate::{FormatError, Reader, check_crc};
+use strata_types::{Key, MAX_KEY_LEN};
+
+/// Magic of a log record.
+pub const RECORD_MAGIC: u32 = 0x5252_5453;
+/// Format version written by this code.
+pub const RECORD_VERSION: u8 = 1;
+/// Bytes of the fixed header before the key.
+pub const RECORD_FIXED_BYTES: usize = 28;
+/// Bytes of the trailing CRC.
+pub const RECORD_CRC_BYTES: usize = 4;
+/// Total user-metadata bytes (keys + values) a put may carry.
+pub const MAX_META_BYTES: usize = 60 * 1024;
+
+/// The kind of a log record.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum RecordKind {
+    /// Stores a blob.
+    Put = 1,
+    /// A tombstone that hides an earlier put.
+    Delete = 2,
+    /// Changes the expiry time of an earlier put.
+    TtlUpdate = 3,
+}
+
+impl RecordKind {
+    /// Parses the kind byte.
+    pub fn from_u8(v: u8) -> Option<Self> {
+        match v {
+            1 => Some(Self::Put),
+            2 => Some(Self::Delete),
+            3 => Some(Self::TtlUpdate),
+            _ => None,
+        }
+    }
+}
+
+/// The properties and user metadata stored with a put.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct PutProps {
+    /// Absolute expiry in ms since the epoch; 0 means never.
+    pub expiry_ms: u64,
+    /// MIME type given by the client.
+    pub content_type: String,
+    /// Owner (service or account) given by the client.
+    pub owner: String,
+    /// User metadata, in the order given.
+    pub meta: Vec<(String, String)>,
+}
+
+impl PutProps {
+    /// Encoded size of the props part of a put body (data length field excluded).
+    pub fn encoded_len(&self) -> usize {
+        8 + 2 + self.content_type.len() + 2 + self.owner.len() + 2 + self.meta.iter().map(|(k, v)| 4 + k.len() + v.len()).sum::<usize>()
+    }
+    /// Checks the limits the layout imposes.
+    pub fn validate(&self) -> Result<(), FormatError> {
+        let inv = |d: String| FormatError::Invalid { what: "put properties", detail: d };
+        if self.content_type.len() > u16::MAX as usize || self.owner.len() > u16::MAX as usize {
+            return Err(inv("content type or owner longer than 65535 bytes".into()));
+        }
+        if self.meta.len() > u16::MAX as usize {
+            return Err(inv("too many metadata entries".into()));
+        }
+        let meta_bytes: usize = self.meta.iter().map(|(k, v)| k.len() + v.len()).sum();
+        if meta_bytes > MAX_META_BYTES {
+            return Err(inv(format!("user metadata is {meta_bytes} bytes, limit {MAX_META_BYTES}")));
+        }
+        if self.meta.iter().any(|(k, v)| k.len() > u16::MAX as usize || v.len() > u16::MAX as usize) {
+            return Err(inv("metadata entry longer than 65535 bytes".into()));
+        }
+        Ok(())
+    }
+}
+
+fn fixed_header(kind: RecordKind, key: &Key, total_len: u32, lsn: u64, time_ms: u64) -> Vec<u8> {
+    let mut b = Vec::with_capacity(RECORD_FIXED_BYTES + key.as_bytes().len() + 64);
+    b.extend_from_slice(&RECORD_MAGIC.to_le_bytes());
+    b.push(RECORD_VERSION);
+    b.push(kind as u8);
+    b.extend_from_slice(&(key.as_bytes().len() as u16).to_le_bytes());
+    b.extend_from_slice(&total_len.to_le_bytes());
+    b.extend_from_slice(&lsn.to_le_bytes());
+    b.extend_from_slice(&time_ms.to_le_bytes());
+    b.extend_from_slice(key.as_bytes());
+    b
+}
+
+/// Total encoded length of a put record.
+pub fn put_record_len(key: &Key, props: &PutProps, data_len: usize) -> usize {
+    RECORD_FIXED_BYTES + key.as_bytes().len() + props.encoded_len() + 8 + data_len + RECORD_CRC_BYTES
+}
+
+/// Encodes a put record in two parts so the data is never copied: the prefix
+/// (everything before the data) and the trailer (the CRC). Write
+/// `prefix, data, trailer` in that order.
+pub fn encode_put(lsn: u64, time_ms: u64, key: &Key, props: &PutProps, data: &[u8]) -> Result<(Vec<u8>, [u8; 4]), FormatError> {
+    props.validate()?;
+    let total = put_record_len(key, props, data.len());
+    let total: u32 = total.try_into().map_err(|_| FormatError::Invalid { what: "put record", detail: format!("{total} bytes exceeds 4 GiB") })?;
+    let mut b = fixed_header(RecordKind::Put, key, total, lsn, time_ms);
+    b.extend_from_slice(&props.expiry_ms.to_le_bytes());
+    for s in [&props.content_type, &props.owner] {
+        b.extend_from_slice(&(s.len() as u16).to_le_bytes());
+        b.extend_from_slice(s.as_bytes());
+    }
+    b.extend_from_slice(&(props.meta.len() as u16).to_le_bytes());
+    for (k, v) in &props.meta {
+        b.extend_from_slice(&(k.len() as u16).to_le_bytes());
+        b.extend_from_slice(k.as_bytes());
+        b.extend_from_slice(&(v.len() as u16).to_le_bytes());
+        b.extend_from_slice(v.as_bytes());
+    }
+    b.extend_from_slice(&(data.len() as u64).to_le_bytes());
+    let crc = crc32c::crc32c_append(crc32c::crc32c(&b), data);
+    Ok((b, crc.to_le_bytes()))
+}
+
+/// Encodes a complete delete or TTL-update record.
+pub fn encode_small(kind: RecordKind, lsn: u64, time_ms: u64, key: &Key, expiry_ms: u64) -> Vec<u8> {
+    assert!(kind != RecordKind::Put, "puts are encoded by encode_put");
+    let body = if kind == RecordKind::TtlUpdate { 8 } else { 0 };
+    let total = RECORD_FIXED_BYTES + key.as_bytes().len() + body + RECORD_CRC_BYTES;
+    let mut b = fixed_header(kind, key, total as u32, lsn, time_ms);
+    if kind == RecordKind::TtlUpdate {
+        b.extend_from_slice(&expiry_ms.to_le_bytes());
+    }
+    let crc = crc32c::crc32c(&b);
+    b.extend_from_slice(&crc.to_le_bytes());
+    b
+}
+
+/// A record decoded from a buffer, borrowing nothing: offsets are relative to
+/// the record start so the caller can slice its own (mmap'd) buffer.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DecodedRecord {
+    /// Kind of record.
+    pub kind: RecordKind,
+    /// Sequence number.
+    pub lsn: u64,
+    /// When it was accepted.
+    pub time_ms: u64,
+    /// The key.
+    pub key: Key,
+    /// Encoded length, CRC included.
+    pub total_len: u32,
+    /// Properties, for puts.
+    pub props: Option<PutProps>,
+    /// New expiry, for TTL updates; the put's expiry for puts.
+    pub expiry_ms: u64,
+    /// Offset of the data from the record start (puts only; 0 otherwise).
+    pub data_offset: u32,
+    /// Length of the data (puts only).
+    pub data_len: u64,
+}
+
+/// Reads only the total length from a record's fixed header, validating
+/// magic, version and kind; used to walk a log before trusting a record.
+pub fn peek_len(buf: &[u8]) -> Result<u32, FormatError> {
+    let mut r = Reader::new(buf, "record header");
+    if r.u32()? != RECORD_MAGIC {
+        return Err(FormatError::BadMagic { what: "record" });
+    }
+    let version = r.u8()?;
+    if version != RECORD_VERSION {
+        return Err(FormatError::Version { what: "record", version: version.into() });
+    }
+    RecordKind::from_u8(r.u8()?).ok_or(FormatError::Invalid { what: "record kind", detail: "unknown".into() })?;
+    let key_len = r.u16()? as usize;
+    if key_len == 0 || key_len > MAX_KEY_LEN {
+        return Err(FormatError::Invalid { what: "record key length", detail: key_len.to_string() });
+    }
+    let total = r.u32()?;
+    if (total as usize) < RECORD_FIXED_BYTES + key_len + RECORD_CRC_BYTES {
+        return Err(FormatError::Invalid { what: "record length", detail: total.to_string() });
+    }
+    Ok(total)
+}
+
+/// Decodes one record at the start of `buf`, verifying its CRC over the whole
+/// record (data included) when `verify_crc` is set.
+pub fn decode(buf: &[u8], verify_crc: bool) -> Result<DecodedRecord, FormatError> {
+    let total = peek_len(buf)? as usize;
+    if buf.len() < total {
+        return Err(FormatError::Truncated { what: "record", need: total, have: buf.len() });
+    }
+    let rec = &buf[..total];
+    if verify_crc {
+        check_crc("record", &rec[..total - 4], &rec[total - 4..])?;
+    }
+    let mut r = Reader::new(&rec[..total - 4], "record");
+    r.bytes(5)?;
+    let kind = RecordKind::from_u8(r.u8()?).expect("checked by peek_len");
+    let key_len = r.u16()? as usize;
+    r.u32()?;
+    let lsn = r.u64()?;
+    let time_ms = r.u64()?;
+    let key = Key::from_encoded(r.bytes(key_len)?)
+        .ok_or(FormatError::Invalid { what: "record key", detail: "bad key tag".into() })?;
+    let mut out = DecodedRecord { kind, lsn, time_ms, key, total_len: total as u32, props: None, expiry_ms: 0, data_offset: 0, data_len: 0 };
+    match kind {
+        RecordKind::Put => {
+            let expiry_ms = r.u64()?;
+            let ct_len = r.u16()? as usize;
+            let content_type = r.string(ct_len)?;
+            let owner_len = r.u16()? as usize;
+            let owner = r.string(owner_len)?;
+            let n = r.u16()?;
+            let mut meta = Vec::with_capacity(n as usize);
+            for _ in 0..n {
+                let kl = r.u16()? as usize;
+                let k = r.string(kl)?;
+                let vl = r.u16()? as usize;
+                meta.push((k, r.string(vl)?));
+            }
+            let data_len = r.u64()?;
+            let data_offset = r.pos();
+            if data_offset as u64 + data_len != (total - 4) as u64 {
+                return Err(FormatError::Invalid { what: "put data length", detail: format!("{data_len} does not fill the record") });
+            }
+            out.expiry_ms = expiry_ms;
+            out.props = Some(PutProps { expiry_ms, content_type, owner, meta });
+            out.data_offset = data_offset as u32;
+            out.data_len = data_len;
+        }
+        RecordKind::TtlUpdate => out.expiry_ms = r.u64()?,
+        RecordKind::Delete => {}
+    }
+    if kind != RecordKind::Put && r.pos() != total - 4 {
+        return Err(FormatError::Invalid { what: "record body", detail: "trailing bytes".into() });
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+    use strata_types::KeyKind;
+
+    fn key(b: &[u8]) -> Key {
+        Key::new(KeyKind::Blob, b).unwrap()
+    }
+
+    proptest! {
+        #[test]
+        fn put_round_trip(data in proptest::collection::vec(any::<u8>(), 0..300), ct in "[a-z/]{0,20}", meta in proptest::collection::vec(("[a-z]{1,8}", "\\PC{0,10}"), 0..4), lsn: u64, expiry: u64) {
+            let k = key(b"abc");
+            let props = PutProps { expiry_ms: expiry, content_type: ct, owner: "me".into(), meta };
+            let (prefix, crc) = encode_put(lsn, 5, &k, &props, &data).unwrap();
+            let mut rec = prefix.clone();
+            rec.extend_from_slice(&data);
+            rec.extend_from_slice(&crc);
+            prop_assert_eq!(rec.len(), put_record_len(&k, &props, data.len()));
+            let d = decode(&rec, true).unwrap();
+            prop_assert_eq!(d.kind, RecordKind::Put);
+            prop_assert_eq!(d.lsn, lsn);
+            prop_assert_eq!(d.props.as_ref(), Some(&props));
+            prop_assert_eq!(&rec[d.data_offset as usize..d.data_offset as usize + d.data_len as usize], &data[..]);
+            // Any single flipped bit is caught.
+            for i in [0, rec.len() / 2, rec.len() - 1] {
+                let mut bad = rec.clone();
+                bad[i] ^= 0x10;
+                prop_assert!(decode(&bad, true).is_err());
+            }
+            // Any truncation is caught.
+            prop_assert!(decode(&rec[..rec.len() - 1], true).is_err());
+        }
+    }
+
+    #[test]
+    fn small_records() {
+        let k = key(b"xyz");
+        let d = decode(&encode_small(RecordKind::Delete, 9, 1, &k, 0), true).unwrap();
+        assert_eq!((d.kind, d.lsn, d.key), (RecordKind::Delete, 9, k.clone()));
+        let d = decode(&encode_small(RecordKind::TtlUpdate, 10, 1, &k, 777), true).unwrap();
+        assert_eq!((d.kind, d.expiry_ms), (RecordKind::TtlUpdate, 777));
+    }
+}

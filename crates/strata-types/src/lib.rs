@@ -1,0 +1,10 @@
+//! Identifiers, keys and the injectable clock shared by every Strata layer.
+//!
+//! This is the bottom of the dependency graph: it must not depend on any other
+//! Strata crate, nor on I/O, async runtimes or storage.
+
+pub mod clock;
+pub mod id;
+
+pub use clock::{Clock, ManualClock, SystemClock};
+pub use id::{BlobId, BlobKind, IdError, Key, KeyKind, PartitionId, MAX_KEY_LEN};
