@@ -1,0 +1,214 @@
+//! Compaction: rewrites a sealed segment without the puts of deleted and
+//! expired blobs, while the replica keeps serving reads and writes.
+//!
+//! Each segment is rewritten as a new generation, and the phases are recorded
+//! in `compaction.log` with an fsync each, so recovery knows what to do:
+//! `Begin` without `Commit` → delete the new generation (roll back);
+//! `Commit` without `Done` → delete the old generation (roll forward).
+//! The new generation's log and index are durable before `Commit` is written.
+
+use crate::error::{Result, io};
+use crate::fsutil;
+use crate::index::{IndexFile, KeyState, Memtable};
+use crate::replica::{Replica, located};
+use crate::segment::{Segment, log_name, parse_name};
+use std::collections::BTreeMap;
+use std::fs::OpenOptions;
+use std::io::Write;
+use std::path::Path;
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use strata_format::headers::{COMPACTION_RECORD_BYTES, SEGMENT_HEADER_BYTES};
+use strata_format::{CompactionPhase, CompactionRecord, EntryKind, IndexEntry, SegmentHeader};
+
+/// Name of the compaction phase log.
+pub const COMPACTION_LOG: &str = "compaction.log";
+
+/// What a compaction pass did.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct CompactionReport {
+    /// Segments rewritten.
+    pub segments_compacted: usize,
+    /// Bytes of log reclaimed.
+    pub bytes_reclaimed: u64,
+}
+
+fn log_phase(dir: &Path, rec: CompactionRecord) -> Result<()> {
+    let path = dir.join(COMPACTION_LOG);
+    let ctx = || format!("append {}", path.display());
+    let mut f = OpenOptions::new().create(true).append(true).open(&path).map_err(io(ctx()))?;
+    f.write_all(&rec.encode()).map_err(io(ctx()))?;
+    f.sync_data().map_err(io(ctx()))?;
+    fsutil::fsync_dir(dir)
+}
+
+fn remove_generation(dir: &Path, segment_id: u64, generation: u32) -> Result<()> {
+    for entry in std::fs::read_dir(dir).map_err(io(format!("list {}", dir.display())))?.flatten() {
+        let name = entry.file_name().to_string_lossy().into_owned();
+        if let Some((id, g, _)) = parse_name(&name)
+            && id == segment_id
+            && g == generation
+        {
+            std::fs::remove_file(entry.path()).map_err(io(format!("remove {name}")))?;
+        }
+    }
+    fsutil::fsync_dir(dir)
+}
+
+/// Finishes or rolls back an interrupted compaction, then clears the log.
+pub fn recover(dir: &Path) -> Result<()> {
+    let path = dir.join(COMPACTION_LOG);
+    let bytes = match std::fs::read(&path) {
+        Ok(b) => b,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+        Err(e) => return Err(io(format!("read {}", path.display()))(e)),
+    };
+    let mut last: BTreeMap<(u64, u32, u32), CompactionPhase> = BTreeMap::new();
+    // A torn final record is simply not there: its phase was never reached.
+    for chunk in bytes.chunks_exact(COMPACTION_RECORD_BYTES) {
+        match CompactionRecord::decode(chunk) {
+            Ok(r) => {
+                last.insert((r.segment_id, r.from_generation, r.to_generation), r.phase);
+            }
+            Err(_) => break,
+        }
+    }
+    for ((seg, from, to), phase) in last {
+        match phase {
+            CompactionPhase::Begin => {
+                tracing::warn!(segment = seg, generation = to, "rolling back an interrupted compaction");
+                remove_generation(dir, seg, to)?;
+            }
+            CompactionPhase::Commit => {
+                tracing::warn!(segment = seg, generation = from, "finishing an interrupted compaction");
+                remove_generation(dir, seg, from)?;
+            }
+            CompactionPhase::Done => {}
+        }
+    }
+    std::fs::remove_file(&path).map_err(io(format!("remove {}", path.display())))?;
+    fsutil::fsync_dir(dir)
+}
+
+impl Replica {
+    /// Compacts sealed segments whose reclaimable fraction reaches the
+    /// configured threshold, or every sealed segment with anything to reclaim
+    /// when `force` is set.
+    pub fn compact(&self, force: bool) -> Result<CompactionReport> {
+        self.compact_until(force, None)
+    }
+
+    /// Like [`Replica::compact`], but stops dead right after writing
+    /// `stop_after` for the first segment, as a crash there would. For
+    /// recovery tests; the replica must be reopened afterwards.
+    #[doc(hidden)]
+    pub fn compact_until(&self, force: bool, stop_after: Option<CompactionPhase>) -> Result<CompactionReport> {
+        let sh = &self.shared;
+        let _guard = sh.compaction.lock().unwrap_or_else(|p| p.into_inner());
+        let mut report = CompactionReport::default();
+        let sealed: Vec<Arc<Segment>> = {
+            let st = sh.read_state();
+            let active = st.active().id;
+            st.segments.values().filter(|s| s.id != active).cloned().collect()
+        };
+        for seg in sealed {
+            let (keep, seg_len) = self.live_entries(&seg)?;
+            let kept: u64 = keep.iter().map(|e| e.record_len as u64).sum();
+            let reclaim = seg_len.saturating_sub(SEGMENT_HEADER_BYTES as u64 + kept);
+            let fraction = reclaim as f64 / seg_len.max(1) as f64;
+            if reclaim == 0 || (!force && fraction < sh.config.compaction_reclaim_fraction) {
+                continue;
+            }
+            if self.rewrite(&seg, keep, seg_len, stop_after)? {
+                return Ok(report);
+            }
+            report.segments_compacted += 1;
+            report.bytes_reclaimed += reclaim;
+            sh.stats.segments_compacted.fetch_add(1, Ordering::Relaxed);
+            sh.stats.bytes_reclaimed.fetch_add(reclaim, Ordering::Relaxed);
+        }
+        if report.segments_compacted > 0 {
+            let p = sh.dir.join(COMPACTION_LOG);
+            std::fs::remove_file(&p).map_err(io(format!("remove {}", p.display())))?;
+            fsutil::fsync_dir(&sh.dir)?;
+        }
+        Ok(report)
+    }
+
+    /// The entries of a sealed segment still worth keeping, in log order,
+    /// and the segment's length.
+    fn live_entries(&self, seg: &Segment) -> Result<(Vec<IndexEntry>, u64)> {
+        let sh = &self.shared;
+        let now = sh.clock.now_ms();
+        let grace = sh.config.compaction_expiry_grace_ms;
+        let st = sh.read_state();
+        let mut newest: BTreeMap<(strata_types::Key, u8), IndexEntry> = BTreeMap::new();
+        let mut seg_len = SEGMENT_HEADER_BYTES as u64;
+        for f in st.index_files.iter().filter(|f| f.segment_id() == seg.id) {
+            seg_len = seg_len.max(f.header.log_end);
+            for e in f.entries()? {
+                let k = (e.key.clone(), e.kind as u8);
+                if newest.get(&k).is_none_or(|old| old.lsn < e.lsn) {
+                    newest.insert(k, e);
+                }
+            }
+        }
+        let mut keep: Vec<IndexEntry> = newest
+            .into_values()
+            .filter(|e| match (e.kind, st.lookup(&e.key)) {
+                (EntryKind::Delete, _) => true,
+                (_, KeyState::Live { put, expiry_ms }) => {
+                    let dead = expiry_ms != 0 && expiry_ms.saturating_add(grace) <= now;
+                    !dead && (e.kind != EntryKind::Put || (put.segment_id == seg.id && put.entry.lsn == e.lsn))
+                }
+                _ => false,
+            })
+            .collect();
+        keep.sort_by_key(|e| e.record_offset);
+        Ok((keep, seg_len))
+    }
+
+    /// Returns true if it stopped at `stop_after`.
+    fn rewrite(&self, seg: &Arc<Segment>, keep: Vec<IndexEntry>, seg_len: u64, stop_after: Option<CompactionPhase>) -> Result<bool> {
+        let sh = &self.shared;
+        let (from, to) = (seg.generation, seg.generation + 1);
+        let rec = |phase| CompactionRecord { phase, segment_id: seg.id, from_generation: from, to_generation: to };
+        log_phase(&sh.dir, rec(CompactionPhase::Begin))?;
+        let path = sh.dir.join(log_name(seg.id, to));
+        let header = SegmentHeader { partition: sh.partition, segment_id: seg.id, generation: to, incarnation: sh.meta.incarnation };
+        let mut file = crate::writer::create_segment_file(&path, &header)?;
+        let mut memtable = Memtable::default();
+        let mut off = SEGMENT_HEADER_BYTES as u64;
+        for e in &keep {
+            let bytes = seg.slice(e.record_offset, e.record_len as u64);
+            // Copy only what still checks out: compaction must not launder corruption.
+            let decoded = strata_format::record::decode(bytes, true).map_err(|source| seg.corrupt(e.record_offset, source))?;
+            file.write_all(bytes).map_err(io(format!("write {}", path.display())))?;
+            memtable.insert(located(seg.id, off, &decoded));
+            off += bytes.len() as u64;
+        }
+        file.sync_all().map_err(io(format!("fsync {}", path.display())))?;
+        let index = IndexFile::write(&sh.dir, seg.id, to, SEGMENT_HEADER_BYTES as u64, off, &memtable.sorted_entries())?;
+        let new_seg = Arc::new(Segment::open(&path, seg.id, to, off)?);
+        if stop_after == Some(CompactionPhase::Begin) {
+            return Ok(true);
+        }
+        log_phase(&sh.dir, rec(CompactionPhase::Commit))?;
+        if stop_after == Some(CompactionPhase::Commit) {
+            return Ok(true);
+        }
+        {
+            let mut st = sh.write_state();
+            st.index_files.retain(|f| f.segment_id() != seg.id);
+            let pos = st.index_files.partition_point(|f| f.segment_id() < seg.id);
+            st.index_files.insert(pos, Arc::new(index));
+            st.segments.insert(seg.id, new_seg);
+            st.used_bytes = st.used_bytes + off - seg_len;
+        }
+        // Readers still holding the old segment keep its mapping; unlinking is safe.
+        remove_generation(&sh.dir, seg.id, from)?;
+        log_phase(&sh.dir, rec(CompactionPhase::Done))?;
+        Ok(false)
+    }
+}
+

@@ -1,0 +1,71 @@
+//! Tunables of the storage engine, each with its unit and reason.
+
+/// When a write is made durable.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FlushPolicy {
+    /// One fdatasync per group-commit batch before any write in it is
+    /// acknowledged. The default: an acknowledged write survives power loss.
+    EveryBatch,
+    /// Never fsync on the write path (the OS writes back on its own schedule).
+    /// Trades durability on power loss for latency; a process crash loses nothing.
+    Never,
+}
+
+/// Engine configuration, shared by every replica of a store.
+#[derive(Debug, Clone)]
+pub struct EngineConfig {
+    /// Largest size of one log segment file; the whole segment is mapped, so
+    /// this is also the virtual address space one segment takes.
+    pub segment_bytes: u64,
+    /// Memtable entries after which the in-memory index segment is persisted.
+    pub index_flush_entries: usize,
+    /// Recent records kept in the in-memory journal for replication.
+    pub journal_entries: usize,
+    /// Most bytes one group-commit batch writes before its fsync.
+    pub batch_bytes_max: usize,
+    /// Most records in one group-commit batch.
+    pub batch_records_max: usize,
+    /// Bytes of writes that may wait for the writer before new ones are
+    /// refused as busy (bounds memory under overload).
+    pub queue_bytes_max: u64,
+    /// Durability of the write path.
+    pub flush: FlushPolicy,
+    /// Capacity of one replica in bytes of log.
+    pub replica_capacity_bytes: u64,
+    /// Fraction of capacity after which a replica turns read-only (Ambry: 0.85).
+    pub read_only_fraction: f64,
+    /// Free bytes the filesystem must keep; below it puts are refused
+    /// (deletes still go through) instead of hitting ENOSPC mid-record.
+    pub disk_reserve_bytes: u64,
+    /// Largest record (one blob or chunk plus its properties) accepted.
+    pub record_bytes_max: u64,
+    /// Fraction of a sealed segment that must be reclaimable before the
+    /// background compactor rewrites it.
+    pub compaction_reclaim_fraction: f64,
+    /// An expired blob is only dropped by compaction once it has been expired
+    /// this long, so a TTL update accepted just before expiry cannot race it.
+    pub compaction_expiry_grace_ms: u64,
+    /// Verify the CRC of a whole record (data included) on every get.
+    pub verify_crc_on_read: bool,
+}
+
+impl Default for EngineConfig {
+    fn default() -> Self {
+        Self {
+            segment_bytes: 512 << 20,
+            index_flush_entries: 100_000,
+            journal_entries: 65_536,
+            batch_bytes_max: 32 << 20,
+            batch_records_max: 1024,
+            queue_bytes_max: 256 << 20,
+            flush: FlushPolicy::EveryBatch,
+            replica_capacity_bytes: 64 << 30,
+            read_only_fraction: 0.85,
+            disk_reserve_bytes: 256 << 20,
+            record_bytes_max: 64 << 20,
+            compaction_reclaim_fraction: 0.25,
+            compaction_expiry_grace_ms: 10 * 60 * 1000,
+            verify_crc_on_read: true,
+        }
+    }
+}

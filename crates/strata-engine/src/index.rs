@@ -1,0 +1,167 @@
+//! The per-replica index (Ambry Fig. 6): the newest entries in an in-memory
+//! memtable, older ones in immutable sorted index files with Bloom filters.
+//! Lookups go newest to oldest, so a tombstone is seen before its put.
+
+use crate::error::{EngineError, Result, io};
+use crate::fsutil;
+use crate::segment::index_name;
+use memmap2::Mmap;
+use std::collections::BTreeMap;
+use std::fs::File;
+use std::path::{Path, PathBuf};
+use strata_format::index::{self as fmt, IndexFileHeader};
+use strata_format::{Bloom, EntryKind, IndexEntry};
+use strata_types::Key;
+
+/// An index entry with the segment its record lives in.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Located {
+    /// Segment id.
+    pub segment_id: u64,
+    /// The entry.
+    pub entry: IndexEntry,
+}
+
+/// What the index knows of a key, newest first, collapsed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum KeyState {
+    /// No record of the key.
+    Missing,
+    /// A tombstone hides the key; the put may or may not still be stored.
+    Deleted,
+    /// The put, and the effective expiry after any TTL updates.
+    Live {
+        /// Where the put record is.
+        put: Located,
+        /// Effective expiry (0 = never).
+        expiry_ms: u64,
+    },
+}
+
+/// The in-memory index segment: entries of the active log segment since the
+/// last persisted index file.
+#[derive(Debug, Default)]
+pub struct Memtable {
+    map: BTreeMap<(Key, u8), Located>,
+}
+
+impl Memtable {
+    /// Adds or replaces the entry of its (key, kind).
+    pub fn insert(&mut self, l: Located) {
+        self.map.insert((l.entry.key.clone(), l.entry.kind as u8), l);
+    }
+    /// Entries of `key`, at most one per kind.
+    pub fn find(&self, key: &Key) -> impl Iterator<Item = &Located> {
+        self.map.range((key.clone(), 0)..=(key.clone(), u8::MAX)).map(|(_, v)| v)
+    }
+    /// Number of entries.
+    pub fn len(&self) -> usize {
+        self.map.len()
+    }
+    /// True when empty.
+    pub fn is_empty(&self) -> bool {
+        self.map.is_empty()
+    }
+    /// Entries sorted by (key, kind).
+    pub fn sorted_entries(&self) -> Vec<IndexEntry> {
+        self.map.values().map(|l| l.entry.clone()).collect()
+    }
+    /// Iterates all entries.
+    pub fn iter(&self) -> impl Iterator<Item = &Located> {
+        self.map.values()
+    }
+    /// Removes everything.
+    pub fn clear(&mut self) {
+        self.map.clear()
+    }
+}
+
+/// A persisted, immutable, mmap'd index file.
+#[derive(Debug)]
+pub struct IndexFile {
+    /// Path of the file.
+    pub path: PathBuf,
+    /// Decoded header.
+    pub header: IndexFileHeader,
+    map: Mmap,
+    bloom: Bloom,
+}
+
+impl IndexFile {
+    /// Opens and fully verifies an index file (both CRCs).
+    pub fn open(path: &Path) -> Result<Self> {
+        let f = File::open(path).map_err(io(format!("open {}", path.display())))?;
+        // SAFETY: index files are immutable once renamed into place.
+        let map = unsafe { Mmap::map(&f) }.map_err(io(format!("mmap {}", path.display())))?;
+        let corrupt = |source| EngineError::Corrupt { file: path.display().to_string(), offset: 0, source };
+        let header = fmt::decode_header(&map).map_err(corrupt)?;
+        let bloom = fmt::decode_bloom(&map, &header).map_err(corrupt)?;
+        Ok(Self { path: path.to_owned(), header, map, bloom })
+    }
+
+    /// Writes a new index file atomically and opens it. Callers guarantee the
+    /// log bytes it covers are already durable (the durability order).
+    pub fn write(dir: &Path, segment_id: u64, generation: u32, start: u64, end: u64, entries: &[IndexEntry]) -> Result<Self> {
+        let path = dir.join(index_name(segment_id, generation, start));
+        fsutil::write_atomic(&path, &fmt::encode_file(segment_id, generation, start, end, entries))?;
+        Self::open(&path)
+    }
+
+    /// Segment covered.
+    pub fn segment_id(&self) -> u64 {
+        self.header.segment_id
+    }
+
+    /// Entries of `key` in this file, at most one per kind.
+    pub fn find(&self, key: &Key) -> Vec<IndexEntry> {
+        let k = key.as_bytes();
+        if !self.bloom.may_contain(k) {
+            return Vec::new();
+        }
+        let n = self.header.entry_count as usize;
+        let (mut lo, mut hi) = (0, n);
+        while lo < hi {
+            let mid = (lo + hi) / 2;
+            if fmt::entry_key(&self.map, &self.header, mid) < k { lo = mid + 1 } else { hi = mid }
+        }
+        let mut out = Vec::new();
+        while lo < n && fmt::entry_key(&self.map, &self.header, lo) == k {
+            // Verified by CRC at open; a decode failure here is a programming error.
+            if let Ok(e) = fmt::decode_entry(&self.map, &self.header, lo) {
+                out.push(e);
+            }
+            lo += 1;
+        }
+        out
+    }
+
+    /// All entries in key order.
+    pub fn entries(&self) -> Result<Vec<IndexEntry>> {
+        (0..self.header.entry_count as usize)
+            .map(|i| fmt::decode_entry(&self.map, &self.header, i).map_err(|source| EngineError::Corrupt { file: self.path.display().to_string(), offset: self.header.entry_pos(i) as u64, source }))
+            .collect()
+    }
+}
+
+/// Folds the entries of one key found in one source into the running state.
+/// Returns `Some` once the answer is final.
+pub(crate) fn fold(found: &mut Option<u64>, segment_id: u64, entries: impl Iterator<Item = IndexEntry>) -> Option<KeyState> {
+    let mut put = None;
+    for e in entries {
+        match e.kind {
+            EntryKind::Delete => return Some(KeyState::Deleted),
+            EntryKind::TtlUpdate => {
+                // Within one source the newest TTL update is the one kept; across
+                // sources the first (newest) one seen wins.
+                if found.is_none() {
+                    *found = Some(e.expiry_ms);
+                }
+            }
+            EntryKind::Put => put = Some(e),
+        }
+    }
+    put.map(|e| {
+        let expiry_ms = found.unwrap_or(e.expiry_ms);
+        KeyState::Live { put: Located { segment_id, entry: e }, expiry_ms }
+    })
+}

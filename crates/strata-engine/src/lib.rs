@@ -1,0 +1,124 @@
+//! The Strata storage engine: one data directory (a disk) holding many
+//! partition replicas, each an append-only log of records (Ambry §2.2, §4.3).
+//!
+//! Owns: log segments, the segmented index with Bloom filters, the journal,
+//! group commit, recovery and compaction. Keys are tagged ([`strata_types::Key`])
+//! so FDS tracts and Týr chunk versions can live here too.
+//! Must not depend on: the router, the cluster map, RPC, HTTP or any async runtime
+//! (only `tokio::sync::oneshot`, which needs no runtime, to hand back completions).
+//!
+//! Durability order: a record is fdatasync'd before it enters the index or is
+//! acknowledged; an index file is written only for bytes already durable; a
+//! compacted generation is durable before the compaction log commits it.
+
+mod compaction;
+mod config;
+mod error;
+pub mod fsutil;
+mod index;
+mod journal;
+mod recovery;
+mod replica;
+mod segment;
+mod writer;
+
+pub use compaction::{COMPACTION_LOG, CompactionReport};
+pub use strata_format::CompactionPhase;
+pub use config::{EngineConfig, FlushPolicy};
+pub use error::{EngineError, ReadOnlyReason, Result};
+pub use index::{KeyState, Located};
+pub use journal::JournalEntry;
+pub use replica::{BlobRecord, PendingWrite, Replica, ReplicaStats, ReplicaStatus, WriteAck, WriteOp};
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, RwLock};
+use strata_types::{Clock, PartitionId};
+
+/// One data directory and the partition replicas in it.
+pub struct Store {
+    dir: PathBuf,
+    config: EngineConfig,
+    clock: Arc<dyn Clock>,
+    replicas: RwLock<BTreeMap<PartitionId, Arc<Replica>>>,
+}
+
+impl Store {
+    /// Opens (creating if needed) a data directory and every replica in it.
+    pub fn open(dir: &Path, config: EngineConfig, clock: Arc<dyn Clock>) -> Result<Self> {
+        let header = strata_format::headers::SEGMENT_HEADER_BYTES as u64;
+        if config.record_bytes_max + header > config.segment_bytes {
+            return Err(EngineError::Invalid(format!(
+                "segment size {} must exceed the largest record {} plus its {header}-byte header",
+                config.segment_bytes, config.record_bytes_max
+            )));
+        }
+        let parts = dir.join("partitions");
+        std::fs::create_dir_all(&parts).map_err(error::io(format!("create {}", parts.display())))?;
+        let mut replicas = BTreeMap::new();
+        for entry in std::fs::read_dir(&parts).map_err(error::io(format!("list {}", parts.display())))? {
+            let entry = entry.map_err(error::io("list partitions"))?;
+            let Some(pid) = entry.file_name().to_str().and_then(|n| n.parse::<PartitionId>().ok()) else { continue };
+            if !entry.path().join(recovery::META_FILE).exists() {
+                // Creation never finished: nothing in it was ever acknowledged.
+                tracing::warn!(partition = pid, "removing a partially created replica");
+                std::fs::remove_dir_all(entry.path()).map_err(error::io("remove partial replica"))?;
+                continue;
+            }
+            let r = recovery::open(&entry.path(), config.clone(), clock.clone())?;
+            replicas.insert(pid, Arc::new(r));
+        }
+        Ok(Self { dir: dir.to_owned(), config, clock, replicas: RwLock::new(replicas) })
+    }
+
+    /// The data directory.
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// The engine configuration.
+    pub fn config(&self) -> &EngineConfig {
+        &self.config
+    }
+
+    /// Creates a new empty replica of `partition`.
+    pub fn create_replica(&self, partition: PartitionId) -> Result<Arc<Replica>> {
+        let mut map = self.replicas.write().unwrap_or_else(|p| p.into_inner());
+        if map.contains_key(&partition) {
+            return Err(EngineError::Invalid(format!("partition {partition} already has a replica here")));
+        }
+        let dir = self.dir.join("partitions").join(format!("{partition:08}"));
+        recovery::create(&dir, partition, self.config.replica_capacity_bytes, self.clock.as_ref())?;
+        let r = Arc::new(recovery::open(&dir, self.config.clone(), self.clock.clone())?);
+        map.insert(partition, r.clone());
+        Ok(r)
+    }
+
+    /// The replica of `partition`, if this store has one.
+    pub fn replica(&self, partition: PartitionId) -> Option<Arc<Replica>> {
+        self.replicas.read().unwrap_or_else(|p| p.into_inner()).get(&partition).cloned()
+    }
+
+    /// Every replica, by partition id.
+    pub fn replicas(&self) -> Vec<Arc<Replica>> {
+        self.replicas.read().unwrap_or_else(|p| p.into_inner()).values().cloned().collect()
+    }
+
+    /// Runs a compaction pass over every replica.
+    pub fn compact_all(&self, force: bool) -> Result<CompactionReport> {
+        let mut total = CompactionReport::default();
+        for r in self.replicas() {
+            let rep = r.compact(force)?;
+            total.segments_compacted += rep.segments_compacted;
+            total.bytes_reclaimed += rep.bytes_reclaimed;
+        }
+        Ok(total)
+    }
+
+    /// Closes every replica (draining queued writes).
+    pub fn close(&self) {
+        for r in self.replicas() {
+            r.close();
+        }
+    }
+}

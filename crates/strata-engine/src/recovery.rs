@@ -1,0 +1,193 @@
+//! Opening a replica: finish or roll back an interrupted compaction, check
+//! every index file, rebuild what is missing from the log, and cut a torn
+//! tail off the active segment. The index is derivable, the log is the truth.
+
+use crate::compaction;
+use crate::config::EngineConfig;
+use crate::error::{EngineError, Result, io};
+use crate::fsutil;
+use crate::index::{IndexFile, Memtable};
+use crate::journal::{Journal, JournalEntry};
+use crate::replica::{Replica, Shared, State, located};
+use crate::segment::{Segment, log_name, parse_name};
+use crate::writer::{Writer, create_segment_file};
+use std::collections::BTreeMap;
+use std::fs::OpenOptions;
+use std::path::Path;
+use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU64};
+use std::sync::{Arc, Mutex, RwLock, mpsc};
+use strata_format::headers::SEGMENT_HEADER_BYTES;
+use strata_format::{IndexEntry, ReplicaMeta, SegmentHeader};
+use strata_types::{Clock, PartitionId};
+
+/// Name of the replica metadata file.
+pub const META_FILE: &str = "replica.meta";
+/// Bound of the write queue in requests (bytes are bounded separately).
+const QUEUE_REQUESTS_MAX: usize = 8192;
+
+/// Creates a new, empty replica directory.
+pub fn create(dir: &Path, partition: PartitionId, capacity_bytes: u64, clock: &dyn Clock) -> Result<()> {
+    use rand::{RngCore, SeedableRng};
+    std::fs::create_dir_all(dir).map_err(io(format!("create {}", dir.display())))?;
+    let mut incarnation = [0u8; 16];
+    rand::rngs::StdRng::from_os_rng().fill_bytes(&mut incarnation);
+    let meta = ReplicaMeta { partition, incarnation, created_ms: clock.now_ms(), capacity_bytes };
+    let header = SegmentHeader { partition, segment_id: 0, generation: 0, incarnation };
+    create_segment_file(&dir.join(log_name(0, 0)), &header)?;
+    // The meta file is written last: a directory without it is an unfinished creation.
+    fsutil::write_atomic(&dir.join(META_FILE), &meta.encode())?;
+    fsutil::fsync_dir(dir.parent().unwrap_or(dir))
+}
+
+/// Opens a replica, recovering as needed, and starts its writer thread.
+pub fn open(dir: &Path, config: EngineConfig, clock: Arc<dyn Clock>) -> Result<Replica> {
+    let meta_bytes = std::fs::read(dir.join(META_FILE)).map_err(io(format!("read {}/{META_FILE}", dir.display())))?;
+    let meta = ReplicaMeta::decode(&meta_bytes).map_err(|source| EngineError::Corrupt { file: META_FILE.into(), offset: 0, source })?;
+    compaction::recover(dir)?;
+
+    let mut logs: BTreeMap<u64, u32> = BTreeMap::new();
+    let mut idx: BTreeMap<(u64, u32, u64), std::path::PathBuf> = BTreeMap::new();
+    for entry in std::fs::read_dir(dir).map_err(io(format!("list {}", dir.display())))? {
+        let entry = entry.map_err(io(format!("list {}", dir.display())))?;
+        let name = entry.file_name().to_string_lossy().into_owned();
+        if name.ends_with(".tmp") {
+            let _ = std::fs::remove_file(entry.path());
+            continue;
+        }
+        match parse_name(&name) {
+            Some((id, generation, None)) => {
+                let g = logs.entry(id).or_insert(generation);
+                *g = (*g).max(generation);
+            }
+            Some((id, generation, Some(start))) => {
+                idx.insert((id, generation, start), entry.path());
+            }
+            None => {}
+        }
+    }
+    if logs.is_empty() {
+        return Err(EngineError::Corrupt { file: dir.display().to_string(), offset: 0, source: strata_format::FormatError::Invalid { what: "replica", detail: "no log segments".into() } });
+    }
+    // Index files of generations that are not current are leftovers.
+    idx.retain(|(id, g, _), p| {
+        let keep = logs.get(id) == Some(g);
+        if !keep {
+            let _ = std::fs::remove_file(p.as_path());
+        }
+        keep
+    });
+
+    let last_id = *logs.keys().next_back().expect("checked non-empty");
+    // A segment whose header never became durable was a roll interrupted by a crash.
+    if logs.len() > 1 {
+        let p = dir.join(log_name(last_id, logs[&last_id]));
+        let len = std::fs::metadata(&p).map(|m| m.len()).unwrap_or(0);
+        if len <= SEGMENT_HEADER_BYTES as u64 && Segment::open(&p, last_id, logs[&last_id], SEGMENT_HEADER_BYTES as u64).is_err() {
+            tracing::warn!(file = %p.display(), "removing a segment whose creation was interrupted");
+            std::fs::remove_file(&p).map_err(io(format!("remove {}", p.display())))?;
+            logs.remove(&last_id);
+        }
+    }
+    let last_id = *logs.keys().next_back().expect("checked non-empty");
+
+    let stats = crate::replica::ReplicaStats::default();
+    let mut segments = BTreeMap::new();
+    let mut index_files = Vec::new();
+    let mut memtable = Memtable::default();
+    let mut memtable_start = SEGMENT_HEADER_BYTES as u64;
+    let mut active_len = SEGMENT_HEADER_BYTES as u64;
+    let mut used_bytes = 0;
+    let mut max_lsn = 0u64;
+    let mut tail: Vec<JournalEntry> = Vec::new();
+    for (&id, &generation) in &logs {
+        let path = dir.join(log_name(id, generation));
+        let is_last = id == last_id;
+        let file_len = std::fs::metadata(&path).map_err(io(format!("stat {}", path.display())))?.len();
+        let map_len = if is_last { config.segment_bytes.max(file_len) } else { file_len };
+        let seg = Arc::new(Segment::open(&path, id, generation, map_len)?);
+        // Persisted index files must cover the segment contiguously from its header.
+        let mut cover = SEGMENT_HEADER_BYTES as u64;
+        let mut seg_files = Vec::new();
+        for ((_, _, start), p) in idx.range((id, generation, 0)..=(id, generation, u64::MAX)) {
+            let ok = *start == cover
+                && match IndexFile::open(p) {
+                    Ok(f) if f.header.segment_id == id && f.header.generation == generation && f.header.log_start == *start && f.header.log_end <= file_len => {
+                        cover = f.header.log_end;
+                        seg_files.push(Arc::new(f));
+                        true
+                    }
+                    Ok(_) => false,
+                    Err(e) => {
+                        tracing::warn!(file = %p.display(), error = %e, "discarding an index file; rebuilding from the log");
+                        false
+                    }
+                };
+            if !ok {
+                let _ = std::fs::remove_file(p);
+            }
+        }
+        if let Some(f) = seg_files.last() {
+            max_lsn = max_lsn.max(f.entries()?.iter().map(|e| e.lsn).max().unwrap_or(0));
+        }
+        let (records, stop, err) = seg.scan(cover, file_len);
+        if let Some(e) = err {
+            // A torn tail: the last batch was cut short by a crash. None of it
+            // was acknowledged (acks follow the fsync), so it is dropped.
+            tracing::warn!(file = %path.display(), offset = stop, dropped_bytes = file_len - stop, error = %e, "truncating torn log tail");
+            stats.torn_bytes_truncated.fetch_add(file_len - stop, std::sync::atomic::Ordering::Relaxed);
+            let f = OpenOptions::new().write(true).open(&path).map_err(io(format!("open {}", path.display())))?;
+            f.set_len(stop).and_then(|_| f.sync_all()).map_err(io(format!("truncate {}", path.display())))?;
+        }
+        for (_, r) in &records {
+            max_lsn = max_lsn.max(r.lsn);
+        }
+        if is_last {
+            for (off, r) in &records {
+                memtable.insert(located(id, *off, r));
+                tail.push(JournalEntry { lsn: r.lsn, key: r.key.clone(), kind: r.kind, record_len: r.total_len });
+            }
+            memtable_start = cover;
+            active_len = stop;
+        } else if !records.is_empty() {
+            let mut m = Memtable::default();
+            for (off, r) in &records {
+                m.insert(located(id, *off, r));
+            }
+            let entries: Vec<IndexEntry> = m.sorted_entries();
+            seg_files.push(Arc::new(IndexFile::write(dir, id, generation, cover, stop, &entries)?));
+        }
+        used_bytes += stop;
+        index_files.extend(seg_files);
+        segments.insert(id, seg);
+    }
+
+    let next_lsn = max_lsn + 1;
+    let mut journal = Journal::new(config.journal_entries, tail.first().map_or(next_lsn, |e| e.lsn));
+    for e in tail {
+        journal.push(e);
+    }
+    let active = segments.values().next_back().expect("non-empty").clone();
+    let file = OpenOptions::new().append(true).open(&active.path).map_err(io(format!("open {}", active.path.display())))?;
+    let state = State { segments, index_files, memtable, memtable_start, journal, next_lsn, active_len, used_bytes };
+    let shared = Arc::new(Shared {
+        partition: meta.partition,
+        dir: dir.to_owned(),
+        config,
+        clock,
+        meta,
+        state: RwLock::new(state),
+        compaction: Mutex::new(()),
+        stats,
+        queued_bytes: AtomicU64::new(0),
+        io_failed: AtomicBool::new(false),
+        flush_on_close: AtomicBool::new(true),
+        read_only: AtomicU8::new(0),
+    });
+    let (tx, rx) = mpsc::sync_channel(QUEUE_REQUESTS_MAX);
+    let writer = Writer { shared: shared.clone(), file, next_lsn };
+    let handle = std::thread::Builder::new()
+        .name(format!("strata-writer-{}", meta.partition))
+        .spawn(move || writer.run(rx))
+        .map_err(io("spawn writer thread"))?;
+    Ok(Replica { shared, tx: Mutex::new(Some(tx)), writer: Mutex::new(Some(handle)) })
+}

@@ -1,0 +1,412 @@
+//! A partition replica: one append-only log (Ambry §2.2) with its index,
+//! journal, writer thread and compactor.
+
+use crate::config::EngineConfig;
+use crate::error::{EngineError, ReadOnlyReason, Result};
+use crate::index::{IndexFile, KeyState, Located, Memtable, fold};
+use crate::journal::{Journal, JournalEntry};
+use crate::segment::{Segment, segment_bytes};
+use bytes::Bytes;
+use std::collections::BTreeMap;
+use std::future::Future;
+use std::path::{Path, PathBuf};
+use std::pin::Pin;
+use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, RwLock, mpsc};
+use std::task::{Context, Poll};
+use strata_format::record::{RECORD_CRC_BYTES, put_record_len};
+use strata_format::{PutProps, RecordKind, ReplicaMeta};
+use strata_types::{Clock, Key, PartitionId};
+use tokio::sync::oneshot;
+
+/// A write to a replica.
+#[derive(Debug, Clone)]
+pub enum WriteOp {
+    /// Stores a new blob; fails if the key exists (even deleted).
+    Put {
+        /// Key.
+        key: Key,
+        /// Properties and user metadata.
+        props: PutProps,
+        /// The bytes.
+        data: Bytes,
+    },
+    /// Writes a tombstone for a live or expired key.
+    Delete {
+        /// Key.
+        key: Key,
+    },
+    /// Sets a new expiry (0 = never) on a live key.
+    TtlUpdate {
+        /// Key.
+        key: Key,
+        /// New absolute expiry in ms.
+        expiry_ms: u64,
+    },
+}
+
+impl WriteOp {
+    /// The key written.
+    pub fn key(&self) -> &Key {
+        match self {
+            Self::Put { key, .. } | Self::Delete { key } | Self::TtlUpdate { key, .. } => key,
+        }
+    }
+    /// Encoded record length.
+    pub fn record_len(&self) -> usize {
+        match self {
+            Self::Put { key, props, data } => put_record_len(key, props, data.len()),
+            Self::Delete { key } => strata_format::record::RECORD_FIXED_BYTES + key.as_bytes().len() + RECORD_CRC_BYTES,
+            Self::TtlUpdate { key, .. } => strata_format::record::RECORD_FIXED_BYTES + key.as_bytes().len() + 8 + RECORD_CRC_BYTES,
+        }
+    }
+}
+
+/// What a durable write reports.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct WriteAck {
+    /// Sequence number given to the record.
+    pub lsn: u64,
+    /// Time recorded in it.
+    pub time_ms: u64,
+}
+
+pub(crate) struct WriteReq {
+    pub op: WriteOp,
+    pub len: usize,
+    pub reply: oneshot::Sender<Result<WriteAck>>,
+}
+
+/// A write on its way to durability. Await it from async code, or
+/// [`PendingWrite::wait`] from a thread.
+pub struct PendingWrite(Inner);
+
+enum Inner {
+    Ready(Option<Result<WriteAck>>),
+    Waiting(oneshot::Receiver<Result<WriteAck>>),
+}
+
+impl PendingWrite {
+    fn ready(r: Result<WriteAck>) -> Self {
+        Self(Inner::Ready(Some(r)))
+    }
+    /// Blocks the calling thread until the write is durable or failed.
+    pub fn wait(self) -> Result<WriteAck> {
+        match self.0 {
+            Inner::Ready(r) => r.unwrap_or(Err(EngineError::Closed)),
+            Inner::Waiting(rx) => rx.blocking_recv().unwrap_or(Err(EngineError::Closed)),
+        }
+    }
+}
+
+impl Future for PendingWrite {
+    type Output = Result<WriteAck>;
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        match &mut self.0 {
+            Inner::Ready(r) => Poll::Ready(r.take().unwrap_or(Err(EngineError::Closed))),
+            Inner::Waiting(rx) => Pin::new(rx).poll(cx).map(|r| r.unwrap_or(Err(EngineError::Closed))),
+        }
+    }
+}
+
+/// A stored blob as read back.
+#[derive(Debug, Clone)]
+pub struct BlobRecord {
+    /// Key.
+    pub key: Key,
+    /// Properties and user metadata as put.
+    pub props: PutProps,
+    /// When the put was accepted.
+    pub created_ms: u64,
+    /// Effective expiry after TTL updates (0 = never).
+    pub expiry_ms: u64,
+    /// Size of the data.
+    pub size: u64,
+    /// The data (empty for `info`), a zero-copy view of the log.
+    pub data: Bytes,
+}
+
+/// Counters of one replica, read by the metrics exporter.
+#[derive(Debug, Default)]
+pub struct ReplicaStats {
+    /// Group-commit batches written.
+    pub batches: AtomicU64,
+    /// Records written.
+    pub records: AtomicU64,
+    /// Bytes appended to the log.
+    pub bytes_written: AtomicU64,
+    /// fdatasync calls on the write path.
+    pub fsyncs: AtomicU64,
+    /// Total nanoseconds spent in those fsyncs.
+    pub fsync_nanos: AtomicU64,
+    /// Compaction passes that rewrote a segment.
+    pub segments_compacted: AtomicU64,
+    /// Bytes reclaimed by compaction.
+    pub bytes_reclaimed: AtomicU64,
+    /// Bytes cut off a torn log tail at recovery.
+    pub torn_bytes_truncated: AtomicU64,
+}
+
+pub(crate) struct State {
+    pub segments: BTreeMap<u64, Arc<Segment>>,
+    /// Ordered by (segment id, log start).
+    pub index_files: Vec<Arc<IndexFile>>,
+    pub memtable: Memtable,
+    pub memtable_start: u64,
+    pub journal: Journal,
+    pub next_lsn: u64,
+    /// Durable length of the active (last) segment.
+    pub active_len: u64,
+    pub used_bytes: u64,
+}
+
+impl State {
+    pub fn active(&self) -> &Arc<Segment> {
+        self.segments.values().next_back().expect("a replica always has an active segment")
+    }
+
+    pub fn lookup(&self, key: &Key) -> KeyState {
+        let mut ttl = None;
+        if let Some(s) = fold(&mut ttl, self.active().id, self.memtable.find(key).map(|l| l.entry.clone())) {
+            return s;
+        }
+        for f in self.index_files.iter().rev() {
+            let found = f.find(key);
+            if !found.is_empty()
+                && let Some(s) = fold(&mut ttl, f.segment_id(), found.into_iter())
+            {
+                return s;
+            }
+        }
+        KeyState::Missing
+    }
+}
+
+pub(crate) struct Shared {
+    pub partition: PartitionId,
+    pub dir: PathBuf,
+    pub config: EngineConfig,
+    pub clock: Arc<dyn Clock>,
+    pub meta: ReplicaMeta,
+    pub state: RwLock<State>,
+    pub compaction: Mutex<()>,
+    pub stats: ReplicaStats,
+    pub queued_bytes: AtomicU64,
+    pub io_failed: AtomicBool,
+    pub flush_on_close: AtomicBool,
+    /// 0 read-write, else 1 + ReadOnlyReason as last seen by the writer.
+    pub read_only: AtomicU8,
+}
+
+impl Shared {
+    pub fn read_state(&self) -> std::sync::RwLockReadGuard<'_, State> {
+        self.state.read().unwrap_or_else(|p| p.into_inner())
+    }
+    pub fn write_state(&self) -> std::sync::RwLockWriteGuard<'_, State> {
+        self.state.write().unwrap_or_else(|p| p.into_inner())
+    }
+}
+
+/// A partition replica on one disk.
+pub struct Replica {
+    pub(crate) shared: Arc<Shared>,
+    pub(crate) tx: Mutex<Option<mpsc::SyncSender<WriteReq>>>,
+    pub(crate) writer: Mutex<Option<std::thread::JoinHandle<()>>>,
+}
+
+/// A summary of a replica for status pages.
+#[derive(Debug, Clone)]
+pub struct ReplicaStatus {
+    /// Partition id.
+    pub partition: PartitionId,
+    /// Bytes of log on disk.
+    pub used_bytes: u64,
+    /// Configured capacity.
+    pub capacity_bytes: u64,
+    /// Why puts are refused, if they are.
+    pub read_only: Option<ReadOnlyReason>,
+    /// Number of log segments.
+    pub segments: usize,
+    /// Number of persisted index files.
+    pub index_files: usize,
+    /// Entries in the in-memory index segment.
+    pub memtable_entries: usize,
+    /// Next sequence number to be assigned.
+    pub next_lsn: u64,
+}
+
+impl Replica {
+    /// Partition id.
+    pub fn partition(&self) -> PartitionId {
+        self.shared.partition
+    }
+    /// Directory holding the replica.
+    pub fn dir(&self) -> &Path {
+        &self.shared.dir
+    }
+    /// Random id of this replica's life.
+    pub fn incarnation(&self) -> [u8; 16] {
+        self.shared.meta.incarnation
+    }
+    /// Counters.
+    pub fn stats(&self) -> &ReplicaStats {
+        &self.shared.stats
+    }
+
+    /// Queues a write for the group-commit writer. Fails fast (without
+    /// queueing) on oversized or invalid input and when the queue is full.
+    pub fn submit(&self, op: WriteOp) -> PendingWrite {
+        let c = &self.shared.config;
+        let len = op.record_len();
+        if let WriteOp::Put { props, .. } = &op {
+            if len as u64 > c.record_bytes_max {
+                return PendingWrite::ready(Err(EngineError::TooLarge { size: len as u64, max: c.record_bytes_max }));
+            }
+            if let Err(e) = props.validate() {
+                return PendingWrite::ready(Err(EngineError::Invalid(e.to_string())));
+            }
+        }
+        let queued = self.shared.queued_bytes.fetch_add(len as u64, Ordering::SeqCst);
+        if queued > 0 && queued + len as u64 > c.queue_bytes_max {
+            self.shared.queued_bytes.fetch_sub(len as u64, Ordering::SeqCst);
+            return PendingWrite::ready(Err(EngineError::Busy { partition: self.partition() }));
+        }
+        let (reply, rx) = oneshot::channel();
+        let tx = self.tx.lock().unwrap_or_else(|p| p.into_inner());
+        let sent = match tx.as_ref() {
+            Some(tx) => tx.try_send(WriteReq { op, len, reply }).map_err(|e| match e {
+                mpsc::TrySendError::Full(_) => EngineError::Busy { partition: self.partition() },
+                mpsc::TrySendError::Disconnected(_) => EngineError::Closed,
+            }),
+            None => Err(EngineError::Closed),
+        };
+        match sent {
+            Ok(()) => PendingWrite(Inner::Waiting(rx)),
+            Err(e) => {
+                self.shared.queued_bytes.fetch_sub(len as u64, Ordering::SeqCst);
+                PendingWrite::ready(Err(e))
+            }
+        }
+    }
+
+    /// What the index says of `key`.
+    pub fn state_of(&self, key: &Key) -> KeyState {
+        self.shared.read_state().lookup(key)
+    }
+
+    fn read(&self, key: &Key, with_data: bool) -> Result<BlobRecord> {
+        let (put, expiry_ms, seg) = {
+            let st = self.shared.read_state();
+            match st.lookup(key) {
+                KeyState::Missing => return Err(EngineError::NotFound),
+                KeyState::Deleted => return Err(EngineError::Deleted),
+                KeyState::Live { put, expiry_ms } => {
+                    let seg = st.segments.get(&put.segment_id).cloned().ok_or(EngineError::Closed)?;
+                    (put, expiry_ms, seg)
+                }
+            }
+        };
+        if expiry_ms != 0 && expiry_ms <= self.shared.clock.now_ms() {
+            return Err(EngineError::Expired);
+        }
+        let e = &put.entry;
+        let verify = with_data && self.shared.config.verify_crc_on_read;
+        let rec = seg.record_at(e.record_offset, e.record_len, verify)?;
+        if rec.key != *key || rec.kind != RecordKind::Put {
+            return Err(seg.corrupt(e.record_offset, strata_format::FormatError::Invalid { what: "indexed record", detail: "key or kind differs from index".into() }));
+        }
+        let data = if with_data { segment_bytes(&seg, e.record_offset + rec.data_offset as u64, rec.data_len) } else { Bytes::new() };
+        Ok(BlobRecord { key: key.clone(), props: rec.props.unwrap_or_default(), created_ms: rec.time_ms, expiry_ms, size: rec.data_len, data })
+    }
+
+    /// Reads a live blob: its properties and a zero-copy view of its data.
+    pub fn get(&self, key: &Key) -> Result<BlobRecord> {
+        self.read(key, true)
+    }
+
+    /// Reads a live blob's properties without its data.
+    pub fn info(&self, key: &Key) -> Result<BlobRecord> {
+        self.read(key, false)
+    }
+
+    /// Every key the index knows with its state. For admin tools and checkers;
+    /// costs a walk of the whole index.
+    pub fn keys(&self) -> Result<Vec<(Key, KeyState)>> {
+        let st = self.shared.read_state();
+        let mut keys = std::collections::BTreeSet::new();
+        keys.extend(st.memtable.iter().map(|l| l.entry.key.clone()));
+        for f in &st.index_files {
+            keys.extend(f.entries()?.into_iter().map(|e| e.key));
+        }
+        Ok(keys.into_iter().map(|k| { let s = st.lookup(&k); (k, s) }).collect())
+    }
+
+    /// Records after sequence number `after` from the journal, or `None` when
+    /// the journal no longer reaches back that far.
+    pub fn journal_since(&self, after: u64, max: usize) -> Option<Vec<JournalEntry>> {
+        self.shared.read_state().journal.since(after, max)
+    }
+
+    /// A status summary.
+    pub fn status(&self) -> ReplicaStatus {
+        let st = self.shared.read_state();
+        let ro = match self.shared.read_only.load(Ordering::Relaxed) {
+            1 => Some(ReadOnlyReason::Capacity),
+            2 => Some(ReadOnlyReason::DiskFull),
+            3 => Some(ReadOnlyReason::IoFailed),
+            _ => None,
+        };
+        ReplicaStatus {
+            partition: self.partition(),
+            used_bytes: st.used_bytes,
+            capacity_bytes: self.shared.meta.capacity_bytes,
+            read_only: ro,
+            segments: st.segments.len(),
+            index_files: st.index_files.len(),
+            memtable_entries: st.memtable.len(),
+            next_lsn: st.next_lsn,
+        }
+    }
+
+    /// True if puts are currently accepted (as last seen by the writer).
+    pub fn is_writable(&self) -> bool {
+        self.shared.read_only.load(Ordering::Relaxed) == 0
+    }
+
+    /// Stops the writer after it drains queued writes, and persists the
+    /// memtable so the next open need not rebuild it. Idempotent.
+    pub fn close(&self) {
+        self.tx.lock().unwrap_or_else(|p| p.into_inner()).take();
+        if let Some(h) = self.writer.lock().unwrap_or_else(|p| p.into_inner()).take() {
+            let _ = h.join();
+        }
+    }
+
+    /// Stops the writer without persisting the memtable: what a crash leaves
+    /// behind, for recovery tests.
+    pub fn close_without_flush(&self) {
+        self.shared.flush_on_close.store(false, Ordering::SeqCst);
+        self.close();
+    }
+}
+
+impl Drop for Replica {
+    fn drop(&mut self) {
+        self.close();
+    }
+}
+
+pub(crate) fn located(segment_id: u64, offset: u64, rec: &strata_format::DecodedRecord) -> Located {
+    Located {
+        segment_id,
+        entry: strata_format::IndexEntry {
+            key: rec.key.clone(),
+            kind: rec.kind,
+            expiry_ms: rec.expiry_ms,
+            lsn: rec.lsn,
+            record_offset: offset,
+            record_len: rec.total_len,
+            data_offset: rec.data_offset,
+        },
+    }
+}

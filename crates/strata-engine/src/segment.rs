@@ -1,0 +1,142 @@
+//! Log segments: append-only files of records, read through one shared
+//! mapping each so gets hand out zero-copy slices of the page cache.
+
+use crate::error::{EngineError, Result, io};
+use bytes::Bytes;
+use memmap2::{Mmap, MmapOptions};
+use std::fs::File;
+use std::path::{Path, PathBuf};
+use strata_format::headers::SEGMENT_HEADER_BYTES;
+use strata_format::record::{self, DecodedRecord};
+use strata_format::{FormatError, SegmentHeader};
+
+/// File name of a log segment.
+pub fn log_name(id: u64, generation: u32) -> String {
+    format!("seg-{id:08}-g{generation:04}.log")
+}
+
+/// File name of an index file covering `[start, ..)` of a segment.
+pub fn index_name(id: u64, generation: u32, start: u64) -> String {
+    format!("seg-{id:08}-g{generation:04}-{start:012x}.idx")
+}
+
+/// Parses a file name written by [`log_name`] or [`index_name`] into
+/// (segment id, generation, index start offset if an index file).
+pub fn parse_name(name: &str) -> Option<(u64, u32, Option<u64>)> {
+    let rest = name.strip_prefix("seg-")?;
+    let (stem, ext) = rest.rsplit_once('.')?;
+    let mut parts = stem.split('-');
+    let id = parts.next()?.parse().ok()?;
+    let generation = parts.next()?.strip_prefix('g')?.parse().ok()?;
+    let start = parts.next().map(|s| u64::from_str_radix(s, 16));
+    match (ext, start) {
+        ("log", None) if parts.next().is_none() => Some((id, generation, None)),
+        ("idx", Some(Ok(s))) if parts.next().is_none() => Some((id, generation, Some(s))),
+        _ => None,
+    }
+}
+
+/// One log segment file and its mapping. The mapping spans `map_len` bytes,
+/// which may exceed the file (the active segment is mapped at its maximum
+/// size once); only offsets below the durable length are ever read.
+#[derive(Debug)]
+pub struct Segment {
+    /// Position in the log.
+    pub id: u64,
+    /// Compaction generation.
+    pub generation: u32,
+    /// Path of the file.
+    pub path: PathBuf,
+    map: Mmap,
+}
+
+impl Segment {
+    /// Maps an existing segment file, checking its header.
+    pub fn open(path: &Path, id: u64, generation: u32, map_len: u64) -> Result<Self> {
+        let file = File::open(path).map_err(io(format!("open {}", path.display())))?;
+        // SAFETY: segment files are only appended to by this process and never
+        // truncated below a length that readers were told about; the mapping is
+        // read-only. Other processes must not modify the data directory.
+        let map = unsafe { MmapOptions::new().len(map_len as usize).map(&file) }.map_err(io(format!("mmap {}", path.display())))?;
+        let seg = Self { id, generation, path: path.to_owned(), map };
+        let len = file.metadata().map_err(io(format!("stat {}", path.display())))?.len();
+        if len < SEGMENT_HEADER_BYTES as u64 {
+            return Err(seg.corrupt(0, FormatError::Truncated { what: "segment header", need: SEGMENT_HEADER_BYTES, have: len as usize }));
+        }
+        let h = SegmentHeader::decode(&seg.map[..SEGMENT_HEADER_BYTES]).map_err(|e| seg.corrupt(0, e))?;
+        if h.segment_id != id || h.generation != generation {
+            return Err(seg.corrupt(0, FormatError::Invalid { what: "segment header", detail: format!("names segment {} generation {}", h.segment_id, h.generation) }));
+        }
+        Ok(seg)
+    }
+
+    /// The file name, for errors.
+    pub fn name(&self) -> String {
+        self.path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default()
+    }
+
+    pub(crate) fn corrupt(&self, offset: u64, source: FormatError) -> EngineError {
+        EngineError::Corrupt { file: self.name(), offset, source }
+    }
+
+    /// The mapped bytes `[start, start+len)`; the caller guarantees they are durable.
+    pub fn slice(&self, start: u64, len: u64) -> &[u8] {
+        &self.map[start as usize..(start + len) as usize]
+    }
+
+    /// Decodes the record at `offset` of known length.
+    pub fn record_at(&self, offset: u64, len: u32, verify_crc: bool) -> Result<DecodedRecord> {
+        record::decode(self.slice(offset, len as u64), verify_crc).map_err(|e| self.corrupt(offset, e))
+    }
+
+    /// Walks records from `start` up to `end`, stopping at the first record
+    /// that does not decode. Returns the records with their offsets and the
+    /// offset where the walk stopped with the error there, if any.
+    pub fn scan(&self, start: u64, end: u64) -> (Vec<(u64, DecodedRecord)>, u64, Option<FormatError>) {
+        let mut out = Vec::new();
+        let mut pos = start;
+        while pos < end {
+            let avail = &self.map[pos as usize..end as usize];
+            match record::decode(avail, true) {
+                Ok(r) => {
+                    let len = r.total_len as u64;
+                    out.push((pos, r));
+                    pos += len;
+                }
+                Err(e) => return (out, pos, Some(e)),
+            }
+        }
+        (out, pos, None)
+    }
+}
+
+/// A zero-copy view of part of a segment that keeps the mapping alive.
+struct SegmentSlice {
+    seg: std::sync::Arc<Segment>,
+    start: usize,
+    len: usize,
+}
+
+impl AsRef<[u8]> for SegmentSlice {
+    fn as_ref(&self) -> &[u8] {
+        &self.seg.map[self.start..self.start + self.len]
+    }
+}
+
+/// Bytes backed by the segment mapping: no copy into user space.
+pub fn segment_bytes(seg: &std::sync::Arc<Segment>, start: u64, len: u64) -> Bytes {
+    Bytes::from_owner(SegmentSlice { seg: seg.clone(), start: start as usize, len: len as usize })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_round_trip() {
+        assert_eq!(parse_name(&log_name(7, 2)), Some((7, 2, None)));
+        assert_eq!(parse_name(&index_name(7, 2, 0x1234)), Some((7, 2, Some(0x1234))));
+        assert_eq!(parse_name("seg-x-g1.log"), None);
+        assert_eq!(parse_name("compaction.log"), None);
+    }
+}

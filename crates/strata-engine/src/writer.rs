@@ -1,0 +1,320 @@
+//! The group-commit writer: one thread per replica drains the write queue,
+//! validates each write against the index, appends the whole batch with one
+//! vectored write and one fdatasync, and only then publishes the records to
+//! the index and acknowledges them. Nothing unacknowledged is ever visible.
+
+use crate::config::FlushPolicy;
+use crate::error::{EngineError, ReadOnlyReason, Result, io};
+use crate::fsutil;
+use crate::index::{IndexFile, KeyState};
+use crate::journal::JournalEntry;
+use crate::replica::{Shared, WriteAck, WriteOp, WriteReq, located};
+use crate::segment::{Segment, log_name};
+use bytes::Bytes;
+use std::collections::HashMap;
+use std::fs::{File, OpenOptions};
+use std::io::{IoSlice, Write};
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::sync::mpsc::Receiver;
+use strata_format::headers::SEGMENT_HEADER_BYTES;
+use strata_format::record::{self, DecodedRecord};
+use strata_format::{PutProps, SegmentHeader};
+use strata_types::Key;
+
+/// A validated write, encoded and ready to append.
+struct Encoded {
+    reply: tokio::sync::oneshot::Sender<Result<WriteAck>>,
+    parts: Vec<Bytes>,
+    len: usize,
+    rec: DecodedRecord,
+}
+
+/// The simplified state of a key while validating a batch.
+#[derive(Clone, Copy)]
+enum Pending {
+    Missing,
+    Deleted,
+    Live(u64),
+}
+
+pub(crate) struct Writer {
+    pub shared: Arc<Shared>,
+    pub file: File,
+    pub next_lsn: u64,
+}
+
+impl Writer {
+    pub fn run(mut self, rx: Receiver<WriteReq>) {
+        let c = self.shared.config.clone();
+        while let Ok(first) = rx.recv() {
+            let mut bytes = first.len;
+            let mut batch = vec![first];
+            while batch.len() < c.batch_records_max && bytes < c.batch_bytes_max {
+                match rx.try_recv() {
+                    Ok(r) => {
+                        bytes += r.len;
+                        batch.push(r);
+                    }
+                    Err(_) => break,
+                }
+            }
+            self.shared.queued_bytes.fetch_sub(bytes as u64, Ordering::SeqCst);
+            self.process(batch);
+        }
+        if self.shared.flush_on_close.load(Ordering::SeqCst)
+            && !self.shared.io_failed.load(Ordering::SeqCst)
+            && let Err(e) = self.flush_memtable()
+        {
+            tracing::warn!(partition = self.shared.partition, error = %e, "could not persist the index on close; it will be rebuilt from the log");
+        }
+    }
+
+    fn read_only_reason(&self, has_puts: bool) -> Option<ReadOnlyReason> {
+        let c = &self.shared.config;
+        let reason = if self.shared.io_failed.load(Ordering::SeqCst) {
+            Some(ReadOnlyReason::IoFailed)
+        } else if self.shared.read_state().used_bytes as f64 >= c.read_only_fraction * self.shared.meta.capacity_bytes as f64 {
+            Some(ReadOnlyReason::Capacity)
+        } else if has_puts && fsutil::free_bytes(&self.shared.dir).map(|f| f < c.disk_reserve_bytes).unwrap_or(true) {
+            Some(ReadOnlyReason::DiskFull)
+        } else if !has_puts && self.shared.read_only.load(Ordering::Relaxed) == 1 + ReadOnlyReason::DiskFull as u8 {
+            // Without puts we did not look at the disk; keep the last verdict.
+            Some(ReadOnlyReason::DiskFull)
+        } else {
+            None
+        };
+        self.shared.read_only.store(reason.map_or(0, |r| 1 + r as u8), Ordering::Relaxed);
+        reason
+    }
+
+    fn validate(&mut self, batch: Vec<WriteReq>) -> Vec<Encoded> {
+        let has_puts = batch.iter().any(|r| matches!(r.op, WriteOp::Put { .. }));
+        let ro = self.read_only_reason(has_puts);
+        let now = self.shared.clock.now_ms();
+        let partition = self.shared.partition;
+        let mut pending: HashMap<Key, Pending> = HashMap::new();
+        let mut out = Vec::with_capacity(batch.len());
+        let st = self.shared.read_state();
+        for req in batch {
+            let key = req.op.key().clone();
+            let cur = *pending.entry(key.clone()).or_insert_with(|| match st.lookup(&key) {
+                KeyState::Missing => Pending::Missing,
+                KeyState::Deleted => Pending::Deleted,
+                KeyState::Live { expiry_ms, .. } => Pending::Live(expiry_ms),
+            });
+            let expired = |e: u64| e != 0 && e <= now;
+            let verdict = match (&req.op, cur) {
+                (_, _) if ro == Some(ReadOnlyReason::IoFailed) => Err(EngineError::ReadOnly { partition, reason: ReadOnlyReason::IoFailed }),
+                (WriteOp::Put { .. }, _) if ro.is_some() => Err(EngineError::ReadOnly { partition, reason: ro.expect("checked") }),
+                (WriteOp::Put { props, .. }, Pending::Missing) => Ok(Pending::Live(props.expiry_ms)),
+                (WriteOp::Put { .. }, _) => Err(EngineError::AlreadyExists),
+                (_, Pending::Missing) => Err(EngineError::NotFound),
+                (_, Pending::Deleted) => Err(EngineError::Deleted),
+                (WriteOp::Delete { .. }, Pending::Live(_)) => Ok(Pending::Deleted),
+                (WriteOp::TtlUpdate { .. }, Pending::Live(e)) if expired(e) => Err(EngineError::Expired),
+                (WriteOp::TtlUpdate { expiry_ms, .. }, Pending::Live(_)) => Ok(Pending::Live(*expiry_ms)),
+            };
+            match verdict {
+                Err(e) => {
+                    let _ = req.reply.send(Err(e));
+                }
+                Ok(next) => match encode(req.op, self.next_lsn, now) {
+                    Ok((parts, rec)) => {
+                        pending.insert(key, next);
+                        self.next_lsn += 1;
+                        out.push(Encoded { reply: req.reply, len: rec.total_len as usize, parts, rec });
+                    }
+                    Err(e) => {
+                        let _ = req.reply.send(Err(e));
+                    }
+                },
+            }
+        }
+        out
+    }
+
+    fn process(&mut self, batch: Vec<WriteReq>) {
+        let accepted = self.validate(batch);
+        let seg_max = self.shared.config.segment_bytes;
+        let mut rest = accepted.into_iter().peekable();
+        while rest.peek().is_some() {
+            let active_len = self.shared.read_state().active_len;
+            let mut group = Vec::new();
+            let mut group_len = 0u64;
+            while let Some(e) = rest.peek() {
+                if active_len + group_len + e.len as u64 > seg_max && !(group.is_empty() && active_len == SEGMENT_HEADER_BYTES as u64) {
+                    break;
+                }
+                group_len += e.len as u64;
+                group.push(rest.next().expect("peeked"));
+            }
+            if group.is_empty() {
+                if let Err(e) = self.roll() {
+                    self.fail_all(rest.collect(), &e);
+                    return;
+                }
+                continue;
+            }
+            if let Err(e) = self.append(group, active_len, group_len) {
+                self.fail_all(rest.collect(), &e);
+                return;
+            }
+        }
+        if self.shared.read_state().memtable.len() >= self.shared.config.index_flush_entries
+            && let Err(e) = self.flush_memtable()
+        {
+            tracing::warn!(partition = self.shared.partition, error = %e, "index flush failed; the memtable keeps growing");
+        }
+    }
+
+    fn fail_all(&self, rest: Vec<Encoded>, e: &EngineError) {
+        for r in rest {
+            let _ = r.reply.send(Err(clone_err(e)));
+        }
+    }
+
+    /// Appends one group to the active segment, makes it durable, then
+    /// publishes it to the index and acknowledges it.
+    fn append(&mut self, group: Vec<Encoded>, start: u64, len: u64) -> Result<()> {
+        let slices: Vec<IoSlice<'_>> = group.iter().flat_map(|e| e.parts.iter().map(|p| IoSlice::new(p))).collect();
+        let mut res = write_all_vectored(&mut self.file, slices);
+        if res.is_ok() && self.shared.config.flush == FlushPolicy::EveryBatch {
+            #[allow(clippy::disallowed_methods)]
+            let t = std::time::Instant::now();
+            res = self.file.sync_data();
+            let s = &self.shared.stats;
+            s.fsyncs.fetch_add(1, Ordering::Relaxed);
+            s.fsync_nanos.fetch_add(t.elapsed().as_nanos() as u64, Ordering::Relaxed);
+        }
+        if let Err(err) = res {
+            let full = err.raw_os_error() == Some(libc::ENOSPC);
+            // Cut the partial batch off so the next batch starts at a record boundary.
+            let cut = self.file.set_len(start).and_then(|_| self.file.sync_data());
+            let e = if full && cut.is_ok() {
+                self.shared.read_only.store(1 + ReadOnlyReason::DiskFull as u8, Ordering::Relaxed);
+                EngineError::ReadOnly { partition: self.shared.partition, reason: ReadOnlyReason::DiskFull }
+            } else {
+                // After a failed fsync the page cache may not match the disk:
+                // refuse writes until a restart re-reads the log.
+                self.shared.io_failed.store(true, Ordering::SeqCst);
+                self.shared.read_only.store(1 + ReadOnlyReason::IoFailed as u8, Ordering::Relaxed);
+                io(format!("append to partition {}", self.shared.partition))(err)
+            };
+            tracing::error!(partition = self.shared.partition, error = %e, "write failed");
+            self.fail_all(group, &e);
+            return Err(e);
+        }
+        let s = &self.shared.stats;
+        s.batches.fetch_add(1, Ordering::Relaxed);
+        s.records.fetch_add(group.len() as u64, Ordering::Relaxed);
+        s.bytes_written.fetch_add(len, Ordering::Relaxed);
+        let mut acks = Vec::with_capacity(group.len());
+        {
+            let mut st = self.shared.write_state();
+            let seg_id = st.active().id;
+            let mut off = start;
+            for e in group {
+                st.memtable.insert(located(seg_id, off, &e.rec));
+                st.journal.push(JournalEntry { lsn: e.rec.lsn, key: e.rec.key.clone(), kind: e.rec.kind, record_len: e.rec.total_len });
+                off += e.len as u64;
+                acks.push((e.reply, WriteAck { lsn: e.rec.lsn, time_ms: e.rec.time_ms }));
+            }
+            st.active_len = off;
+            st.used_bytes += len;
+            st.next_lsn = self.next_lsn;
+        }
+        for (reply, ack) in acks {
+            let _ = reply.send(Ok(ack));
+        }
+        Ok(())
+    }
+
+    /// Persists the memtable as an index file covering the active segment
+    /// from the memtable start to the durable end.
+    pub fn flush_memtable(&mut self) -> Result<()> {
+        let (seg, start, end, entries) = {
+            let st = self.shared.read_state();
+            if st.memtable.is_empty() {
+                return Ok(());
+            }
+            (st.active().clone(), st.memtable_start, st.active_len, st.memtable.sorted_entries())
+        };
+        let file = IndexFile::write(&self.shared.dir, seg.id, seg.generation, start, end, &entries)?;
+        let mut st = self.shared.write_state();
+        st.index_files.push(Arc::new(file));
+        st.memtable.clear();
+        st.memtable_start = end;
+        Ok(())
+    }
+
+    /// Seals the active segment (its index persisted first) and starts the next.
+    fn roll(&mut self) -> Result<()> {
+        self.flush_memtable()?;
+        let (id, partition) = (self.shared.read_state().active().id + 1, self.shared.partition);
+        let header = SegmentHeader { partition, segment_id: id, generation: 0, incarnation: self.shared.meta.incarnation };
+        let path = self.shared.dir.join(log_name(id, 0));
+        let file = create_segment_file(&path, &header)?;
+        let seg = Segment::open(&path, id, 0, self.shared.config.segment_bytes)?;
+        self.file = file;
+        let mut st = self.shared.write_state();
+        st.segments.insert(id, Arc::new(seg));
+        st.active_len = SEGMENT_HEADER_BYTES as u64;
+        st.memtable_start = SEGMENT_HEADER_BYTES as u64;
+        st.used_bytes += SEGMENT_HEADER_BYTES as u64;
+        Ok(())
+    }
+}
+
+/// Creates a segment file holding only its header, durably (file and directory).
+pub(crate) fn create_segment_file(path: &std::path::Path, header: &SegmentHeader) -> Result<File> {
+    let ctx = || format!("create {}", path.display());
+    let mut f = OpenOptions::new().create_new(true).append(true).open(path).map_err(io(ctx()))?;
+    f.write_all(&header.encode()).map_err(io(ctx()))?;
+    f.sync_all().map_err(io(ctx()))?;
+    fsutil::fsync_dir(path.parent().expect("segments live in a directory"))?;
+    Ok(f)
+}
+
+fn write_all_vectored(file: &mut File, mut slices: Vec<IoSlice<'_>>) -> std::io::Result<()> {
+    let mut bufs = &mut slices[..];
+    while !bufs.is_empty() {
+        match file.write_vectored(bufs) {
+            Ok(0) => return Err(std::io::Error::new(std::io::ErrorKind::WriteZero, "write returned 0")),
+            Ok(n) => IoSlice::advance_slices(&mut bufs, n),
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(())
+}
+
+fn encode(op: WriteOp, lsn: u64, now: u64) -> Result<(Vec<Bytes>, DecodedRecord)> {
+    let (parts, rec) = match op {
+        WriteOp::Put { key, props, data } => {
+            let (prefix, crc) = record::encode_put(lsn, now, &key, &props, &data).map_err(|e| EngineError::Invalid(e.to_string()))?;
+            let data_offset = prefix.len() as u32;
+            let total = (prefix.len() + data.len() + 4) as u32;
+            let rec = DecodedRecord { kind: record::RecordKind::Put, lsn, time_ms: now, key, total_len: total, expiry_ms: props.expiry_ms, props: None::<PutProps>, data_offset, data_len: data.len() as u64 };
+            (vec![Bytes::from(prefix), data, Bytes::copy_from_slice(&crc)], rec)
+        }
+        WriteOp::Delete { key } => small(record::RecordKind::Delete, lsn, now, key, 0),
+        WriteOp::TtlUpdate { key, expiry_ms } => small(record::RecordKind::TtlUpdate, lsn, now, key, expiry_ms),
+    };
+    Ok((parts, rec))
+}
+
+fn small(kind: record::RecordKind, lsn: u64, now: u64, key: Key, expiry_ms: u64) -> (Vec<Bytes>, DecodedRecord) {
+    let b = record::encode_small(kind, lsn, now, &key, expiry_ms);
+    let rec = DecodedRecord { kind, lsn, time_ms: now, key, total_len: b.len() as u32, props: None, expiry_ms, data_offset: 0, data_len: 0 };
+    (vec![Bytes::from(b)], rec)
+}
+
+/// Errors are not Clone (io::Error); a batch failure is reported to each write.
+pub(crate) fn clone_err(e: &EngineError) -> EngineError {
+    match e {
+        EngineError::ReadOnly { partition, reason } => EngineError::ReadOnly { partition: *partition, reason: *reason },
+        EngineError::Io { context, source } => EngineError::Io { context: context.clone(), source: std::io::Error::new(source.kind(), source.to_string()) },
+        other => EngineError::Invalid(other.to_string()),
+    }
+}
