@@ -143,25 +143,29 @@ impl IndexFile {
     }
 }
 
-/// Folds the entries of one key found in one source into the running state.
-/// Returns `Some` once the answer is final.
-pub(crate) fn fold(found: &mut Option<u64>, segment_id: u64, entries: impl Iterator<Item = IndexEntry>) -> Option<KeyState> {
+/// Folds the entries of one key found in one source into the running state
+/// (`ttl`: the newest TTL update seen so far, as (expiry, lsn)). Returns
+/// `Some` once the answer is final. A TTL update applies only to a put it
+/// follows: one left over from a put that compaction dropped must not
+/// change a later put of the same id.
+pub(crate) fn fold(ttl: &mut Option<(u64, u64)>, segment_id: u64, entries: impl Iterator<Item = IndexEntry>) -> Option<KeyState> {
     let mut put = None;
     for e in entries {
         match e.kind {
             EntryKind::Delete => return Some(KeyState::Deleted),
             EntryKind::TtlUpdate => {
-                // Within one source the newest TTL update is the one kept; across
-                // sources the first (newest) one seen wins.
-                if found.is_none() {
-                    *found = Some(e.expiry_ms);
+                if ttl.is_none_or(|(_, lsn)| lsn < e.lsn) {
+                    *ttl = Some((e.expiry_ms, e.lsn));
                 }
             }
             EntryKind::Put => put = Some(e),
         }
     }
     put.map(|e| {
-        let expiry_ms = found.unwrap_or(e.expiry_ms);
+        let expiry_ms = match *ttl {
+            Some((expiry, lsn)) if lsn > e.lsn => expiry,
+            _ => e.expiry_ms,
+        };
         KeyState::Live { put: Located { segment_id, entry: e }, expiry_ms }
     })
 }

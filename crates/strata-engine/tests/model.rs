@@ -190,7 +190,7 @@ fn clock_now(c: &ManualClock) -> u64 {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig { cases: 64, ..ProptestConfig::default() })]
+    #![proptest_config(ProptestConfig { cases: 160, ..ProptestConfig::default() })]
     #[test]
     fn engine_agrees_with_model(ops in proptest::collection::vec(op(), 1..250)) {
         run(ops)?;
