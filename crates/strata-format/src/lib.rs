@@ -7,11 +7,13 @@
 //! This crate does no I/O and must not depend on the engine or anything above.
 
 pub mod bloom;
+pub mod chunk_list;
 pub mod headers;
 pub mod index;
 pub mod record;
 
 pub use bloom::Bloom;
+pub use chunk_list::ChunkList;
 pub use headers::{CompactionPhase, CompactionRecord, ReplicaMeta, SegmentHeader};
 pub use index::{IndexEntry, IndexFileHeader, EntryKind};
 pub use record::{DecodedRecord, PutProps, RecordKind};

@@ -1,0 +1,240 @@
+//! The client commands: put, get, info, delete, ttl, partitions, compact.
+
+use anyhow::{Context, Result, bail};
+use bytes::Bytes;
+use futures_util::StreamExt;
+use indicatif::{ProgressBar, ProgressStyle};
+use std::path::PathBuf;
+use strata_client::{Client, PutArgs as ClientPutArgs};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+/// Transfers larger than this show a progress bar (on a terminal).
+const PROGRESS_MIN_BYTES: u64 = 4 << 20;
+
+/// Flags every client command has.
+#[derive(clap::Args, Debug, Clone)]
+pub struct Common {
+    /// Server URL.
+    #[arg(long, env = "STRATA_URL", default_value = "http://127.0.0.1:8080")]
+    pub server: String,
+    /// Print the result as JSON.
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(clap::Args, Debug)]
+pub struct PutArgs {
+    /// File to store, or `-` for stdin.
+    pub file: String,
+    /// Time to live in seconds.
+    #[arg(long)]
+    pub ttl: Option<u64>,
+    /// User metadata, repeatable: `--meta key=value`.
+    #[arg(long, value_parser = parse_meta)]
+    pub meta: Vec<(String, String)>,
+    /// MIME type.
+    #[arg(long)]
+    pub content_type: Option<String>,
+    /// Owner (service or account).
+    #[arg(long)]
+    pub owner: Option<String>,
+    #[command(flatten)]
+    pub common: Common,
+}
+
+fn parse_meta(s: &str) -> Result<(String, String), String> {
+    let (k, v) = s.split_once('=').ok_or_else(|| format!("expected key=value, got {s:?}"))?;
+    if k.is_empty() || !k.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_') {
+        return Err(format!("metadata key {k:?} must be letters, digits, '-' or '_'"));
+    }
+    Ok((k.to_ascii_lowercase(), v.to_string()))
+}
+
+#[derive(clap::Args, Debug)]
+pub struct GetArgs {
+    /// Blob id.
+    pub id: String,
+    /// Output file (default: stdout).
+    #[arg(short, long)]
+    pub output: Option<PathBuf>,
+    /// Byte range, e.g. `0-99`, `100-` or `-50`.
+    #[arg(long)]
+    pub range: Option<String>,
+    #[command(flatten)]
+    pub common: Common,
+}
+
+#[derive(clap::Args, Debug)]
+pub struct IdArgs {
+    /// Blob id.
+    pub id: String,
+    #[command(flatten)]
+    pub common: Common,
+}
+
+#[derive(clap::Args, Debug)]
+pub struct TtlArgs {
+    /// Blob id.
+    pub id: String,
+    /// Seconds from now, or `never`.
+    pub ttl: String,
+    #[command(flatten)]
+    pub common: Common,
+}
+
+fn bar(len: u64, verb: &str) -> ProgressBar {
+    if len < PROGRESS_MIN_BYTES {
+        return ProgressBar::hidden();
+    }
+    let pb = ProgressBar::new(len);
+    let style = ProgressStyle::with_template("{msg} [{bar:40}] {bytes}/{total_bytes} {bytes_per_sec} eta {eta}").map(|s| s.progress_chars("=> "));
+    if let Ok(s) = style {
+        pb.set_style(s);
+    }
+    pb.set_message(verb.to_string());
+    pb
+}
+
+pub async fn put(a: PutArgs) -> Result<()> {
+    let client = Client::new(&a.common.server);
+    let args = ClientPutArgs { ttl_secs: a.ttl, content_type: a.content_type, owner: a.owner, meta: a.meta };
+    let (reader, size): (Box<dyn tokio::io::AsyncRead + Unpin + Send + Sync>, Option<u64>) = if a.file == "-" {
+        (Box::new(tokio::io::stdin()), None)
+    } else {
+        let f = tokio::fs::File::open(&a.file).await.with_context(|| format!("opening {}", a.file))?;
+        let len = f.metadata().await?.len();
+        (Box::new(f), Some(len))
+    };
+    let pb = bar(size.unwrap_or(0), "put");
+    let pb2 = pb.clone();
+    let stream = futures_util::stream::unfold(reader, |mut r| async move {
+        let mut buf = vec![0u8; 256 << 10];
+        match r.read(&mut buf).await {
+            Ok(0) => None,
+            Ok(n) => {
+                buf.truncate(n);
+                Some((Ok(Bytes::from(buf)), r))
+            }
+            Err(e) => Some((Err(e), r)),
+        }
+    })
+    .inspect(move |r| {
+        if let Ok(b) = r {
+            pb2.inc(b.len() as u64)
+        }
+    });
+    let res = client.put(strata_client::streaming(stream), size, &args).await;
+    pb.finish_and_clear();
+    let res = res?;
+    if a.common.json {
+        println!("{}", serde_json::json!({ "id": res.id, "size": res.size }));
+    } else {
+        println!("{}", res.id);
+    }
+    Ok(())
+}
+
+pub async fn get(a: GetArgs) -> Result<()> {
+    let client = Client::new(&a.common.server);
+    let range = a.range.as_ref().map(|r| format!("bytes={r}"));
+    let resp = client.get(&a.id, range.as_deref()).await?;
+    let len = resp.content_length().unwrap_or(0);
+    let pb = if a.output.is_some() { bar(len, "get") } else { ProgressBar::hidden() };
+    let mut out: Box<dyn tokio::io::AsyncWrite + Unpin + Send> = match &a.output {
+        Some(p) => Box::new(tokio::fs::File::create(p).await.with_context(|| format!("creating {}", p.display()))?),
+        None => Box::new(tokio::io::stdout()),
+    };
+    let mut stream = Box::pin(resp.into_stream());
+    let mut written = 0u64;
+    while let Some(chunk) = stream.next().await {
+        let chunk = chunk?;
+        out.write_all(&chunk).await?;
+        written += chunk.len() as u64;
+        pb.inc(chunk.len() as u64);
+    }
+    out.flush().await?;
+    pb.finish_and_clear();
+    if written != len {
+        bail!("the server sent {written} of {len} bytes: the transfer was cut short");
+    }
+    if a.common.json && a.output.is_some() {
+        println!("{}", serde_json::json!({ "id": a.id, "bytes": written }));
+    }
+    Ok(())
+}
+
+pub async fn info(a: IdArgs) -> Result<()> {
+    let v = Client::new(&a.common.server).info(&a.id).await?;
+    if a.common.json {
+        println!("{v}");
+        return Ok(());
+    }
+    println!("id            {}", v["id"].as_str().unwrap_or(""));
+    println!("size          {} bytes", v["size"]);
+    println!("content type  {}", v["content_type"].as_str().unwrap_or(""));
+    if let Some(o) = v["owner"].as_str().filter(|o| !o.is_empty()) {
+        println!("owner         {o}");
+    }
+    println!("created (ms)  {}", v["created_ms"]);
+    println!("expires (ms)  {}", v["expiry_ms"].as_u64().map_or("never".to_string(), |e| e.to_string()));
+    if v["chunks"].as_u64().unwrap_or(0) > 0 {
+        println!("chunks        {}", v["chunks"]);
+    }
+    if let Some(m) = v["meta"].as_object() {
+        for (k, val) in m {
+            println!("meta {k:<8} {}", val.as_str().unwrap_or(""));
+        }
+    }
+    Ok(())
+}
+
+pub async fn delete(a: IdArgs) -> Result<()> {
+    Client::new(&a.common.server).delete(&a.id).await?;
+    if a.common.json {
+        println!("{}", serde_json::json!({ "id": a.id, "deleted": true }));
+    } else {
+        println!("deleted {}", a.id);
+    }
+    Ok(())
+}
+
+pub async fn ttl(a: TtlArgs) -> Result<()> {
+    Client::new(&a.common.server).update_ttl(&a.id, &a.ttl).await?;
+    if a.common.json {
+        println!("{}", serde_json::json!({ "id": a.id, "ttl": a.ttl }));
+    } else {
+        println!("ttl of {} set to {}", a.id, a.ttl);
+    }
+    Ok(())
+}
+
+pub async fn partitions(a: Common) -> Result<()> {
+    let v = Client::new(&a.server).json(http::Method::GET, "/admin/partitions").await?;
+    if a.json {
+        println!("{v}");
+        return Ok(());
+    }
+    println!("{:>9}  {:<10}  {:>12}  {:>12}  {:>8}  {:>10}", "PARTITION", "STATE", "USED", "CAPACITY", "SEGMENTS", "NEXT LSN");
+    for p in v.as_array().into_iter().flatten() {
+        println!(
+            "{:>9}  {:<10}  {:>12}  {:>12}  {:>8}  {:>10}",
+            p["partition"].to_string(),
+            p["state"].as_str().unwrap_or(""),
+            p["used_bytes"].to_string(),
+            p["capacity_bytes"].to_string(),
+            p["segments"].to_string(),
+            p["next_lsn"].to_string()
+        );
+    }
+    Ok(())
+}
+
+pub async fn compact(a: Common) -> Result<()> {
+    let v = Client::new(&a.server).json(http::Method::POST, "/admin/compact").await?;
+    if a.json {
+        println!("{v}");
+    } else {
+        println!("compacted {} segments, reclaimed {} bytes", v["segments_compacted"], v["bytes_reclaimed"]);
+    }
+    Ok(())
+}

@@ -1,0 +1,70 @@
+//! `strata`: the server, the client commands and the benchmark in one binary.
+
+mod bench;
+mod commands;
+mod server;
+mod size;
+
+use clap::{Parser, Subcommand};
+
+#[derive(Parser)]
+#[command(name = "strata", version, about = "Strata: a distributed blob store")]
+struct Cli {
+    #[command(subcommand)]
+    cmd: Cmd,
+}
+
+#[derive(Subcommand)]
+enum Cmd {
+    /// Runs a Strata node (with no flags: a single node with data in ./strata-data on 127.0.0.1:8080).
+    Server(server::ServerArgs),
+    /// Stores a file (or stdin with `-`) and prints its id.
+    Put(commands::PutArgs),
+    /// Fetches a blob to a file or stdout.
+    Get(commands::GetArgs),
+    /// Shows a blob's properties and user metadata.
+    Info(commands::IdArgs),
+    /// Deletes a blob.
+    Delete(commands::IdArgs),
+    /// Sets a blob's time to live (seconds from now, or `never`).
+    Ttl(commands::TtlArgs),
+    /// Shows the partitions of a node.
+    Partitions(commands::Common),
+    /// Runs a compaction pass on a node now.
+    Compact(commands::Common),
+    /// Measures PUT/GET over loopback against this machine's disk and network limits.
+    Bench(bench::BenchArgs),
+}
+
+fn main() -> std::process::ExitCode {
+    let cli = Cli::parse();
+    let filter = tracing_subscriber::EnvFilter::try_from_env("STRATA_LOG").unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).init();
+    let rt = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("error: cannot start the async runtime: {e}");
+            return std::process::ExitCode::FAILURE;
+        }
+    };
+    let result = rt.block_on(async move {
+        match cli.cmd {
+            Cmd::Server(a) => server::run(a).await,
+            Cmd::Put(a) => commands::put(a).await,
+            Cmd::Get(a) => commands::get(a).await,
+            Cmd::Info(a) => commands::info(a).await,
+            Cmd::Delete(a) => commands::delete(a).await,
+            Cmd::Ttl(a) => commands::ttl(a).await,
+            Cmd::Partitions(a) => commands::partitions(a).await,
+            Cmd::Compact(a) => commands::compact(a).await,
+            Cmd::Bench(a) => bench::run(a).await,
+        }
+    });
+    match result {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            std::process::ExitCode::FAILURE
+        }
+    }
+}

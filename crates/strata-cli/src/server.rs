@@ -1,0 +1,103 @@
+//! `strata server`: a single node with an embedded default configuration.
+
+use crate::size::parse_size;
+use anyhow::{Context, Result};
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+use strata_engine::{EngineConfig, FlushPolicy, Store};
+use strata_router::{LocalView, Router, RouterConfig};
+use strata_types::SystemClock;
+
+/// Flags of `strata server`.
+#[derive(clap::Args, Debug, Clone)]
+pub struct ServerArgs {
+    /// Directory holding the data (created if missing).
+    #[arg(long, default_value = "./strata-data")]
+    pub data_dir: PathBuf,
+    /// Address of the HTTP API.
+    #[arg(long, default_value = "127.0.0.1:8080")]
+    pub listen: String,
+    /// Partitions created on first start.
+    #[arg(long, default_value_t = 4)]
+    pub partitions: u64,
+    /// Blobs larger than this are chunked.
+    #[arg(long, default_value = "4MiB", value_parser = parse_size)]
+    pub chunk_size: u64,
+    /// Size of one log segment file.
+    #[arg(long, default_value = "512MiB", value_parser = parse_size)]
+    pub segment_size: u64,
+    /// Capacity of each partition replica; read-only past 85% of it.
+    #[arg(long, default_value = "64GiB", value_parser = parse_size)]
+    pub replica_capacity: u64,
+    /// Free space the filesystem keeps; below it puts are refused.
+    #[arg(long, default_value = "256MiB", value_parser = parse_size)]
+    pub disk_reserve: u64,
+    /// Durability of puts: `every-batch` (fsync before ack) or `never`.
+    #[arg(long, default_value = "every-batch")]
+    pub flush: String,
+    /// Seconds between background compaction passes.
+    #[arg(long, default_value_t = 300)]
+    pub compaction_interval_secs: u64,
+}
+
+impl ServerArgs {
+    /// The engine configuration these flags describe.
+    pub fn engine_config(&self) -> Result<EngineConfig> {
+        let flush = match self.flush.as_str() {
+            "every-batch" => FlushPolicy::EveryBatch,
+            "never" => FlushPolicy::Never,
+            other => anyhow::bail!("--flush must be every-batch or never, not {other:?}"),
+        };
+        let record_max = self.chunk_size + (1 << 20);
+        Ok(EngineConfig {
+            segment_bytes: self.segment_size.max(record_max + 4096),
+            record_bytes_max: record_max,
+            replica_capacity_bytes: self.replica_capacity,
+            disk_reserve_bytes: self.disk_reserve,
+            flush,
+            ..EngineConfig::default()
+        })
+    }
+}
+
+/// Opens the store (creating partitions on first start) and a router over it.
+pub fn open_node(args: &ServerArgs) -> Result<(Arc<Store>, Arc<Router>)> {
+    let clock = Arc::new(SystemClock);
+    let store = Arc::new(Store::open(&args.data_dir, args.engine_config()?, clock.clone()).with_context(|| format!("opening data directory {}", args.data_dir.display()))?);
+    if store.replicas().is_empty() {
+        for p in 0..args.partitions {
+            store.create_replica(p).with_context(|| format!("creating partition {p}"))?;
+        }
+    }
+    let config = RouterConfig { chunk_size: args.chunk_size as usize, ..RouterConfig::default() };
+    let router = Arc::new(Router::new(Arc::new(LocalView::new(store.clone())), config, clock, None));
+    Ok((store, router))
+}
+
+pub async fn run(args: ServerArgs) -> Result<()> {
+    let (store, router) = open_node(&args)?;
+    let listener = tokio::net::TcpListener::bind(&args.listen).await.with_context(|| format!("binding {}", args.listen))?;
+    let addr = listener.local_addr()?;
+    let state = strata_server::AppState::new(router, store.clone());
+    strata_server::spawn_compactor(store.clone(), Duration::from_secs(args.compaction_interval_secs.max(1)));
+    println!("Strata is serving http://{addr} (data in {}, {} partitions)", args.data_dir.display(), store.replicas().len());
+    println!("Try it:");
+    println!("  strata put README.md                      # prints the new blob id");
+    println!("  strata get <ID> -o copy.md");
+    println!("  curl -sS -X POST --data-binary @README.md http://{addr}/");
+    println!("  curl -sS http://{addr}/metrics | head");
+    println!("Stop with Ctrl-C.");
+    let shutdown = async {
+        let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).ok();
+        tokio::select! {
+            _ = tokio::signal::ctrl_c() => {}
+            _ = async { match term.as_mut() { Some(t) => { t.recv().await; } None => std::future::pending::<()>().await } } => {}
+        }
+        tracing::info!("shutting down");
+    };
+    strata_server::serve(listener, state, shutdown).await?;
+    let s = store.clone();
+    tokio::task::spawn_blocking(move || s.close()).await?;
+    Ok(())
+}

@@ -1,0 +1,212 @@
+//! A Rust client for Strata's HTTP API, used by the CLI, the benchmark and
+//! the integration tests. Streams bodies both ways; pools connections.
+//! Must not depend on any server-side crate: it speaks only HTTP.
+
+use bytes::Bytes;
+use futures_util::{Stream, TryStreamExt};
+use http::{Method, Request, StatusCode};
+use http_body_util::{BodyExt, Full, StreamBody, combinators::BoxBody};
+use hyper::body::{Frame, Incoming};
+use hyper_util::client::legacy::Client as HyperClient;
+use hyper_util::client::legacy::connect::HttpConnector;
+use hyper_util::rt::TokioExecutor;
+
+/// A request body.
+pub type Body = BoxBody<Bytes, std::io::Error>;
+
+/// Client errors.
+#[derive(Debug, thiserror::Error)]
+pub enum ClientError {
+    /// The server answered with an error status.
+    #[error("{status}: {code}: {message}")]
+    Api {
+        /// HTTP status.
+        status: u16,
+        /// Machine-readable code from the body.
+        code: String,
+        /// Human message from the body.
+        message: String,
+    },
+    /// The request could not be sent or the response not read.
+    #[error("transport: {0}")]
+    Transport(String),
+    /// The response was not what the API promises.
+    #[error("unexpected response: {0}")]
+    Protocol(String),
+}
+
+impl ClientError {
+    /// The HTTP status, if the server answered.
+    pub fn status(&self) -> Option<u16> {
+        match self {
+            Self::Api { status, .. } => Some(*status),
+            _ => None,
+        }
+    }
+}
+
+/// Result of a put.
+#[derive(Debug, Clone, serde::Deserialize)]
+pub struct PutResult {
+    /// The new blob's id.
+    pub id: String,
+    /// Bytes stored.
+    pub size: u64,
+}
+
+/// Options of a put.
+#[derive(Debug, Clone, Default)]
+pub struct PutArgs {
+    /// TTL in seconds.
+    pub ttl_secs: Option<u64>,
+    /// MIME type.
+    pub content_type: Option<String>,
+    /// Owner.
+    pub owner: Option<String>,
+    /// User metadata.
+    pub meta: Vec<(String, String)>,
+}
+
+/// A response whose body has not been read yet.
+pub struct Response {
+    /// The head.
+    pub head: http::response::Parts,
+    /// The body.
+    pub body: Incoming,
+}
+
+impl Response {
+    /// Content-Length, if sent.
+    pub fn content_length(&self) -> Option<u64> {
+        self.head.headers.get(http::header::CONTENT_LENGTH)?.to_str().ok()?.parse().ok()
+    }
+    /// The body as a stream of chunks.
+    pub fn into_stream(self) -> impl Stream<Item = Result<Bytes, ClientError>> {
+        self.body.into_data_stream().map_err(|e| ClientError::Transport(e.to_string()))
+    }
+    /// Reads the whole body.
+    pub async fn bytes(self) -> Result<Bytes, ClientError> {
+        Ok(self.body.collect().await.map_err(|e| ClientError::Transport(e.to_string()))?.to_bytes())
+    }
+}
+
+/// A pooled HTTP client for one Strata server.
+#[derive(Clone)]
+pub struct Client {
+    base: String,
+    http: HyperClient<HttpConnector, Body>,
+}
+
+/// A body from bytes in memory.
+pub fn full(b: impl Into<Bytes>) -> Body {
+    Full::new(b.into()).map_err(|never| match never {}).boxed()
+}
+
+/// A body from a stream of chunks.
+pub fn streaming<S>(s: S) -> Body
+where
+    S: Stream<Item = Result<Bytes, std::io::Error>> + Send + Sync + 'static,
+{
+    BodyExt::boxed(StreamBody::new(s.map_ok(Frame::data)))
+}
+
+impl Client {
+    /// A client for `base`, e.g. `http://127.0.0.1:8080`.
+    pub fn new(base: &str) -> Self {
+        let mut c = HttpConnector::new();
+        c.set_nodelay(true);
+        let http = HyperClient::builder(TokioExecutor::new()).pool_max_idle_per_host(256).build(c);
+        Self { base: base.trim_end_matches('/').to_string(), http }
+    }
+
+    /// The server URL.
+    pub fn base(&self) -> &str {
+        &self.base
+    }
+
+    /// Sends a request; error statuses become [`ClientError::Api`].
+    pub async fn send(&self, method: Method, path: &str, headers: &[(&str, String)], body: Body) -> Result<Response, ClientError> {
+        let mut req = Request::builder().method(method).uri(format!("{}{}", self.base, path));
+        for (k, v) in headers {
+            req = req.header(*k, v);
+        }
+        let req = req.body(body).map_err(|e| ClientError::Protocol(e.to_string()))?;
+        let resp = self.http.request(req).await.map_err(|e| ClientError::Transport(format!("{e:?}")))?;
+        let (head, body) = resp.into_parts();
+        if head.status.is_client_error() || head.status.is_server_error() {
+            let bytes = body.collect().await.map(|b| b.to_bytes()).unwrap_or_default();
+            let v: serde_json::Value = serde_json::from_slice(&bytes).unwrap_or_default();
+            return Err(ClientError::Api {
+                status: head.status.as_u16(),
+                code: v["code"].as_str().unwrap_or("Unknown").to_string(),
+                message: v["message"].as_str().map(String::from).unwrap_or_else(|| String::from_utf8_lossy(&bytes).into_owned()),
+            });
+        }
+        Ok(Response { head, body })
+    }
+
+    /// Puts a blob.
+    pub async fn put(&self, body: Body, size: Option<u64>, args: &PutArgs) -> Result<PutResult, ClientError> {
+        let mut h: Vec<(&str, String)> = Vec::new();
+        if let Some(n) = size {
+            h.push(("content-length", n.to_string()));
+        }
+        if let Some(t) = args.ttl_secs {
+            h.push(("x-strata-ttl", t.to_string()));
+        }
+        if let Some(ct) = &args.content_type {
+            h.push(("content-type", ct.clone()));
+        }
+        if let Some(o) = &args.owner {
+            h.push(("x-strata-owner", o.clone()));
+        }
+        let meta: Vec<(String, String)> = args.meta.iter().map(|(k, v)| (format!("x-strata-meta-{k}"), v.clone())).collect();
+        for (k, v) in &meta {
+            h.push((k.as_str(), v.clone()));
+        }
+        let resp = self.send(Method::POST, "/", &h, body).await?;
+        if resp.head.status != StatusCode::CREATED {
+            return Err(ClientError::Protocol(format!("put answered {}", resp.head.status)));
+        }
+        serde_json::from_slice(&resp.bytes().await?).map_err(|e| ClientError::Protocol(e.to_string()))
+    }
+
+    /// Puts bytes held in memory.
+    pub async fn put_bytes(&self, data: impl Into<Bytes>, args: &PutArgs) -> Result<PutResult, ClientError> {
+        let data = data.into();
+        let n = data.len() as u64;
+        self.put(full(data), Some(n), args).await
+    }
+
+    /// Starts a get; `range` is a `Range` header value such as `bytes=0-99`.
+    pub async fn get(&self, id: &str, range: Option<&str>) -> Result<Response, ClientError> {
+        let h: Vec<(&str, String)> = range.map(|r| ("range", r.to_string())).into_iter().collect();
+        self.send(Method::GET, &format!("/{id}"), &h, full(Bytes::new())).await
+    }
+
+    /// Gets a whole blob into memory.
+    pub async fn get_bytes(&self, id: &str) -> Result<Bytes, ClientError> {
+        self.get(id, None).await?.bytes().await
+    }
+
+    /// A blob's properties as JSON.
+    pub async fn info(&self, id: &str) -> Result<serde_json::Value, ClientError> {
+        self.json(Method::GET, &format!("/{id}/info")).await
+    }
+
+    /// Deletes a blob.
+    pub async fn delete(&self, id: &str) -> Result<(), ClientError> {
+        self.send(Method::DELETE, &format!("/{id}"), &[], full(Bytes::new())).await.map(|_| ())
+    }
+
+    /// Sets a blob's TTL: seconds from now, or `never`.
+    pub async fn update_ttl(&self, id: &str, ttl: &str) -> Result<(), ClientError> {
+        self.send(Method::PUT, &format!("/{id}/ttl"), &[("x-strata-ttl", ttl.to_string())], full(Bytes::new())).await.map(|_| ())
+    }
+
+    /// A JSON endpoint.
+    pub async fn json(&self, method: Method, path: &str) -> Result<serde_json::Value, ClientError> {
+        let resp = self.send(method, path, &[], full(Bytes::new())).await?;
+        serde_json::from_slice(&resp.bytes().await?).map_err(|e| ClientError::Protocol(e.to_string()))
+    }
+}

@@ -1,0 +1,222 @@
+//! Large blobs (Ambry §4.2.1): split into chunks stored as independent blobs
+//! on random partitions, written in parallel; a composite blob lists them.
+//! Gets stream the chunks in order with a sliding window of parallel fetches.
+
+use crate::{BlobInfo, PutOptions, Router, RouterError, info_of};
+use bytes::{Bytes, BytesMut};
+use futures_util::stream::{BoxStream, FuturesUnordered};
+use futures_util::{Stream, StreamExt};
+use std::sync::Arc;
+use strata_engine::BlobRecord;
+use strata_format::{ChunkList, PutProps};
+use strata_types::{BlobId, BlobKind};
+
+/// A byte range as a client asks for it (HTTP `Range: bytes=` forms).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ByteRange {
+    /// `a-b`, inclusive.
+    FromTo(u64, u64),
+    /// `a-`.
+    From(u64),
+    /// `-n`: the last n bytes.
+    Suffix(u64),
+}
+
+impl ByteRange {
+    /// Resolves against a size to `[start, end)`, or None if unsatisfiable.
+    pub fn resolve(self, size: u64) -> Option<(u64, u64)> {
+        match self {
+            Self::FromTo(a, b) if a <= b && a < size => Some((a, b.min(size - 1) + 1)),
+            Self::From(a) if a < size => Some((a, size)),
+            Self::Suffix(n) if n > 0 && size > 0 => Some((size.saturating_sub(n), size)),
+            _ => None,
+        }
+    }
+}
+
+/// A blob being read: its properties, the range served, and its bytes.
+pub struct BlobBody {
+    /// Properties.
+    pub info: BlobInfo,
+    /// `[start, end)` served.
+    pub range: (u64, u64),
+    /// The bytes, in order.
+    pub stream: BoxStream<'static, Result<Bytes, RouterError>>,
+}
+
+pub(crate) fn decode_list(rec: &BlobRecord) -> Result<ChunkList, RouterError> {
+    ChunkList::decode(&rec.data).map_err(|e| RouterError::Internal(format!("chunk list of a composite blob is corrupt: {e}")))
+}
+
+impl Router {
+    /// Puts a blob whose bytes arrive as a stream. Blobs over the chunk size
+    /// are chunked; if any chunk fails, the written chunks are deleted and
+    /// the put fails.
+    pub async fn put_stream<S, E>(self: &Arc<Self>, opts: PutOptions, mut body: S) -> Result<BlobId, RouterError>
+    where
+        S: Stream<Item = Result<Bytes, E>> + Unpin + Send,
+        E: std::fmt::Display,
+    {
+        let chunk_size = self.config.chunk_size;
+        let expiry_ms = opts.ttl_ms.map_or(0, |t| self.now_ms().saturating_add(t.max(1)));
+        let mut buf = BytesMut::new();
+        let mut total = 0u64;
+        let mut next_index = 0usize;
+        let mut inflight = FuturesUnordered::new();
+        let mut done: Vec<(usize, BlobId, u64)> = Vec::new();
+        let mut failure: Option<RouterError> = None;
+        loop {
+            let frame = match body.next().await {
+                None => break,
+                Some(Err(e)) => {
+                    failure = Some(RouterError::IncompleteBody(e.to_string()));
+                    break;
+                }
+                Some(Ok(b)) => b,
+            };
+            total += frame.len() as u64;
+            if total > self.config.blob_bytes_max {
+                failure = Some(RouterError::TooLarge { size: total, max: self.config.blob_bytes_max });
+                break;
+            }
+            let mut frame = &frame[..];
+            while !frame.is_empty() {
+                if buf.capacity() == 0 {
+                    buf.reserve(chunk_size);
+                }
+                let take = frame.len().min(chunk_size - buf.len());
+                buf.extend_from_slice(&frame[..take]);
+                frame = &frame[take..];
+                if buf.len() == chunk_size {
+                    inflight.push(self.spawn_chunk(next_index, buf.split().freeze(), expiry_ms, &opts.owner));
+                    next_index += 1;
+                    if inflight.len() >= self.config.chunk_window {
+                        match inflight.next().await.expect("non-empty") {
+                            Ok(c) => done.push(c),
+                            Err(e) => failure = Some(e),
+                        }
+                    }
+                }
+                if failure.is_some() {
+                    break;
+                }
+            }
+            if failure.is_some() {
+                break;
+            }
+        }
+        if failure.is_none() && next_index == 0 {
+            // Small blob: one simple put with the user's properties.
+            let props = PutProps { expiry_ms, content_type: opts.content_type, owner: opts.owner, meta: opts.meta };
+            return self.put_one(BlobKind::Simple, props, buf.freeze()).await;
+        }
+        if failure.is_none() && !buf.is_empty() {
+            inflight.push(self.spawn_chunk(next_index, buf.split().freeze(), expiry_ms, &opts.owner));
+        }
+        while let Some(r) = inflight.next().await {
+            match r {
+                Ok(c) => done.push(c),
+                Err(e) => failure = failure.or(Some(e)),
+            }
+        }
+        if let Some(e) = failure {
+            self.delete_chunks(done.iter().map(|c| c.1)).await;
+            return Err(e);
+        }
+        done.sort_by_key(|c| c.0);
+        let list = ChunkList { chunk_size: chunk_size as u64, total_size: total, chunks: done.iter().map(|c| (c.1, c.2)).collect() };
+        let props = PutProps { expiry_ms, content_type: opts.content_type, owner: opts.owner, meta: opts.meta };
+        match self.put_one(BlobKind::Composite, props, Bytes::from(list.encode())).await {
+            Ok(id) => Ok(id),
+            Err(e) => {
+                self.delete_chunks(done.iter().map(|c| c.1)).await;
+                Err(e)
+            }
+        }
+    }
+
+    /// Puts a blob held in memory.
+    pub async fn put_bytes(self: &Arc<Self>, opts: PutOptions, data: Bytes) -> Result<BlobId, RouterError> {
+        let body = futures_util::stream::iter([Ok::<_, std::convert::Infallible>(data)]);
+        self.put_stream(opts, body).await
+    }
+
+    /// Starts a chunk put on its own task, so chunks progress while the
+    /// body is still being received.
+    fn spawn_chunk(self: &Arc<Self>, index: usize, data: Bytes, expiry_ms: u64, owner: &str) -> impl std::future::Future<Output = Result<(usize, BlobId, u64), RouterError>> + use<> {
+        let router = self.clone();
+        let props = PutProps { expiry_ms, owner: owner.to_owned(), ..PutProps::default() };
+        let task = tokio::spawn(async move {
+            let len = data.len() as u64;
+            router.put_one(BlobKind::Chunk, props, data).await.map(|id| (index, id, len))
+        });
+        async move { task.await.unwrap_or_else(|e| Err(RouterError::Internal(format!("chunk task failed: {e}")))) }
+    }
+
+    async fn delete_chunks(&self, ids: impl Iterator<Item = BlobId>) {
+        for id in ids {
+            if let Err(e) = self.write_quorum(id.partition(), strata_engine::WriteOp::Delete { key: id.key() }, self.config.policies.delete).await {
+                tracing::warn!(chunk = %id, error = %e, "could not delete a chunk of a failed put");
+            }
+        }
+    }
+
+    /// Gets a blob, or a range of it, as a stream of bytes.
+    pub async fn get(self: &Arc<Self>, id: BlobId, range: Option<ByteRange>) -> Result<BlobBody, RouterError> {
+        if id.kind() == BlobKind::Chunk {
+            return Err(RouterError::BadRequest("chunk ids are internal: use the id the put returned".into()));
+        }
+        let rec = self.read_record(id, true).await?;
+        let list = if id.kind() == BlobKind::Composite { Some(decode_list(&rec)?) } else { None };
+        let info = info_of(id, &rec, list.as_ref());
+        let (start, end) = match range {
+            None => (0, info.size),
+            Some(r) => r.resolve(info.size).ok_or(RouterError::InvalidRange { size: info.size })?,
+        };
+        let stream: BoxStream<'static, Result<Bytes, RouterError>> = match list {
+            None => futures_util::stream::iter([Ok(rec.data.slice(start as usize..end as usize))]).boxed(),
+            Some(list) => {
+                let mut pieces = Vec::new();
+                let mut off = 0u64;
+                for (chunk, len) in list.chunks {
+                    let (lo, hi) = (start.max(off), end.min(off + len));
+                    if lo < hi {
+                        pieces.push((chunk, len, lo - off, hi - off));
+                    }
+                    off += len;
+                }
+                let router = self.clone();
+                futures_util::stream::iter(pieces)
+                    .map(move |(chunk, len, lo, hi)| {
+                        let router = router.clone();
+                        async move {
+                            let rec = router.read_record(chunk, true).await.map_err(|e| RouterError::Internal(format!("chunk {chunk} of the blob: {e}")))?;
+                            if rec.size != len {
+                                return Err(RouterError::Internal(format!("chunk {chunk} is {} bytes, the chunk list says {len}", rec.size)));
+                            }
+                            Ok(rec.data.slice(lo as usize..hi as usize))
+                        }
+                    })
+                    .buffered(self.config.chunk_window)
+                    .boxed()
+            }
+        };
+        Ok(BlobBody { info, range: (start, end), stream })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ranges_resolve() {
+        assert_eq!(ByteRange::FromTo(0, 9).resolve(5), Some((0, 5)));
+        assert_eq!(ByteRange::FromTo(5, 9).resolve(5), None);
+        assert_eq!(ByteRange::From(2).resolve(5), Some((2, 5)));
+        assert_eq!(ByteRange::Suffix(2).resolve(5), Some((3, 5)));
+        assert_eq!(ByteRange::Suffix(9).resolve(5), Some((0, 5)));
+        assert_eq!(ByteRange::Suffix(0).resolve(5), None);
+        assert_eq!(ByteRange::From(0).resolve(0), None);
+    }
+}

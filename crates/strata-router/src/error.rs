@@ -1,0 +1,113 @@
+//! Router errors: what an operation on a blob can end with.
+
+use strata_engine::{EngineError, ReadOnlyReason};
+use strata_types::PartitionId;
+
+/// Errors of router operations. The API layer maps each to a status once.
+#[derive(Debug, thiserror::Error)]
+pub enum RouterError {
+    /// No such blob.
+    #[error("blob not found")]
+    NotFound,
+    /// The blob was deleted.
+    #[error("blob was deleted")]
+    Deleted,
+    /// The blob's time to live has passed.
+    #[error("blob has expired")]
+    Expired,
+    /// The requested byte range lies outside the blob.
+    #[error("range not satisfiable: the blob is {size} bytes")]
+    InvalidRange {
+        /// Blob size.
+        size: u64,
+    },
+    /// The blob is larger than allowed.
+    #[error("blob of {size} bytes exceeds the limit of {max} bytes")]
+    TooLarge {
+        /// Size seen so far.
+        size: u64,
+        /// Limit.
+        max: u64,
+    },
+    /// The request is malformed.
+    #[error("{0}")]
+    BadRequest(String),
+    /// The body ended early or failed while being received.
+    #[error("request body incomplete: {0}")]
+    IncompleteBody(String),
+    /// A put raced a put of the same id (internal; retried with a new id).
+    #[error("blob id already exists")]
+    AlreadyExists,
+    /// No partition accepts writes.
+    #[error("no writable partition: storage is full or read-only")]
+    NoWritablePartition,
+    /// The chosen partition is read-only.
+    #[error("partition {0} is read-only")]
+    PartitionReadOnly(PartitionId),
+    /// The id names a partition this cluster does not have.
+    #[error("partition {0} does not exist")]
+    NoSuchPartition(PartitionId),
+    /// Not enough replicas answered; the outcome is unknown, retry later.
+    #[error("unavailable: {0}")]
+    Unavailable(String),
+    /// Stored data failed a check, or another internal failure.
+    #[error("internal error: {0}")]
+    Internal(String),
+}
+
+impl RouterError {
+    /// A stable, machine-readable code.
+    pub fn code(&self) -> &'static str {
+        match self {
+            Self::NotFound => "BlobNotFound",
+            Self::Deleted => "BlobDeleted",
+            Self::Expired => "BlobExpired",
+            Self::InvalidRange { .. } => "InvalidRange",
+            Self::TooLarge { .. } => "BlobTooLarge",
+            Self::BadRequest(_) => "BadRequest",
+            Self::IncompleteBody(_) => "IncompleteBody",
+            Self::AlreadyExists => "BlobAlreadyExists",
+            Self::NoWritablePartition => "InsufficientStorage",
+            Self::PartitionReadOnly(_) => "PartitionReadOnly",
+            Self::NoSuchPartition(_) => "NoSuchPartition",
+            Self::Unavailable(_) => "Unavailable",
+            Self::Internal(_) => "InternalError",
+        }
+    }
+
+    /// Combines the failures of a quorum write that did not reach its count.
+    pub(crate) fn from_replica_errors(partition: PartitionId, needed: usize, acks: usize, errors: Vec<EngineError>) -> Self {
+        // An authoritative answer shared by every replica is the answer.
+        if !errors.is_empty() && acks == 0 {
+            let first = std::mem::discriminant(&errors[0]);
+            if errors.iter().all(|e| std::mem::discriminant(e) == first) {
+                let e = errors.into_iter().next().expect("non-empty");
+                return match e {
+                    EngineError::ReadOnly { .. } => Self::PartitionReadOnly(partition),
+                    other => other.into(),
+                };
+            }
+        }
+        let detail = errors.iter().map(|e| e.to_string()).collect::<Vec<_>>().join("; ");
+        Self::Unavailable(format!("partition {partition}: {acks} of {needed} acks ({detail})"))
+    }
+}
+
+impl From<EngineError> for RouterError {
+    fn from(e: EngineError) -> Self {
+        match e {
+            EngineError::NotFound => Self::NotFound,
+            EngineError::Deleted => Self::Deleted,
+            EngineError::Expired => Self::Expired,
+            EngineError::AlreadyExists => Self::AlreadyExists,
+            EngineError::ReadOnly { partition, reason: ReadOnlyReason::Capacity | ReadOnlyReason::DiskFull } => Self::PartitionReadOnly(partition),
+            EngineError::ReadOnly { partition, reason: ReadOnlyReason::IoFailed } => Self::Unavailable(format!("partition {partition} had an I/O failure")),
+            EngineError::Busy { partition } => Self::Unavailable(format!("partition {partition} is overloaded")),
+            EngineError::TooLarge { size, max } => Self::TooLarge { size, max },
+            EngineError::Invalid(m) => Self::BadRequest(m),
+            EngineError::NoSuchPartition(p) => Self::NoSuchPartition(p),
+            EngineError::Closed => Self::Unavailable("replica is shutting down".into()),
+            e @ (EngineError::Corrupt { .. } | EngineError::Io { .. }) => Self::Internal(e.to_string()),
+        }
+    }
+}

@@ -1,0 +1,284 @@
+//! The router library (Ambry §4.2.1): turns blob operations into replica
+//! operations. Chooses a partition for each put, fans operations out to the
+//! partition's replicas under a quorum policy, splits large blobs into chunks
+//! written in parallel, and streams chunked gets with a sliding window.
+//!
+//! The HTTP frontend embeds it; Rust clients can too. It reaches replicas only
+//! through [`ClusterView`] and [`ReplicaHandle`], so the same code serves the
+//! embedded single node (local replicas) and a cluster (RPC replicas).
+//! Must not depend on: HTTP, the server, or any particular transport.
+
+mod chunking;
+mod error;
+mod local;
+mod policy;
+
+pub use chunking::{BlobBody, ByteRange};
+pub use error::RouterError;
+pub use local::LocalView;
+pub use policy::{Policies, Policy};
+
+use bytes::Bytes;
+use futures_util::future::BoxFuture;
+use rand::{Rng, SeedableRng};
+use std::sync::{Arc, Mutex};
+use strata_engine::{BlobRecord, EngineError, WriteAck, WriteOp};
+use strata_format::PutProps;
+use strata_types::{BlobId, BlobKind, Clock, Key, PartitionId};
+
+/// One replica of a partition, local or remote.
+pub trait ReplicaHandle: Send + Sync {
+    /// Applies a write; resolves once it is durable on that replica.
+    fn write(&self, op: WriteOp) -> BoxFuture<'static, Result<WriteAck, EngineError>>;
+    /// Reads a blob record (data included when `with_data`).
+    fn read(&self, key: Key, with_data: bool) -> BoxFuture<'static, Result<BlobRecord, EngineError>>;
+}
+
+/// The router's view of the cluster: which partitions take writes, and the
+/// replicas of each partition.
+pub trait ClusterView: Send + Sync {
+    /// Partitions that currently accept puts.
+    fn writable_partitions(&self) -> Vec<PartitionId>;
+    /// The replicas of a partition (empty if it does not exist).
+    fn replicas(&self, partition: PartitionId) -> Vec<Arc<dyn ReplicaHandle>>;
+}
+
+/// Router tunables.
+#[derive(Debug, Clone)]
+pub struct RouterConfig {
+    /// Blobs larger than this are split into chunks of this size (Ambry: 4 MiB).
+    pub chunk_size: usize,
+    /// Chunks put or fetched in parallel for one blob.
+    pub chunk_window: usize,
+    /// Largest blob accepted.
+    pub blob_bytes_max: u64,
+    /// How many replica acks each operation needs.
+    pub policies: Policies,
+    /// Partitions tried for one put before giving up.
+    pub put_attempts: usize,
+}
+
+impl Default for RouterConfig {
+    fn default() -> Self {
+        Self { chunk_size: 4 << 20, chunk_window: 4, blob_bytes_max: 64 << 30, policies: Policies::default(), put_attempts: 4 }
+    }
+}
+
+/// Properties of a blob, as a user sees them.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BlobInfo {
+    /// The id.
+    pub id: BlobId,
+    /// Size in bytes.
+    pub size: u64,
+    /// MIME type.
+    pub content_type: String,
+    /// Owner.
+    pub owner: String,
+    /// User metadata.
+    pub meta: Vec<(String, String)>,
+    /// Creation time, ms since the epoch.
+    pub created_ms: u64,
+    /// Expiry, ms since the epoch (0 = never).
+    pub expiry_ms: u64,
+    /// Number of chunks (0 for a simple blob).
+    pub chunks: usize,
+}
+
+/// What a put needs besides the bytes.
+#[derive(Debug, Clone, Default)]
+pub struct PutOptions {
+    /// Time to live in ms (None = forever).
+    pub ttl_ms: Option<u64>,
+    /// MIME type.
+    pub content_type: String,
+    /// Owner.
+    pub owner: String,
+    /// User metadata.
+    pub meta: Vec<(String, String)>,
+}
+
+/// The router.
+pub struct Router {
+    view: Arc<dyn ClusterView>,
+    config: RouterConfig,
+    clock: Arc<dyn Clock>,
+    rng: Mutex<rand::rngs::SmallRng>,
+}
+
+impl Router {
+    /// A router over `view`. `seed` fixes partition choice and ids for tests
+    /// and the simulator; `None` seeds from the OS.
+    pub fn new(view: Arc<dyn ClusterView>, config: RouterConfig, clock: Arc<dyn Clock>, seed: Option<u64>) -> Self {
+        let rng = match seed {
+            Some(s) => rand::rngs::SmallRng::seed_from_u64(s),
+            None => rand::rngs::SmallRng::from_os_rng(),
+        };
+        Self { view, config, clock, rng: Mutex::new(rng) }
+    }
+
+    /// The configuration.
+    pub fn config(&self) -> &RouterConfig {
+        &self.config
+    }
+
+    fn new_id(&self, kind: BlobKind, partitions: &[PartitionId]) -> Option<BlobId> {
+        let mut rng = self.rng.lock().unwrap_or_else(|p| p.into_inner());
+        if partitions.is_empty() {
+            return None;
+        }
+        let p = partitions[rng.random_range(0..partitions.len())];
+        Some(BlobId::new(kind, p, &mut *rng))
+    }
+
+    /// Puts one blob of at most one chunk (simple, chunk or composite kind)
+    /// on a random writable partition, retrying elsewhere when a partition
+    /// is read-only or busy.
+    pub(crate) async fn put_one(&self, kind: BlobKind, props: PutProps, data: Bytes) -> Result<BlobId, RouterError> {
+        let mut last = RouterError::NoWritablePartition;
+        let mut candidates = self.view.writable_partitions();
+        for _ in 0..self.config.put_attempts {
+            let Some(id) = self.new_id(kind, &candidates) else { break };
+            let op = WriteOp::Put { key: id.key(), props: props.clone(), data: data.clone() };
+            match self.write_quorum(id.partition(), op, self.config.policies.put).await {
+                Ok(()) => return Ok(id),
+                Err(e @ (RouterError::PartitionReadOnly(_) | RouterError::Unavailable(_))) => {
+                    candidates.retain(|p| *p != id.partition());
+                    last = e;
+                }
+                // A fresh random id collided: vanishingly rare, just draw again.
+                Err(RouterError::AlreadyExists) => {}
+                Err(e) => return Err(e),
+            }
+        }
+        Err(last)
+    }
+
+    /// Sends a write to every replica of `partition` and waits for `policy` acks.
+    async fn write_quorum(&self, partition: PartitionId, op: WriteOp, policy: Policy) -> Result<(), RouterError> {
+        let replicas = self.view.replicas(partition);
+        if replicas.is_empty() {
+            return Err(RouterError::NoSuchPartition(partition));
+        }
+        let needed = policy.needed(replicas.len());
+        let mut pending: futures_util::stream::FuturesUnordered<_> = replicas.iter().map(|r| r.write(op.clone())).collect();
+        let (mut acks, mut errors) = (0, Vec::new());
+        use futures_util::StreamExt;
+        while let Some(r) = pending.next().await {
+            match r {
+                Ok(_) => {
+                    acks += 1;
+                    if acks >= needed {
+                        return Ok(());
+                    }
+                }
+                Err(e) => errors.push(e),
+            }
+        }
+        Err(RouterError::from_replica_errors(partition, needed, acks, errors))
+    }
+
+    /// Reads from the partition's replicas in random order until one answers
+    /// with the record or an authoritative answer (deleted, expired).
+    async fn read_record(&self, id: BlobId, with_data: bool) -> Result<BlobRecord, RouterError> {
+        let mut replicas = self.view.replicas(id.partition());
+        if replicas.is_empty() {
+            return Err(RouterError::NoSuchPartition(id.partition()));
+        }
+        {
+            use rand::seq::SliceRandom;
+            replicas.shuffle(&mut *self.rng.lock().unwrap_or_else(|p| p.into_inner()));
+        }
+        let mut errors = Vec::new();
+        for r in replicas {
+            match r.read(id.key(), with_data).await {
+                Ok(rec) => return Ok(rec),
+                Err(e @ (EngineError::Deleted | EngineError::Expired)) => return Err(e.into()),
+                Err(e) => errors.push(e),
+            }
+        }
+        // Not found only if every replica answered "not found"; otherwise the
+        // answer is unknown and the client should retry.
+        if errors.iter().all(|e| matches!(e, EngineError::NotFound)) {
+            Err(RouterError::NotFound)
+        } else {
+            Err(RouterError::Unavailable(format!("no replica of partition {} answered: {}", id.partition(), summarize(&errors))))
+        }
+    }
+
+    /// The properties of a blob.
+    pub async fn info(&self, id: BlobId) -> Result<BlobInfo, RouterError> {
+        if id.kind() == BlobKind::Chunk {
+            return Err(RouterError::BadRequest("chunk ids are internal: use the id the put returned".into()));
+        }
+        let rec = self.read_record(id, id.kind() == BlobKind::Composite).await?;
+        let chunks = if id.kind() == BlobKind::Composite { Some(chunking::decode_list(&rec)?) } else { None };
+        Ok(info_of(id, &rec, chunks.as_ref()))
+    }
+
+    /// Deletes a blob (and, for a chunked blob, its chunks).
+    pub async fn delete(&self, id: BlobId) -> Result<(), RouterError> {
+        let list = self.chunk_list_if_composite(id).await?;
+        match self.write_quorum(id.partition(), WriteOp::Delete { key: id.key() }, self.config.policies.delete).await {
+            Ok(()) | Err(RouterError::Deleted) => {}
+            Err(e) => return Err(e),
+        }
+        if let Some(list) = list {
+            for (chunk, _) in list.chunks {
+                if let Err(e) = self.write_quorum(chunk.partition(), WriteOp::Delete { key: chunk.key() }, self.config.policies.delete).await {
+                    // The composite is gone, so the chunk is unreachable; compaction
+                    // reclaims it once it expires or a later sweep deletes it.
+                    tracing::warn!(%chunk, error = %e, "could not delete a chunk of a deleted blob");
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Sets a new time to live (None = forever), counted from now.
+    pub async fn update_ttl(&self, id: BlobId, ttl_ms: Option<u64>) -> Result<(), RouterError> {
+        let expiry_ms = ttl_ms.map_or(0, |t| self.clock.now_ms().saturating_add(t.max(1)));
+        let list = self.chunk_list_if_composite(id).await?;
+        // Chunks first: a blob whose composite outlives its chunks would be broken.
+        if let Some(list) = list {
+            for (chunk, _) in list.chunks {
+                self.write_quorum(chunk.partition(), WriteOp::TtlUpdate { key: chunk.key(), expiry_ms }, self.config.policies.ttl_update).await?;
+            }
+        }
+        self.write_quorum(id.partition(), WriteOp::TtlUpdate { key: id.key(), expiry_ms }, self.config.policies.ttl_update).await
+    }
+
+    async fn chunk_list_if_composite(&self, id: BlobId) -> Result<Option<strata_format::ChunkList>, RouterError> {
+        match id.kind() {
+            BlobKind::Chunk => Err(RouterError::BadRequest("chunk ids are internal: use the id the put returned".into())),
+            BlobKind::Simple => Ok(None),
+            BlobKind::Composite => match self.read_record(id, true).await {
+                Ok(rec) => Ok(Some(chunking::decode_list(&rec)?)),
+                // Let the write itself report deleted / not found.
+                Err(RouterError::Deleted | RouterError::NotFound | RouterError::Expired) => Ok(None),
+                Err(e) => Err(e),
+            },
+        }
+    }
+
+    pub(crate) fn now_ms(&self) -> u64 {
+        self.clock.now_ms()
+    }
+}
+
+fn info_of(id: BlobId, rec: &BlobRecord, list: Option<&strata_format::ChunkList>) -> BlobInfo {
+    BlobInfo {
+        id,
+        size: list.map_or(rec.size, |l| l.total_size),
+        content_type: rec.props.content_type.clone(),
+        owner: rec.props.owner.clone(),
+        meta: rec.props.meta.clone(),
+        created_ms: rec.created_ms,
+        expiry_ms: rec.expiry_ms,
+        chunks: list.map_or(0, |l| l.chunks.len()),
+    }
+}
+
+fn summarize(errors: &[EngineError]) -> String {
+    errors.iter().map(|e| e.to_string()).collect::<Vec<_>>().join("; ")
+}

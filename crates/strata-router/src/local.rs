@@ -1,0 +1,41 @@
+//! The embedded single-node view: every partition has one local replica.
+
+use crate::{ClusterView, ReplicaHandle};
+use futures_util::FutureExt;
+use futures_util::future::BoxFuture;
+use std::sync::Arc;
+use strata_engine::{BlobRecord, EngineError, Replica, Store, WriteAck, WriteOp};
+use strata_types::{Key, PartitionId};
+
+/// A cluster of one node: the replicas of a local [`Store`].
+pub struct LocalView {
+    store: Arc<Store>,
+}
+
+impl LocalView {
+    /// A view over `store`.
+    pub fn new(store: Arc<Store>) -> Self {
+        Self { store }
+    }
+}
+
+struct LocalReplica(Arc<Replica>);
+
+impl ReplicaHandle for LocalReplica {
+    fn write(&self, op: WriteOp) -> BoxFuture<'static, Result<WriteAck, EngineError>> {
+        self.0.submit(op).boxed()
+    }
+    fn read(&self, key: Key, with_data: bool) -> BoxFuture<'static, Result<BlobRecord, EngineError>> {
+        let r = if with_data { self.0.get(&key) } else { self.0.info(&key) };
+        futures_util::future::ready(r).boxed()
+    }
+}
+
+impl ClusterView for LocalView {
+    fn writable_partitions(&self) -> Vec<PartitionId> {
+        self.store.replicas().iter().filter(|r| r.is_writable()).map(|r| r.partition()).collect()
+    }
+    fn replicas(&self, partition: PartitionId) -> Vec<Arc<dyn ReplicaHandle>> {
+        self.store.replica(partition).map(|r| vec![Arc::new(LocalReplica(r)) as Arc<dyn ReplicaHandle>]).unwrap_or_default()
+    }
+}

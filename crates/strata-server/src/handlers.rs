@@ -1,0 +1,320 @@
+//! Request handlers.
+
+use crate::error::ApiError;
+use crate::{AppState, USER_META_BYTES_MAX};
+use axum::body::Body;
+use axum::extract::{Path, State};
+use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post, put};
+use axum::{Json, Router};
+use futures_util::StreamExt;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Instant;
+use strata_router::{BlobInfo, ByteRange, PutOptions};
+use strata_types::BlobId;
+
+type S = State<Arc<AppState>>;
+
+pub(crate) fn routes() -> Router<Arc<AppState>> {
+    Router::new()
+        .route("/", post(put_blob))
+        .route("/health", get(health))
+        .route("/metrics", get(metrics))
+        .route("/admin/partitions", get(partitions))
+        .route("/admin/partitions/{pid}/blobs", get(partition_blobs))
+        .route("/admin/compact", post(compact))
+        .route("/{id}", get(get_blob).head(head_blob).delete(delete_blob))
+        .route("/{id}/info", get(blob_info))
+        .route("/{id}/ttl", put(update_ttl))
+}
+
+/// Records metrics for a finished request.
+fn done(st: &AppState, op: &'static str, t: Instant, r: Result<Response, ApiError>) -> Response {
+    let resp = r.unwrap_or_else(|e| {
+        if e.status_code().0.is_server_error() {
+            tracing::warn!(op, error = %e, "request failed");
+        }
+        e.into_response()
+    });
+    st.metrics.observe(op, resp.status().as_u16(), t.elapsed().as_secs_f64());
+    resp
+}
+
+fn header_str<'a>(h: &'a HeaderMap, name: &str) -> Result<Option<&'a str>, ApiError> {
+    match h.get(name) {
+        None => Ok(None),
+        Some(v) => std::str::from_utf8(v.as_bytes()).map(Some).map_err(|_| ApiError::BadHeader { name: name.into(), reason: "not UTF-8".into() }),
+    }
+}
+
+fn parse_ttl(h: &HeaderMap) -> Result<Option<Option<u64>>, ApiError> {
+    let bad = |reason: &str| ApiError::BadHeader { name: "x-strata-ttl".into(), reason: reason.into() };
+    match header_str(h, "x-strata-ttl")? {
+        None => Ok(None),
+        Some("never" | "infinite") => Ok(Some(None)),
+        Some(s) => {
+            let secs: u64 = s.trim().parse().map_err(|_| bad("expected a number of seconds or \"never\""))?;
+            if secs == 0 {
+                return Err(bad("a TTL must be at least 1 second (use \"never\" for no expiry)"));
+            }
+            Ok(Some(Some(secs.checked_mul(1000).ok_or_else(|| bad("too large"))?)))
+        }
+    }
+}
+
+fn put_options(h: &HeaderMap) -> Result<PutOptions, ApiError> {
+    let mut meta = Vec::new();
+    let mut meta_bytes = 0;
+    for (name, value) in h {
+        if let Some(k) = name.as_str().strip_prefix("x-strata-meta-") {
+            let v = std::str::from_utf8(value.as_bytes()).map_err(|_| ApiError::BadHeader { name: name.to_string(), reason: "user metadata must be UTF-8".into() })?;
+            meta_bytes += k.len() + v.len();
+            meta.push((k.to_string(), v.to_string()));
+        }
+    }
+    if meta_bytes > USER_META_BYTES_MAX {
+        return Err(ApiError::MetadataTooLarge { size: meta_bytes, max: USER_META_BYTES_MAX });
+    }
+    Ok(PutOptions {
+        ttl_ms: parse_ttl(h)?.flatten(),
+        content_type: header_str(h, "content-type")?.unwrap_or("application/octet-stream").to_string(),
+        owner: header_str(h, "x-strata-owner")?.unwrap_or("").to_string(),
+        meta,
+    })
+}
+
+async fn put_blob(State(st): S, headers: HeaderMap, body: Body) -> Response {
+    let t = Instant::now();
+    let r = async {
+        let opts = put_options(&headers)?;
+        let max = st.router.config().blob_bytes_max;
+        if let Some(len) = header_str(&headers, "content-length")? {
+            let len: u64 = len.parse().map_err(|_| ApiError::BadHeader { name: "content-length".into(), reason: "not a number".into() })?;
+            if len > max {
+                return Err(strata_router::RouterError::TooLarge { size: len, max }.into());
+            }
+        }
+        let received = Arc::new(AtomicU64::new(0));
+        let counter = received.clone();
+        let stream = body.into_data_stream().map(move |r| {
+            if let Ok(b) = &r {
+                counter.fetch_add(b.len() as u64, Ordering::Relaxed);
+            }
+            r
+        });
+        let id = st.router.put_stream(opts, stream).await?;
+        let size = received.load(Ordering::Relaxed);
+        st.metrics.bytes_received.inc_by(size);
+        let mut resp = (StatusCode::CREATED, Json(serde_json::json!({ "id": id, "size": size }))).into_response();
+        if let Ok(v) = HeaderValue::from_str(&format!("/{id}")) {
+            resp.headers_mut().insert(header::LOCATION, v);
+        }
+        Ok(resp)
+    }
+    .await;
+    done(&st, "put", t, r)
+}
+
+fn parse_range(h: &HeaderMap) -> Result<Option<ByteRange>, ApiError> {
+    let Some(v) = header_str(h, "range")? else { return Ok(None) };
+    let bad = || ApiError::BadRange(v.to_string());
+    let spec = v.trim().strip_prefix("bytes=").ok_or_else(bad)?;
+    if spec.contains(',') {
+        return Err(bad());
+    }
+    let (a, b) = spec.split_once('-').ok_or_else(bad)?;
+    let num = |s: &str| s.trim().parse::<u64>().map_err(|_| bad());
+    Ok(Some(match (a.trim().is_empty(), b.trim().is_empty()) {
+        (true, false) => ByteRange::Suffix(num(b)?),
+        (false, true) => ByteRange::From(num(a)?),
+        (false, false) => {
+            let (a, b) = (num(a)?, num(b)?);
+            if a > b {
+                return Err(bad());
+            }
+            ByteRange::FromTo(a, b)
+        }
+        (true, true) => return Err(bad()),
+    }))
+}
+
+fn blob_headers(resp: &mut Response, info: &BlobInfo) {
+    let h = resp.headers_mut();
+    let mut set = |name: &str, value: String| {
+        if let (Ok(n), Ok(v)) = (header::HeaderName::from_bytes(name.as_bytes()), HeaderValue::from_bytes(value.as_bytes())) {
+            h.insert(n, v);
+        }
+    };
+    set("content-type", info.content_type.clone());
+    set("accept-ranges", "bytes".into());
+    set("x-strata-blob-size", info.size.to_string());
+    set("x-strata-created-ms", info.created_ms.to_string());
+    if info.expiry_ms != 0 {
+        set("x-strata-expires-ms", info.expiry_ms.to_string());
+    }
+    if !info.owner.is_empty() {
+        set("x-strata-owner", info.owner.clone());
+    }
+    for (k, v) in &info.meta {
+        set(&format!("x-strata-meta-{k}"), v.clone());
+    }
+}
+
+async fn get_blob(State(st): S, Path(id): Path<String>, headers: HeaderMap) -> Response {
+    let t = Instant::now();
+    let r = async {
+        let id = BlobId::parse(&id)?;
+        let range = parse_range(&headers)?;
+        let body = st.router.get(id, range).await?;
+        let (start, end) = body.range;
+        let size = body.info.size;
+        let st2 = st.clone();
+        let stream = body.stream.map(move |r| {
+            if let Ok(b) = &r {
+                st2.metrics.bytes_sent.inc_by(b.len() as u64);
+            }
+            r
+        });
+        let mut resp = Response::new(Body::from_stream(stream));
+        blob_headers(&mut resp, &body.info);
+        resp.headers_mut().insert(header::CONTENT_LENGTH, HeaderValue::from(end - start));
+        if range.is_some() {
+            *resp.status_mut() = StatusCode::PARTIAL_CONTENT;
+            if let Ok(v) = HeaderValue::from_str(&format!("bytes {start}-{}/{size}", end.saturating_sub(1))) {
+                resp.headers_mut().insert(header::CONTENT_RANGE, v);
+            }
+        }
+        Ok(resp)
+    }
+    .await;
+    done(&st, "get", t, r)
+}
+
+async fn head_blob(State(st): S, Path(id): Path<String>) -> Response {
+    let t = Instant::now();
+    let r = async {
+        let info = st.router.info(BlobId::parse(&id)?).await?;
+        let mut resp = Response::new(Body::empty());
+        blob_headers(&mut resp, &info);
+        resp.headers_mut().insert(header::CONTENT_LENGTH, HeaderValue::from(info.size));
+        Ok(resp)
+    }
+    .await;
+    done(&st, "head", t, r)
+}
+
+fn info_json(info: &BlobInfo) -> serde_json::Value {
+    serde_json::json!({
+        "id": info.id,
+        "size": info.size,
+        "content_type": info.content_type,
+        "owner": info.owner,
+        "created_ms": info.created_ms,
+        "expiry_ms": if info.expiry_ms == 0 { None } else { Some(info.expiry_ms) },
+        "chunks": info.chunks,
+        "meta": info.meta.iter().cloned().collect::<std::collections::BTreeMap<_, _>>(),
+    })
+}
+
+async fn blob_info(State(st): S, Path(id): Path<String>) -> Response {
+    let t = Instant::now();
+    let r = async {
+        let info = st.router.info(BlobId::parse(&id)?).await?;
+        Ok(Json(info_json(&info)).into_response())
+    }
+    .await;
+    done(&st, "info", t, r)
+}
+
+async fn delete_blob(State(st): S, Path(id): Path<String>) -> Response {
+    let t = Instant::now();
+    let r = async {
+        st.router.delete(BlobId::parse(&id)?).await?;
+        Ok(StatusCode::NO_CONTENT.into_response())
+    }
+    .await;
+    done(&st, "delete", t, r)
+}
+
+async fn update_ttl(State(st): S, Path(id): Path<String>, headers: HeaderMap) -> Response {
+    let t = Instant::now();
+    let r = async {
+        let id = BlobId::parse(&id)?;
+        let ttl = parse_ttl(&headers)?.ok_or_else(|| ApiError::BadHeader { name: "x-strata-ttl".into(), reason: "required: seconds from now, or \"never\"".into() })?;
+        st.router.update_ttl(id, ttl).await?;
+        Ok(StatusCode::NO_CONTENT.into_response())
+    }
+    .await;
+    done(&st, "ttl_update", t, r)
+}
+
+async fn health(State(st): S) -> Response {
+    let replicas = st.store.replicas();
+    let writable = replicas.iter().filter(|r| r.is_writable()).count();
+    let status = if writable > 0 { "ok" } else { "read-only" };
+    Json(serde_json::json!({ "status": status, "partitions": replicas.len(), "writable_partitions": writable })).into_response()
+}
+
+async fn metrics(State(st): S) -> Response {
+    let mut resp = st.metrics.encode().into_response();
+    resp.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static("application/openmetrics-text; version=1.0.0; charset=utf-8"));
+    resp
+}
+
+async fn partitions(State(st): S) -> Response {
+    let rows: Vec<_> = st
+        .store
+        .replicas()
+        .iter()
+        .map(|r| {
+            let s = r.status();
+            serde_json::json!({
+                "partition": s.partition,
+                "state": if s.read_only.is_some() { "read-only" } else { "read-write" },
+                "read_only_reason": s.read_only.map(|r| format!("{r:?}")),
+                "used_bytes": s.used_bytes,
+                "capacity_bytes": s.capacity_bytes,
+                "segments": s.segments,
+                "index_files": s.index_files,
+                "next_lsn": s.next_lsn,
+            })
+        })
+        .collect();
+    Json(rows).into_response()
+}
+
+async fn partition_blobs(State(st): S, Path(pid): Path<u64>) -> Response {
+    let t = Instant::now();
+    let r = async {
+        let replica = st.store.replica(pid).ok_or(ApiError::NoSuchPartition(pid))?;
+        let keys = tokio::task::spawn_blocking(move || replica.keys()).await.map_err(|e| ApiError::Internal(e.to_string()))?.map_err(|e| ApiError::Internal(e.to_string()))?;
+        let rows: Vec<_> = keys
+            .into_iter()
+            .filter_map(|(k, s)| {
+                let id = k.blob_id()?;
+                let state = match s {
+                    strata_engine::KeyState::Missing => "missing",
+                    strata_engine::KeyState::Deleted => "deleted",
+                    strata_engine::KeyState::Live { .. } => "live",
+                };
+                Some(serde_json::json!({ "id": id, "kind": format!("{:?}", id.kind()), "state": state }))
+            })
+            .collect();
+        Ok(Json(rows).into_response())
+    }
+    .await;
+    done(&st, "admin_list", t, r)
+}
+
+async fn compact(State(st): S) -> Response {
+    let t = Instant::now();
+    let store = st.store.clone();
+    let r = async {
+        let rep = tokio::task::spawn_blocking(move || store.compact_all(true)).await.map_err(|e| ApiError::Internal(e.to_string()))?.map_err(|e| ApiError::Internal(e.to_string()))?;
+        Ok(Json(serde_json::json!({ "segments_compacted": rep.segments_compacted, "bytes_reclaimed": rep.bytes_reclaimed })).into_response())
+    }
+    .await;
+    done(&st, "admin_compact", t, r)
+}
