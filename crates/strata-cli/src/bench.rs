@@ -1,1 +1,371 @@
-#[derive(clap::Args, Debug)] pub struct BenchArgs {} pub async fn run(_a: BenchArgs) -> anyhow::Result<()> { Ok(()) }
+//! `strata bench`: PUT and GET over loopback against a real server, beside
+//! this machine's limits measured in the same run (fsync'd sequential write
+//! and O_DIRECT read of the data directory's filesystem, loopback TCP), so
+//! every figure is also a ratio to what the hardware allows.
+
+use crate::server::{ServerArgs, open_node};
+use crate::size::{format_size, parse_size};
+use anyhow::{Context, Result};
+use bytes::Bytes;
+use rand::RngCore;
+use std::io::{Read, Write};
+use std::os::unix::fs::OpenOptionsExt;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use strata_client::{Client, PutArgs};
+
+#[derive(clap::Args, Debug)]
+pub struct BenchArgs {
+    /// Directory for the benchmark's data (removed afterwards); its filesystem is the one measured.
+    #[arg(long, default_value = "./strata-bench-data")]
+    pub data_dir: PathBuf,
+    /// Blob sizes.
+    #[arg(long, value_delimiter = ',', default_value = "4KiB,64KiB,1MiB,16MiB", value_parser = parse_size)]
+    pub sizes: Vec<u64>,
+    /// Client concurrencies.
+    #[arg(long, value_delimiter = ',', default_value = "1,16")]
+    pub concurrency: Vec<usize>,
+    /// Seconds per PUT or GET phase.
+    #[arg(long, default_value_t = 3.0)]
+    pub seconds: f64,
+    /// Bytes sent to measure loopback TCP.
+    #[arg(long, default_value = "2GiB", value_parser = parse_size)]
+    pub net_probe: u64,
+    /// Partitions of the benchmarked node.
+    #[arg(long, default_value_t = 4)]
+    pub partitions: u64,
+    /// Print JSON instead of a table.
+    #[arg(long)]
+    pub json: bool,
+    /// Keep the data directory.
+    #[arg(long)]
+    pub keep: bool,
+}
+
+struct Limits {
+    /// Single-stream fsync'd sequential write: the limit PUTs are measured against.
+    disk_write_mbps: f64,
+    /// The same split over one stream per partition, for information.
+    disk_write_parallel_mbps: f64,
+    disk_read_mbps: f64,
+    loopback_mbps: f64,
+}
+
+#[derive(serde::Serialize)]
+struct Row {
+    op: &'static str,
+    size: u64,
+    concurrency: usize,
+    ops: u64,
+    ops_per_sec: f64,
+    mb_per_sec: f64,
+    p50_ms: f64,
+    p99_ms: f64,
+    limit: &'static str,
+    ratio_to_limit: f64,
+}
+
+const MB: f64 = 1e6;
+
+/// Sustained sequential write for `secs`, split over `streams` files written
+/// in parallel: 1 MiB writes with an fdatasync after every 16 MiB, which is
+/// what group commit does with a batch of 16 one-MiB puts. Measured over the
+/// same time span as a benchmark phase so burst absorption by a virtual
+/// disk's cache affects the limit and the PUTs alike.
+fn disk_write_limit(dir: &Path, secs: f64, streams: usize) -> Result<f64> {
+    let block = 1 << 20;
+    let mut buf = vec![0u8; block];
+    rand::rng().fill_bytes(&mut buf);
+    let buf = Arc::new(buf);
+    let t = Instant::now();
+    let deadline = t + Duration::from_secs_f64(secs);
+    let handles: Vec<_> = (0..streams)
+        .map(|i| {
+            let (path, buf) = (dir.join(format!("disk-probe-{i}")), buf.clone());
+            std::thread::spawn(move || -> std::io::Result<u64> {
+                let mut f = std::fs::File::create(&path)?;
+                let mut written = 0u64;
+                while Instant::now() < deadline {
+                    for _ in 0..16 {
+                        f.write_all(&buf)?;
+                        written += buf.len() as u64;
+                    }
+                    f.sync_data()?;
+                }
+                Ok(written)
+            })
+        })
+        .collect();
+    let mut total = 0;
+    for h in handles {
+        total += h.join().map_err(|_| anyhow::anyhow!("disk probe thread panicked"))??;
+    }
+    Ok(total as f64 / t.elapsed().as_secs_f64() / MB)
+}
+
+/// O_DIRECT sequential read of the probe file: the device's read rate,
+/// bypassing the page cache.
+fn disk_read_limit(dir: &Path) -> Result<f64> {
+    let block = 1 << 20;
+    let layout = std::alloc::Layout::from_size_align(block, 4096)?;
+    // SAFETY: the layout has a non-zero size; the buffer is freed below.
+    let ptr = unsafe { std::alloc::alloc(layout) };
+    anyhow::ensure!(!ptr.is_null(), "allocation failed");
+    // SAFETY: ptr is valid for `block` bytes until dealloc.
+    let aligned = unsafe { std::slice::from_raw_parts_mut(ptr, block) };
+    let read = (|| -> Result<f64> {
+        let mut f = std::fs::OpenOptions::new().read(true).custom_flags(libc::O_DIRECT).open(dir.join("disk-probe-0"))?;
+        let t = Instant::now();
+        let mut total = 0u64;
+        loop {
+            let n = f.read(aligned)?;
+            if n == 0 {
+                break;
+            }
+            total += n as u64;
+        }
+        Ok(total as f64 / t.elapsed().as_secs_f64() / MB)
+    })();
+    // SAFETY: allocated above with this layout.
+    unsafe { std::alloc::dealloc(ptr, layout) };
+    read.context("O_DIRECT read of the probe file")
+}
+
+/// (single-stream fsync'd write, parallel fsync'd write, O_DIRECT read), MB/s.
+fn disk_limits(dir: &Path, secs: f64, streams: usize) -> Result<(f64, f64, f64)> {
+    let single = disk_write_limit(dir, secs, 1)?;
+    let read = disk_read_limit(dir)?;
+    let parallel = disk_write_limit(dir, secs, streams)?;
+    for i in 0..streams {
+        let _ = std::fs::remove_file(dir.join(format!("disk-probe-{i}")));
+    }
+    Ok((single, parallel, read))
+}
+
+async fn loopback_limit(bytes: u64, streams: usize) -> Result<f64> {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+    let addr = listener.local_addr()?;
+    let per = bytes / streams as u64;
+    let server = tokio::spawn(async move {
+        let mut tasks = Vec::new();
+        for _ in 0..streams {
+            let (mut s, _) = listener.accept().await?;
+            tasks.push(tokio::spawn(async move {
+                let mut buf = vec![0u8; 1 << 20];
+                let mut n = 0u64;
+                while n < per {
+                    let r = s.read(&mut buf).await?;
+                    if r == 0 {
+                        break;
+                    }
+                    n += r as u64;
+                }
+                Ok::<_, std::io::Error>(n)
+            }));
+        }
+        let mut total = 0;
+        for t in tasks {
+            total += t.await??;
+        }
+        Ok::<_, anyhow::Error>(total)
+    });
+    let t = Instant::now();
+    let mut senders = Vec::new();
+    for _ in 0..streams {
+        senders.push(tokio::spawn(async move {
+            let mut s = tokio::net::TcpStream::connect(addr).await?;
+            let buf = vec![7u8; 1 << 20];
+            let mut n = 0;
+            while n < per {
+                s.write_all(&buf).await?;
+                n += buf.len() as u64;
+            }
+            s.shutdown().await?;
+            Ok::<_, std::io::Error>(())
+        }));
+    }
+    for s in senders {
+        s.await??;
+    }
+    let total = server.await??;
+    Ok(total as f64 / t.elapsed().as_secs_f64() / MB)
+}
+
+fn percentile(sorted: &[u64], p: f64) -> f64 {
+    if sorted.is_empty() {
+        return 0.0;
+    }
+    let i = ((sorted.len() as f64 * p).ceil() as usize).clamp(1, sorted.len()) - 1;
+    sorted[i] as f64 / 1000.0
+}
+
+/// Runs `conc` workers for `secs`; each calls `op(worker, i)` in a loop.
+async fn phase<F, Fut>(conc: usize, secs: f64, op: F) -> Result<(u64, f64, Vec<u64>)>
+where
+    F: Fn(usize, u64) -> Fut + Send + Sync + 'static,
+    Fut: std::future::Future<Output = Result<()>> + Send,
+{
+    let op = Arc::new(op);
+    let t = Instant::now();
+    let deadline = t + Duration::from_secs_f64(secs);
+    let mut workers = Vec::new();
+    for w in 0..conc {
+        let op = op.clone();
+        workers.push(tokio::spawn(async move {
+            let mut lat = Vec::new();
+            let mut i = 0u64;
+            // Bounded: stops at the deadline, and after at least one op.
+            while lat.is_empty() || Instant::now() < deadline {
+                let s = Instant::now();
+                op(w, i).await?;
+                lat.push(s.elapsed().as_micros() as u64);
+                i += 1;
+            }
+            Ok::<_, anyhow::Error>(lat)
+        }));
+    }
+    let mut all = Vec::new();
+    for w in workers {
+        all.extend(w.await??);
+    }
+    let elapsed = t.elapsed().as_secs_f64();
+    all.sort_unstable();
+    Ok((all.len() as u64, elapsed, all))
+}
+
+pub async fn run(a: BenchArgs) -> Result<()> {
+    std::fs::create_dir_all(&a.data_dir).with_context(|| format!("creating {}", a.data_dir.display()))?;
+    let probe_dir = a.data_dir.clone();
+    let secs = a.seconds;
+    let streams = a.partitions.max(1) as usize;
+    eprintln!("measuring the disk (fsync'd sequential write by 1 and {streams} streams, O_DIRECT read) ...");
+    let (disk_write_mbps, disk_write_parallel_mbps, disk_read_mbps) = tokio::task::spawn_blocking(move || disk_limits(&probe_dir, secs, streams)).await??;
+    eprintln!("measuring loopback TCP ({}) ...", format_size(a.net_probe));
+    let loopback_mbps = loopback_limit(a.net_probe, 1).await?;
+    let limits = Limits { disk_write_mbps, disk_write_parallel_mbps, disk_read_mbps, loopback_mbps };
+
+    let server_args = ServerArgs {
+        data_dir: a.data_dir.join("node"),
+        listen: "127.0.0.1:0".into(),
+        partitions: a.partitions,
+        chunk_size: 4 << 20,
+        segment_size: 512 << 20,
+        replica_capacity: 64 << 30,
+        disk_reserve: 256 << 20,
+        flush: "every-batch".into(),
+        compaction_interval_secs: 3600,
+    };
+    let _ = std::fs::remove_dir_all(&server_args.data_dir);
+    let (store, router) = open_node(&server_args)?;
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+    let addr = listener.local_addr()?;
+    let state = strata_server::AppState::new(router, store.clone());
+    let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
+    let server = tokio::spawn(strata_server::serve(listener, state, async move {
+        let _ = stop_rx.await;
+    }));
+    let client = Client::new(&format!("http://{addr}"));
+
+    let mut rows = Vec::new();
+    for &size in &a.sizes {
+        let mut payload = vec![0u8; size as usize];
+        rand::rng().fill_bytes(&mut payload);
+        let payload = Bytes::from(payload);
+        for &conc in &a.concurrency {
+            eprintln!("PUT {} x{conc} ...", format_size(size));
+            let ids = Arc::new(std::sync::Mutex::new(Vec::new()));
+            let (c, p, i2) = (client.clone(), payload.clone(), ids.clone());
+            let (n, secs, lat) = phase(conc, a.seconds, move |_, _| {
+                let (c, p, ids) = (c.clone(), p.clone(), i2.clone());
+                async move {
+                    let r = c.put_bytes(p, &PutArgs::default()).await?;
+                    ids.lock().map_err(|_| anyhow::anyhow!("poisoned"))?.push(r.id);
+                    Ok(())
+                }
+            })
+            .await?;
+            rows.push(row("PUT", size, conc, n, secs, &lat, "disk write", limits.disk_write_mbps));
+            let ids: Arc<Vec<String>> = Arc::new(std::mem::take(&mut *ids.lock().map_err(|_| anyhow::anyhow!("poisoned"))?));
+            eprintln!("GET {} x{conc} ...", format_size(size));
+            let c = client.clone();
+            let (n, secs, lat) = phase(conc, a.seconds, move |w, i| {
+                let (c, ids) = (c.clone(), ids.clone());
+                async move {
+                    let id = &ids[(w + i as usize * 7919) % ids.len()];
+                    // Count the body frames as they arrive: a load generator
+                    // that concatenated them would measure its own memcpy.
+                    let mut body = Box::pin(c.get(id, None).await?.into_stream());
+                    let mut n = 0u64;
+                    while let Some(frame) = futures_util::StreamExt::next(&mut body).await {
+                        n += frame?.len() as u64;
+                    }
+                    anyhow::ensure!(n == size, "short read: {n} of {size} bytes");
+                    Ok(())
+                }
+            })
+            .await?;
+            rows.push(row("GET", size, conc, n, secs, &lat, "loopback", limits.loopback_mbps));
+        }
+    }
+    let _ = stop_tx.send(());
+    let _ = server.await;
+    let s = store.clone();
+    tokio::task::spawn_blocking(move || s.close()).await?;
+    if !a.keep {
+        let _ = std::fs::remove_dir_all(&a.data_dir);
+    }
+    report(&a, &limits, &rows);
+    Ok(())
+}
+
+#[allow(clippy::too_many_arguments)]
+fn row(op: &'static str, size: u64, conc: usize, n: u64, secs: f64, lat: &[u64], limit: &'static str, limit_mbps: f64) -> Row {
+    let ops_per_sec = n as f64 / secs;
+    let mb_per_sec = ops_per_sec * size as f64 / MB;
+    Row { op, size, concurrency: conc, ops: n, ops_per_sec, mb_per_sec, p50_ms: percentile(lat, 0.50), p99_ms: percentile(lat, 0.99), limit, ratio_to_limit: mb_per_sec / limit_mbps }
+}
+
+fn find<'a>(rows: &'a [Row], op: &str, size: u64, conc: usize) -> Option<&'a Row> {
+    rows.iter().find(|r| r.op == op && r.size == size && r.concurrency == conc)
+}
+
+fn report(a: &BenchArgs, l: &Limits, rows: &[Row]) {
+    let floors: Vec<(String, Option<bool>)> = vec![
+        ("durable 1MiB PUT x16 >= 70% of fsync'd disk write".into(), find(rows, "PUT", 1 << 20, 16).map(|r| r.ratio_to_limit >= 0.70)),
+        ("page-cached 1MiB GET x16 >= 60% of loopback".into(), find(rows, "GET", 1 << 20, 16).map(|r| r.ratio_to_limit >= 0.60)),
+        ("durable 4KiB PUT x16 >= 5000 ops/s".into(), find(rows, "PUT", 4 << 10, 16).map(|r| r.ops_per_sec >= 5000.0)),
+    ];
+    if a.json {
+        let v = serde_json::json!({
+            "limits": { "disk_write_fsync_mb_per_sec": l.disk_write_mbps, "disk_write_fsync_parallel_mb_per_sec": l.disk_write_parallel_mbps, "disk_read_direct_mb_per_sec": l.disk_read_mbps, "loopback_tcp_mb_per_sec": l.loopback_mbps },
+            "rows": rows,
+            "floors": floors.iter().map(|(n, ok)| serde_json::json!({ "floor": n, "pass": ok })).collect::<Vec<_>>(),
+        });
+        println!("{v}");
+        return;
+    }
+    println!(
+        "limits (same run): fsync'd sequential write {:.0} MB/s (split over {} parallel streams: {:.0} MB/s), O_DIRECT sequential read {:.0} MB/s, loopback TCP (one stream) {:.0} MB/s",
+        l.disk_write_mbps, a.partitions, l.disk_write_parallel_mbps, l.disk_read_mbps, l.loopback_mbps
+    );
+    println!();
+    println!("| op  | size  | conc | ops/s    | MB/s    | p50 ms  | p99 ms  | ratio to limit     |");
+    println!("|-----|-------|------|----------|---------|---------|---------|--------------------|");
+    for r in rows {
+        println!(
+            "| {:<3} | {:<5} | {:>4} | {:>8.0} | {:>7.1} | {:>7.2} | {:>7.2} | {:>5.2} of {:<10} |",
+            r.op, format_size(r.size), r.concurrency, r.ops_per_sec, r.mb_per_sec, r.p50_ms, r.p99_ms, r.ratio_to_limit, r.limit
+        );
+    }
+    println!();
+    for (name, ok) in floors {
+        let verdict = match ok {
+            Some(true) => "PASS",
+            Some(false) => "FAIL",
+            None => "not measured",
+        };
+        println!("floor: {name}: {verdict}");
+    }
+}

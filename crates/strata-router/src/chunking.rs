@@ -34,14 +34,22 @@ impl ByteRange {
     }
 }
 
+/// The bytes of a blob being read.
+pub enum BlobData {
+    /// A simple blob: one zero-copy view of the log.
+    Whole(Bytes),
+    /// A chunked blob: chunks fetched through a sliding window, in order.
+    Stream(BoxStream<'static, Result<Bytes, RouterError>>),
+}
+
 /// A blob being read: its properties, the range served, and its bytes.
 pub struct BlobBody {
     /// Properties.
     pub info: BlobInfo,
     /// `[start, end)` served.
     pub range: (u64, u64),
-    /// The bytes, in order.
-    pub stream: BoxStream<'static, Result<Bytes, RouterError>>,
+    /// The bytes.
+    pub data: BlobData,
 }
 
 pub(crate) fn decode_list(rec: &BlobRecord) -> Result<ChunkList, RouterError> {
@@ -173,8 +181,8 @@ impl Router {
             None => (0, info.size),
             Some(r) => r.resolve(info.size).ok_or(RouterError::InvalidRange { size: info.size })?,
         };
-        let stream: BoxStream<'static, Result<Bytes, RouterError>> = match list {
-            None => futures_util::stream::iter([Ok(rec.data.slice(start as usize..end as usize))]).boxed(),
+        let data = match list {
+            None => BlobData::Whole(rec.data.slice(start as usize..end as usize)),
             Some(list) => {
                 let mut pieces = Vec::new();
                 let mut off = 0u64;
@@ -186,7 +194,7 @@ impl Router {
                     off += len;
                 }
                 let router = self.clone();
-                futures_util::stream::iter(pieces)
+                let stream = futures_util::stream::iter(pieces)
                     .map(move |(chunk, len, lo, hi)| {
                         let router = router.clone();
                         async move {
@@ -197,11 +205,11 @@ impl Router {
                             Ok(rec.data.slice(lo as usize..hi as usize))
                         }
                     })
-                    .buffered(self.config.chunk_window)
-                    .boxed()
+                    .buffered(self.config.chunk_window);
+                BlobData::Stream(stream.boxed())
             }
         };
-        Ok(BlobBody { info, range: (start, end), stream })
+        Ok(BlobBody { info, range: (start, end), data })
     }
 }
 

@@ -13,7 +13,7 @@ mod error;
 mod local;
 mod policy;
 
-pub use chunking::{BlobBody, ByteRange};
+pub use chunking::{BlobBody, BlobData, ByteRange};
 pub use error::RouterError;
 pub use local::LocalView;
 pub use policy::{Policies, Policy};

@@ -12,7 +12,7 @@ use futures_util::StreamExt;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Instant;
-use strata_router::{BlobInfo, ByteRange, PutOptions};
+use strata_router::{BlobData, BlobInfo, ByteRange, PutOptions};
 use strata_types::BlobId;
 
 type S = State<Arc<AppState>>;
@@ -170,14 +170,22 @@ async fn get_blob(State(st): S, Path(id): Path<String>, headers: HeaderMap) -> R
         let body = st.router.get(id, range).await?;
         let (start, end) = body.range;
         let size = body.info.size;
-        let st2 = st.clone();
-        let stream = body.stream.map(move |r| {
-            if let Ok(b) = &r {
-                st2.metrics.bytes_sent.inc_by(b.len() as u64);
+        let http_body = match body.data {
+            BlobData::Whole(bytes) => {
+                st.metrics.bytes_sent.inc_by(bytes.len() as u64);
+                Body::from(bytes)
             }
-            r
-        });
-        let mut resp = Response::new(Body::from_stream(stream));
+            BlobData::Stream(stream) => {
+                let st2 = st.clone();
+                Body::from_stream(stream.map(move |r| {
+                    if let Ok(b) = &r {
+                        st2.metrics.bytes_sent.inc_by(b.len() as u64);
+                    }
+                    r
+                }))
+            }
+        };
+        let mut resp = Response::new(http_body);
         blob_headers(&mut resp, &body.info);
         resp.headers_mut().insert(header::CONTENT_LENGTH, HeaderValue::from(end - start));
         if range.is_some() {
