@@ -255,6 +255,7 @@ pub async fn run(a: BenchArgs) -> Result<()> {
         replica_capacity: 64 << 30,
         disk_reserve: 256 << 20,
         flush: "every-batch".into(),
+        max_blob_size: 64 << 30,
         compaction_interval_secs: 3600,
     };
     let _ = std::fs::remove_dir_all(&server_args.data_dir);

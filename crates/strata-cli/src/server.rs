@@ -36,6 +36,9 @@ pub struct ServerArgs {
     /// Durability of puts: `every-batch` (fsync before ack) or `never`.
     #[arg(long, default_value = "every-batch")]
     pub flush: String,
+    /// Largest blob accepted.
+    #[arg(long, default_value = "64GiB", value_parser = parse_size)]
+    pub max_blob_size: u64,
     /// Seconds between background compaction passes.
     #[arg(long, default_value_t = 300)]
     pub compaction_interval_secs: u64,
@@ -70,7 +73,7 @@ pub fn open_node(args: &ServerArgs) -> Result<(Arc<Store>, Arc<Router>)> {
             store.create_replica(p).with_context(|| format!("creating partition {p}"))?;
         }
     }
-    let config = RouterConfig { chunk_size: args.chunk_size as usize, ..RouterConfig::default() };
+    let config = RouterConfig { chunk_size: args.chunk_size as usize, blob_bytes_max: args.max_blob_size, ..RouterConfig::default() };
     let router = Arc::new(Router::new(Arc::new(LocalView::new(store.clone())), config, clock, None));
     Ok((store, router))
 }
@@ -81,6 +84,7 @@ pub async fn run(args: ServerArgs) -> Result<()> {
     let addr = listener.local_addr()?;
     let state = strata_server::AppState::new(router, store.clone());
     strata_server::spawn_compactor(store.clone(), Duration::from_secs(args.compaction_interval_secs.max(1)));
+    strata_server::spawn_space_monitor(store.clone());
     println!("Strata is serving http://{addr} (data in {}, {} partitions)", args.data_dir.display(), store.replicas().len());
     println!("Try it:");
     println!("  strata put README.md                      # prints the new blob id");

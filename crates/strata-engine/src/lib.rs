@@ -115,6 +115,13 @@ impl Store {
         Ok(total)
     }
 
+    /// Re-evaluates every replica's read-only state.
+    pub fn refresh_read_only(&self) {
+        for r in self.replicas() {
+            r.refresh_read_only();
+        }
+    }
+
     /// Closes every replica (draining queued writes).
     pub fn close(&self) {
         for r in self.replicas() {

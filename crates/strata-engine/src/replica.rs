@@ -199,6 +199,25 @@ pub(crate) struct Shared {
 }
 
 impl Shared {
+    /// Decides whether puts are refused, and why; records the verdict for
+    /// [`Replica::is_writable`]. Free space is only looked up when
+    /// `check_disk` is set (a syscall; skipped for batches without puts).
+    pub fn compute_read_only(&self, check_disk: bool) -> Option<ReadOnlyReason> {
+        let c = &self.config;
+        let last_disk_full = self.read_only.load(Ordering::Relaxed) == 1 + ReadOnlyReason::DiskFull as u8;
+        let reason = if self.io_failed.load(Ordering::SeqCst) {
+            Some(ReadOnlyReason::IoFailed)
+        } else if self.read_state().used_bytes as f64 >= c.read_only_fraction * self.meta.capacity_bytes as f64 {
+            Some(ReadOnlyReason::Capacity)
+        } else if check_disk {
+            crate::fsutil::free_bytes(&self.dir).map_or(true, |f| f < c.disk_reserve_bytes).then_some(ReadOnlyReason::DiskFull)
+        } else {
+            last_disk_full.then_some(ReadOnlyReason::DiskFull)
+        };
+        self.read_only.store(reason.map_or(0, |r| 1 + r as u8), Ordering::Relaxed);
+        reason
+    }
+
     pub fn read_state(&self) -> std::sync::RwLockReadGuard<'_, State> {
         self.state.read().unwrap_or_else(|p| p.into_inner())
     }
@@ -368,7 +387,13 @@ impl Replica {
         }
     }
 
-    /// True if puts are currently accepted (as last seen by the writer).
+    /// Re-evaluates whether puts are accepted (capacity, free space), so a
+    /// replica that was full becomes writable again once space is freed.
+    pub fn refresh_read_only(&self) -> Option<ReadOnlyReason> {
+        self.shared.compute_read_only(true)
+    }
+
+    /// True if puts are currently accepted (as last evaluated).
     pub fn is_writable(&self) -> bool {
         self.shared.read_only.load(Ordering::Relaxed) == 0
     }

@@ -70,27 +70,9 @@ impl Writer {
         }
     }
 
-    fn read_only_reason(&self, has_puts: bool) -> Option<ReadOnlyReason> {
-        let c = &self.shared.config;
-        let reason = if self.shared.io_failed.load(Ordering::SeqCst) {
-            Some(ReadOnlyReason::IoFailed)
-        } else if self.shared.read_state().used_bytes as f64 >= c.read_only_fraction * self.shared.meta.capacity_bytes as f64 {
-            Some(ReadOnlyReason::Capacity)
-        } else if has_puts && fsutil::free_bytes(&self.shared.dir).map(|f| f < c.disk_reserve_bytes).unwrap_or(true) {
-            Some(ReadOnlyReason::DiskFull)
-        } else if !has_puts && self.shared.read_only.load(Ordering::Relaxed) == 1 + ReadOnlyReason::DiskFull as u8 {
-            // Without puts we did not look at the disk; keep the last verdict.
-            Some(ReadOnlyReason::DiskFull)
-        } else {
-            None
-        };
-        self.shared.read_only.store(reason.map_or(0, |r| 1 + r as u8), Ordering::Relaxed);
-        reason
-    }
-
     fn validate(&mut self, batch: Vec<WriteReq>) -> Vec<Encoded> {
         let has_puts = batch.iter().any(|r| matches!(r.op, WriteOp::Put { .. }));
-        let ro = self.read_only_reason(has_puts);
+        let ro = self.shared.compute_read_only(has_puts);
         let now = self.shared.clock.now_ms();
         let partition = self.shared.partition;
         let mut pending: HashMap<Key, Pending> = HashMap::new();

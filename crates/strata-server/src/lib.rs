@@ -50,6 +50,21 @@ pub async fn serve(listener: tokio::net::TcpListener, state: Arc<AppState>, shut
     axum::serve(listener, app(state)).with_graceful_shutdown(shutdown).await
 }
 
+/// Re-checks every replica's capacity and free space every second, so
+/// partitions that filled up return to service once space is freed.
+pub fn spawn_space_monitor(store: Arc<Store>) -> tokio::task::JoinHandle<()> {
+    tokio::spawn(async move {
+        let mut tick = tokio::time::interval(Duration::from_secs(1));
+        loop {
+            tick.tick().await;
+            let s = store.clone();
+            if tokio::task::spawn_blocking(move || s.refresh_read_only()).await.is_err() {
+                tracing::error!("space monitor task panicked");
+            }
+        }
+    })
+}
+
 /// Runs a compaction pass over the store every `interval`, off the async threads.
 pub fn spawn_compactor(store: Arc<Store>, interval: Duration) -> tokio::task::JoinHandle<()> {
     tokio::spawn(async move {
