@@ -325,7 +325,18 @@ pub async fn run(a: BenchArgs) -> Result<()> {
 fn row(op: &'static str, size: u64, conc: usize, n: u64, secs: f64, lat: &[u64], limit: &'static str, limit_mbps: f64) -> Row {
     let ops_per_sec = n as f64 / secs;
     let mb_per_sec = ops_per_sec * size as f64 / MB;
-    Row { op, size, concurrency: conc, ops: n, ops_per_sec, mb_per_sec, p50_ms: percentile(lat, 0.50), p99_ms: percentile(lat, 0.99), limit, ratio_to_limit: mb_per_sec / limit_mbps }
+    Row {
+        op,
+        size,
+        concurrency: conc,
+        ops: n,
+        ops_per_sec,
+        mb_per_sec,
+        p50_ms: percentile(lat, 0.50),
+        p99_ms: percentile(lat, 0.99),
+        limit,
+        ratio_to_limit: mb_per_sec / limit_mbps,
+    }
 }
 
 fn find<'a>(rows: &'a [Row], op: &str, size: u64, conc: usize) -> Option<&'a Row> {
@@ -357,7 +368,15 @@ fn report(a: &BenchArgs, l: &Limits, rows: &[Row]) {
     for r in rows {
         println!(
             "| {:<3} | {:<5} | {:>4} | {:>8.0} | {:>7.1} | {:>7.2} | {:>7.2} | {:>5.2} of {:<10} |",
-            r.op, format_size(r.size), r.concurrency, r.ops_per_sec, r.mb_per_sec, r.p50_ms, r.p99_ms, r.ratio_to_limit, r.limit
+            r.op,
+            format_size(r.size),
+            r.concurrency,
+            r.ops_per_sec,
+            r.mb_per_sec,
+            r.p50_ms,
+            r.p99_ms,
+            r.ratio_to_limit,
+            r.limit
         );
     }
     println!();

@@ -67,7 +67,9 @@ impl ServerArgs {
 /// Opens the store (creating partitions on first start) and a router over it.
 pub fn open_node(args: &ServerArgs) -> Result<(Arc<Store>, Arc<Router>)> {
     let clock = Arc::new(SystemClock);
-    let store = Arc::new(Store::open(&args.data_dir, args.engine_config()?, clock.clone()).with_context(|| format!("opening data directory {}", args.data_dir.display()))?);
+    let store = Arc::new(
+        Store::open(&args.data_dir, args.engine_config()?, clock.clone()).with_context(|| format!("opening data directory {}", args.data_dir.display()))?,
+    );
     if store.replicas().is_empty() {
         for p in 0..args.partitions {
             store.create_replica(p).with_context(|| format!("creating partition {p}"))?;

@@ -13,7 +13,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use strata_client::PutArgs;
 
-#[derive(Default)]
+#[derive(Default, Clone)]
 struct Acked {
     live: HashMap<String, (u64, usize)>,
     deleted: Vec<String>,
@@ -85,7 +85,7 @@ async fn acknowledged_writes_survive_sigkill() {
         let mut node = Node::start(&data, &args).await;
         torn_bytes += torn_bytes_at_recovery(&node).await;
         {
-            let a = acked.lock().expect("lock");
+            let a = acked.lock().expect("lock").clone();
             let (n, visible) = verify(&node, &a).await;
             total_visible = visible;
             eprintln!("round {round}: {n} acknowledged blobs verified, {visible} visible blobs complete");
@@ -138,8 +138,12 @@ async fn acknowledged_writes_survive_sigkill() {
         }
     }
     let node = Node::start(&data, &args).await;
-    let a = acked.lock().expect("lock");
+    let a = acked.lock().expect("lock").clone();
     let (n, visible) = verify(&node, &a).await;
-    eprintln!("final: {n} acknowledged blobs verified, {} deletes held, {} unanswered deletes consistent, {visible} visible blobs complete, {torn_bytes} torn bytes cut at recoveries", a.deleted.len(), a.uncertain.len());
+    eprintln!(
+        "final: {n} acknowledged blobs verified, {} deletes held, {} unanswered deletes consistent, {visible} visible blobs complete, {torn_bytes} torn bytes cut at recoveries",
+        a.deleted.len(),
+        a.uncertain.len()
+    );
     assert!(n > 100 && !a.deleted.is_empty() && total_visible > 0, "the workload did too little to mean anything");
 }

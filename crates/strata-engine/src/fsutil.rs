@@ -13,8 +13,7 @@ pub fn fsync_dir(dir: &Path) -> Result<()> {
 /// Bytes available to unprivileged writers on the filesystem holding `path`.
 pub fn free_bytes(path: &Path) -> Result<u64> {
     use std::os::unix::ffi::OsStrExt;
-    let c = std::ffi::CString::new(path.as_os_str().as_bytes())
-        .map_err(|_| crate::EngineError::Invalid("path contains NUL".into()))?;
+    let c = std::ffi::CString::new(path.as_os_str().as_bytes()).map_err(|_| crate::EngineError::Invalid("path contains NUL".into()))?;
     // SAFETY: statvfs writes into the zeroed struct we own; `c` is a valid C string.
     let mut s: libc::statvfs = unsafe { std::mem::zeroed() };
     let rc = unsafe { libc::statvfs(c.as_ptr(), &mut s) };

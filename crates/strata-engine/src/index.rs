@@ -138,7 +138,13 @@ impl IndexFile {
     /// All entries in key order.
     pub fn entries(&self) -> Result<Vec<IndexEntry>> {
         (0..self.header.entry_count as usize)
-            .map(|i| fmt::decode_entry(&self.map, &self.header, i).map_err(|source| EngineError::Corrupt { file: self.path.display().to_string(), offset: self.header.entry_pos(i) as u64, source }))
+            .map(|i| {
+                fmt::decode_entry(&self.map, &self.header, i).map_err(|source| EngineError::Corrupt {
+                    file: self.path.display().to_string(),
+                    offset: self.header.entry_pos(i) as u64,
+                    source,
+                })
+            })
             .collect()
     }
 }

@@ -23,12 +23,12 @@ mod segment;
 mod writer;
 
 pub use compaction::{COMPACTION_LOG, CompactionReport};
-pub use strata_format::CompactionPhase;
 pub use config::{EngineConfig, FlushPolicy};
 pub use error::{EngineError, ReadOnlyReason, Result};
 pub use index::{KeyState, Located};
 pub use journal::JournalEntry;
 pub use replica::{BlobRecord, PendingWrite, Replica, ReplicaStats, ReplicaStatus, WriteAck, WriteOp};
+pub use strata_format::CompactionPhase;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};

@@ -66,7 +66,11 @@ pub fn open(dir: &Path, config: EngineConfig, clock: Arc<dyn Clock>) -> Result<R
         }
     }
     if logs.is_empty() {
-        return Err(EngineError::Corrupt { file: dir.display().to_string(), offset: 0, source: strata_format::FormatError::Invalid { what: "replica", detail: "no log segments".into() } });
+        return Err(EngineError::Corrupt {
+            file: dir.display().to_string(),
+            offset: 0,
+            source: strata_format::FormatError::Invalid { what: "replica", detail: "no log segments".into() },
+        });
     }
     // Index files of generations that are not current are leftovers.
     idx.retain(|(id, g, _), p| {
@@ -185,9 +189,7 @@ pub fn open(dir: &Path, config: EngineConfig, clock: Arc<dyn Clock>) -> Result<R
     });
     let (tx, rx) = mpsc::sync_channel(QUEUE_REQUESTS_MAX);
     let writer = Writer { shared: shared.clone(), file, next_lsn };
-    let handle = std::thread::Builder::new()
-        .name(format!("strata-writer-{}", meta.partition))
-        .spawn(move || writer.run(rx))
-        .map_err(io("spawn writer thread"))?;
+    let handle =
+        std::thread::Builder::new().name(format!("strata-writer-{}", meta.partition)).spawn(move || writer.run(rx)).map_err(io("spawn writer thread"))?;
     Ok(Replica { shared, tx: Mutex::new(Some(tx)), writer: Mutex::new(Some(handle)) })
 }

@@ -332,7 +332,9 @@ impl Replica {
         let verify = with_data && self.shared.config.verify_crc_on_read;
         let rec = seg.record_at(e.record_offset, e.record_len, verify)?;
         if rec.key != *key || rec.kind != RecordKind::Put {
-            return Err(seg.corrupt(e.record_offset, strata_format::FormatError::Invalid { what: "indexed record", detail: "key or kind differs from index".into() }));
+            return Err(
+                seg.corrupt(e.record_offset, strata_format::FormatError::Invalid { what: "indexed record", detail: "key or kind differs from index".into() })
+            );
         }
         let data = if with_data { segment_bytes(&seg, e.record_offset + rec.data_offset as u64, rec.data_len) } else { Bytes::new() };
         Ok(BlobRecord { key: key.clone(), props: rec.props.unwrap_or_default(), created_ms: rec.time_ms, expiry_ms, size: rec.data_len, data })
@@ -357,7 +359,13 @@ impl Replica {
         for f in &st.index_files {
             keys.extend(f.entries()?.into_iter().map(|e| e.key));
         }
-        Ok(keys.into_iter().map(|k| { let s = st.lookup(&k); (k, s) }).collect())
+        Ok(keys
+            .into_iter()
+            .map(|k| {
+                let s = st.lookup(&k);
+                (k, s)
+            })
+            .collect())
     }
 
     /// Records after sequence number `after` from the journal, or `None` when

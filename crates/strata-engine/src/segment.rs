@@ -65,7 +65,9 @@ impl Segment {
         }
         let h = SegmentHeader::decode(&seg.map[..SEGMENT_HEADER_BYTES]).map_err(|e| seg.corrupt(0, e))?;
         if h.segment_id != id || h.generation != generation {
-            return Err(seg.corrupt(0, FormatError::Invalid { what: "segment header", detail: format!("names segment {} generation {}", h.segment_id, h.generation) }));
+            return Err(
+                seg.corrupt(0, FormatError::Invalid { what: "segment header", detail: format!("names segment {} generation {}", h.segment_id, h.generation) })
+            );
         }
         Ok(seg)
     }

@@ -277,7 +277,17 @@ fn encode(op: WriteOp, lsn: u64, now: u64) -> Result<(Vec<Bytes>, DecodedRecord)
             let (prefix, crc) = record::encode_put(lsn, now, &key, &props, &data).map_err(|e| EngineError::Invalid(e.to_string()))?;
             let data_offset = prefix.len() as u32;
             let total = (prefix.len() + data.len() + 4) as u32;
-            let rec = DecodedRecord { kind: record::RecordKind::Put, lsn, time_ms: now, key, total_len: total, expiry_ms: props.expiry_ms, props: None::<PutProps>, data_offset, data_len: data.len() as u64 };
+            let rec = DecodedRecord {
+                kind: record::RecordKind::Put,
+                lsn,
+                time_ms: now,
+                key,
+                total_len: total,
+                expiry_ms: props.expiry_ms,
+                props: None::<PutProps>,
+                data_offset,
+                data_len: data.len() as u64,
+            };
             (vec![Bytes::from(prefix), data, Bytes::copy_from_slice(&crc)], rec)
         }
         WriteOp::Delete { key } => small(record::RecordKind::Delete, lsn, now, key, 0),

@@ -99,7 +99,11 @@ fn run(ops: Vec<Op>) -> Result<(), TestCaseError> {
                     Some(m) if m.deleted => prop_assert!(matches!(r, Err(EngineError::Deleted)), "step {step}: {r:?}"),
                     Some(m) if m.maybe_gone => {
                         prop_assert!(matches!(r, Ok(_) | Err(EngineError::NotFound)), "step {step}: {r:?}");
-                        if r.is_ok() { m.deleted = true } else { model.remove(&k); }
+                        if r.is_ok() {
+                            m.deleted = true
+                        } else {
+                            model.remove(&k);
+                        }
                     }
                     Some(m) => {
                         prop_assert!(r.is_ok(), "step {step}: {r:?}");
@@ -128,7 +132,9 @@ fn run(ops: Vec<Op>) -> Result<(), TestCaseError> {
                     Some(m) if expired(m) => {
                         let ok = matches!(r, Err(EngineError::Expired)) || (m.maybe_gone && matches!(r, Err(EngineError::NotFound)));
                         prop_assert!(ok, "step {step}: {r:?}");
-                        if matches!(r, Err(EngineError::NotFound)) { model.remove(&k); }
+                        if matches!(r, Err(EngineError::NotFound)) {
+                            model.remove(&k);
+                        }
                     }
                     Some(m) => {
                         let b = r.map_err(|e| TestCaseError::fail(format!("step {step}: get {k}: {e}")))?;
@@ -160,7 +166,11 @@ fn run(ops: Vec<Op>) -> Result<(), TestCaseError> {
                 }
             }
             Op::Restart { clean } => {
-                if clean { replica.close() } else { replica.close_without_flush() }
+                if clean {
+                    replica.close()
+                } else {
+                    replica.close_without_flush()
+                }
                 drop(replica);
                 drop(store);
                 store = open();

@@ -27,7 +27,7 @@ impl Bloom {
     }
     /// A filter from its stored words; `None` if the length is not whole blocks.
     pub fn from_words(words: Vec<u64>) -> Option<Self> {
-        (!words.is_empty() && words.len() % WORDS_PER_BLOCK == 0).then_some(Self { words })
+        (!words.is_empty() && words.len().is_multiple_of(WORDS_PER_BLOCK)).then_some(Self { words })
     }
     /// The words to store.
     pub fn words(&self) -> &[u64] {

@@ -22,8 +22,8 @@
 //!        lsn u64 | record_offset u64 | record_len u32 | data_offset u32
 //! ```
 
-use crate::{FormatError, Reader, check_crc};
 use crate::record::RecordKind;
+use crate::{FormatError, Reader, check_crc};
 use strata_types::{Key, MAX_KEY_LEN};
 
 /// Magic of an index file.
@@ -202,7 +202,15 @@ mod tests {
     #[test]
     fn file_round_trip_and_corruption() {
         let mut entries: Vec<IndexEntry> = (0..100u32)
-            .map(|i| IndexEntry { key: Key::new(KeyKind::Blob, &i.to_be_bytes()[..(1 + i as usize % 4)]).unwrap(), kind: RecordKind::Put, expiry_ms: i as u64, lsn: i as u64, record_offset: 64 + i as u64, record_len: 10, data_offset: 3 })
+            .map(|i| IndexEntry {
+                key: Key::new(KeyKind::Blob, &i.to_be_bytes()[..(1 + i as usize % 4)]).unwrap(),
+                kind: RecordKind::Put,
+                expiry_ms: i as u64,
+                lsn: i as u64,
+                record_offset: 64 + i as u64,
+                record_len: 10,
+                data_offset: 3,
+            })
             .collect();
         entries.sort_by(|a, b| (&a.key, a.kind).cmp(&(&b.key, b.kind)));
         entries.dedup_by(|a, b| a.key == b.key);

@@ -15,7 +15,7 @@ pub mod record;
 pub use bloom::Bloom;
 pub use chunk_list::ChunkList;
 pub use headers::{CompactionPhase, CompactionRecord, ReplicaMeta, SegmentHeader};
-pub use index::{IndexEntry, IndexFileHeader, EntryKind};
+pub use index::{EntryKind, IndexEntry, IndexFileHeader};
 pub use record::{DecodedRecord, PutProps, RecordKind};
 
 /// Errors found while decoding bytes read from disk or the network.
@@ -103,8 +103,7 @@ impl<'a> Reader<'a> {
     }
     pub(crate) fn string(&mut self, len: usize) -> Result<String, FormatError> {
         let b = self.bytes(len)?;
-        String::from_utf8(b.to_vec())
-            .map_err(|_| FormatError::Invalid { what: self.what, detail: "string is not UTF-8".into() })
+        String::from_utf8(b.to_vec()).map_err(|_| FormatError::Invalid { what: self.what, detail: "string is not UTF-8".into() })
     }
 }
 

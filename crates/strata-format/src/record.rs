@@ -215,8 +215,7 @@ pub fn decode(buf: &[u8], verify_crc: bool) -> Result<DecodedRecord, FormatError
     r.u32()?;
     let lsn = r.u64()?;
     let time_ms = r.u64()?;
-    let key = Key::from_encoded(r.bytes(key_len)?)
-        .ok_or(FormatError::Invalid { what: "record key", detail: "bad key tag".into() })?;
+    let key = Key::from_encoded(r.bytes(key_len)?).ok_or(FormatError::Invalid { what: "record key", detail: "bad key tag".into() })?;
     let mut out = DecodedRecord { kind, lsn, time_ms, key, total_len: total as u32, props: None, expiry_ms: 0, data_offset: 0, data_len: 0 };
     match kind {
         RecordKind::Put => {

@@ -151,7 +151,13 @@ impl Router {
 
     /// Starts a chunk put on its own task, so chunks progress while the
     /// body is still being received.
-    fn spawn_chunk(self: &Arc<Self>, index: usize, data: Bytes, expiry_ms: u64, owner: &str) -> impl std::future::Future<Output = Result<(usize, BlobId, u64), RouterError>> + use<> {
+    fn spawn_chunk(
+        self: &Arc<Self>,
+        index: usize,
+        data: Bytes,
+        expiry_ms: u64,
+        owner: &str,
+    ) -> impl std::future::Future<Output = Result<(usize, BlobId, u64), RouterError>> + use<> {
         let router = self.clone();
         let props = PutProps { expiry_ms, owner: owner.to_owned(), ..PutProps::default() };
         let task = tokio::spawn(async move {

@@ -69,7 +69,8 @@ fn put_options(h: &HeaderMap) -> Result<PutOptions, ApiError> {
     let mut meta_bytes = 0;
     for (name, value) in h {
         if let Some(k) = name.as_str().strip_prefix("x-strata-meta-") {
-            let v = std::str::from_utf8(value.as_bytes()).map_err(|_| ApiError::BadHeader { name: name.to_string(), reason: "user metadata must be UTF-8".into() })?;
+            let v = std::str::from_utf8(value.as_bytes())
+                .map_err(|_| ApiError::BadHeader { name: name.to_string(), reason: "user metadata must be UTF-8".into() })?;
             meta_bytes += k.len() + v.len();
             meta.push((k.to_string(), v.to_string()));
         }
@@ -250,7 +251,8 @@ async fn update_ttl(State(st): S, Path(id): Path<String>, headers: HeaderMap) ->
     let t = Instant::now();
     let r = async {
         let id = BlobId::parse(&id)?;
-        let ttl = parse_ttl(&headers)?.ok_or_else(|| ApiError::BadHeader { name: "x-strata-ttl".into(), reason: "required: seconds from now, or \"never\"".into() })?;
+        let ttl = parse_ttl(&headers)?
+            .ok_or_else(|| ApiError::BadHeader { name: "x-strata-ttl".into(), reason: "required: seconds from now, or \"never\"".into() })?;
         st.router.update_ttl(id, ttl).await?;
         Ok(StatusCode::NO_CONTENT.into_response())
     }
@@ -297,7 +299,10 @@ async fn partition_blobs(State(st): S, Path(pid): Path<u64>) -> Response {
     let t = Instant::now();
     let r = async {
         let replica = st.store.replica(pid).ok_or(ApiError::NoSuchPartition(pid))?;
-        let keys = tokio::task::spawn_blocking(move || replica.keys()).await.map_err(|e| ApiError::Internal(e.to_string()))?.map_err(|e| ApiError::Internal(e.to_string()))?;
+        let keys = tokio::task::spawn_blocking(move || replica.keys())
+            .await
+            .map_err(|e| ApiError::Internal(e.to_string()))?
+            .map_err(|e| ApiError::Internal(e.to_string()))?;
         let rows: Vec<_> = keys
             .into_iter()
             .filter_map(|(k, s)| {
@@ -320,7 +325,10 @@ async fn compact(State(st): S) -> Response {
     let t = Instant::now();
     let store = st.store.clone();
     let r = async {
-        let rep = tokio::task::spawn_blocking(move || store.compact_all(true)).await.map_err(|e| ApiError::Internal(e.to_string()))?.map_err(|e| ApiError::Internal(e.to_string()))?;
+        let rep = tokio::task::spawn_blocking(move || store.compact_all(true))
+            .await
+            .map_err(|e| ApiError::Internal(e.to_string()))?
+            .map_err(|e| ApiError::Internal(e.to_string()))?;
         Ok(Json(serde_json::json!({ "segments_compacted": rep.segments_compacted, "bytes_reclaimed": rep.bytes_reclaimed })).into_response())
     }
     .await;

@@ -46,7 +46,11 @@ pub fn app(state: Arc<AppState>) -> axum::Router {
 }
 
 /// Serves until `shutdown` resolves, then drains in-flight requests.
-pub async fn serve(listener: tokio::net::TcpListener, state: Arc<AppState>, shutdown: impl std::future::Future<Output = ()> + Send + 'static) -> std::io::Result<()> {
+pub async fn serve(
+    listener: tokio::net::TcpListener,
+    state: Arc<AppState>,
+    shutdown: impl std::future::Future<Output = ()> + Send + 'static,
+) -> std::io::Result<()> {
     axum::serve(listener, app(state)).with_graceful_shutdown(shutdown).await
 }
 
@@ -74,7 +78,9 @@ pub fn spawn_compactor(store: Arc<Store>, interval: Duration) -> tokio::task::Jo
             tick.tick().await;
             let s = store.clone();
             match tokio::task::spawn_blocking(move || s.compact_all(false)).await {
-                Ok(Ok(r)) if r.segments_compacted > 0 => tracing::info!(segments = r.segments_compacted, bytes = r.bytes_reclaimed, "compaction reclaimed space"),
+                Ok(Ok(r)) if r.segments_compacted > 0 => {
+                    tracing::info!(segments = r.segments_compacted, bytes = r.bytes_reclaimed, "compaction reclaimed space")
+                }
                 Ok(Ok(_)) => {}
                 Ok(Err(e)) => tracing::error!(error = %e, "compaction failed"),
                 Err(e) => tracing::error!(error = %e, "compaction task panicked"),

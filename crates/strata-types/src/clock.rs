@@ -18,9 +18,7 @@ impl Clock for SystemClock {
     fn now_ms(&self) -> u64 {
         #[allow(clippy::disallowed_methods)]
         let now = std::time::SystemTime::now();
-        now.duration_since(std::time::UNIX_EPOCH)
-            .map(|d| d.as_millis() as u64)
-            .unwrap_or(0)
+        now.duration_since(std::time::UNIX_EPOCH).map(|d| d.as_millis() as u64).unwrap_or(0)
     }
 }
 

@@ -7,4 +7,4 @@ pub mod clock;
 pub mod id;
 
 pub use clock::{Clock, ManualClock, SystemClock};
-pub use id::{BlobId, BlobKind, IdError, Key, KeyKind, PartitionId, MAX_KEY_LEN};
+pub use id::{BlobId, BlobKind, IdError, Key, KeyKind, MAX_KEY_LEN, PartitionId};

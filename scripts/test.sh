@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# The whole test suite, runnable on a fresh machine of this project's kind:
+# checks the toolchain, installs what the tests need, then format, lints and
+# every test (unit, property, crash and real-process API tests).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+if ! command -v cargo >/dev/null 2>&1; then
+    echo "error: cargo not found. Strata needs Rust 1.95 (rust-version in Cargo.toml)." >&2
+    exit 1
+fi
+# The full-disk test mounts a small tmpfs (util-linux's mount; root, as on CI).
+if ! command -v mount >/dev/null 2>&1; then
+    apt-get update -qq && apt-get install -y -qq mount
+fi
+
+if cargo fmt --version >/dev/null 2>&1; then
+    cargo fmt --all -- --check
+else
+    echo "warning: rustfmt is not installed; skipping the format check" >&2
+fi
+if cargo clippy --version >/dev/null 2>&1; then
+    cargo clippy --workspace --all-targets --locked -- -D warnings
+else
+    echo "warning: clippy is not installed; skipping lints" >&2
+fi
+cargo test --workspace --locked "$@"
