@@ -141,10 +141,13 @@ impl Replica {
         let sh = &self.shared;
         let now = sh.clock.now_ms();
         let grace = sh.config.compaction_expiry_grace_ms;
-        let st = sh.read_state();
+        // Hold the state lock only to snapshot the file list and for each
+        // lookup: the writer needs it to publish batches. A verdict that goes
+        // stale meanwhile is harmless: what is dead never comes back.
+        let files: Vec<Arc<IndexFile>> = sh.read_state().index_files.iter().filter(|f| f.segment_id() == seg.id).cloned().collect();
         let mut newest: BTreeMap<(strata_types::Key, u8), IndexEntry> = BTreeMap::new();
         let mut seg_len = SEGMENT_HEADER_BYTES as u64;
-        for f in st.index_files.iter().filter(|f| f.segment_id() == seg.id) {
+        for f in &files {
             seg_len = seg_len.max(f.header.log_end);
             for e in f.entries()? {
                 let k = (e.key.clone(), e.kind as u8);
@@ -155,7 +158,7 @@ impl Replica {
         }
         let mut keep: Vec<IndexEntry> = newest
             .into_values()
-            .filter(|e| match (e.kind, st.lookup(&e.key)) {
+            .filter(|e| match (e.kind, sh.read_state().lookup(&e.key)) {
                 (EntryKind::Delete, _) => true,
                 (_, KeyState::Live { put, expiry_ms }) => {
                     let dead = expiry_ms != 0 && expiry_ms.saturating_add(grace) <= now;

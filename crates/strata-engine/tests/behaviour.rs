@@ -1,0 +1,87 @@
+//! Engine behaviours beyond the model test: capacity-driven read-only state,
+//! and compaction running while the replica serves reads and writes.
+
+use bytes::Bytes;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use strata_engine::{EngineConfig, EngineError, ReadOnlyReason, Store, WriteOp};
+use strata_format::PutProps;
+use strata_types::{Key, KeyKind, SystemClock};
+
+fn key(i: u32) -> Key {
+    Key::new(KeyKind::Blob, &i.to_le_bytes()).unwrap()
+}
+
+fn put(i: u32, len: usize) -> WriteOp {
+    WriteOp::Put { key: key(i), props: PutProps::default(), data: Bytes::from(vec![(i % 251) as u8; len]) }
+}
+
+#[test]
+fn read_only_past_capacity_fraction_but_deletes_still_work() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = EngineConfig { replica_capacity_bytes: 100_000, disk_reserve_bytes: 0, ..EngineConfig::default() };
+    let store = Store::open(dir.path(), config, Arc::new(SystemClock)).unwrap();
+    let r = store.create_replica(1).unwrap();
+    let mut stored = 0;
+    let refused = loop {
+        match r.submit(put(stored, 10_000)).wait() {
+            Ok(_) => stored += 1,
+            Err(e) => break e,
+        }
+        assert!(stored < 20, "capacity never enforced");
+    };
+    assert!(matches!(refused, EngineError::ReadOnly { reason: ReadOnlyReason::Capacity, .. }), "{refused:?}");
+    // 85% of 100 kB: the eighth or ninth 10 kB put crosses it.
+    assert!((8..=9).contains(&stored), "{stored} puts fit");
+    assert!(!r.is_writable());
+    r.submit(WriteOp::Delete { key: key(0) }).wait().expect("deletes go through on a read-only replica");
+    assert_eq!(&r.get(&key(1)).unwrap().data[..], &vec![1u8; 10_000][..]);
+}
+
+#[test]
+fn compaction_runs_while_serving_reads_and_writes() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = EngineConfig { segment_bytes: 64 << 10, record_bytes_max: 8 << 10, index_flush_entries: 16, disk_reserve_bytes: 0, ..EngineConfig::default() };
+    let store = Store::open(dir.path(), config, Arc::new(SystemClock)).unwrap();
+    let r = store.create_replica(1).unwrap();
+    let stop = Arc::new(AtomicBool::new(false));
+    // Compactor: as often as it can.
+    let compactor = {
+        let (r, stop) = (r.clone(), stop.clone());
+        std::thread::spawn(move || {
+            let mut passes = 0;
+            while !stop.load(Ordering::SeqCst) {
+                passes += r.compact(true).unwrap().segments_compacted;
+            }
+            passes
+        })
+    };
+    // Writer: puts everything, deletes every other key a little later.
+    let n = 3000u32;
+    for i in 0..n {
+        r.submit(put(i, 700)).wait().unwrap();
+        if i >= 10 && i % 2 == 0 {
+            r.submit(WriteOp::Delete { key: key(i - 10) }).wait().unwrap();
+        }
+        // Reader: a recent key and an old one, while segments are rewritten underneath.
+        for k in [i, i / 2] {
+            match r.get(&key(k)) {
+                Ok(b) => assert_eq!(&b.data[..], &vec![(k % 251) as u8; 700][..], "key {k}"),
+                Err(EngineError::Deleted) => assert!(k % 2 == 0 && k + 10 <= i),
+                Err(e) => panic!("key {k}: {e}"),
+            }
+        }
+    }
+    stop.store(true, Ordering::SeqCst);
+    let passes = compactor.join().unwrap();
+    assert!(passes > 0, "compaction never rewrote a segment");
+    for i in 0..n {
+        let deleted = i % 2 == 0 && i + 10 < n - 1;
+        match r.get(&key(i)) {
+            Ok(b) => assert!(!deleted && b.data.len() == 700, "key {i}"),
+            Err(EngineError::Deleted) => assert!(deleted, "key {i}"),
+            Err(e) => panic!("key {i}: {e}"),
+        }
+    }
+    assert!(r.stats().bytes_reclaimed.load(Ordering::Relaxed) > 0);
+}
