@@ -29,9 +29,9 @@ pub struct BenchArgs {
     /// Seconds per PUT or GET phase.
     #[arg(long, default_value_t = 3.0)]
     pub seconds: f64,
-    /// Bytes sent to measure loopback TCP.
-    #[arg(long, default_value = "2GiB", value_parser = parse_size)]
-    pub net_probe: u64,
+    /// Seconds of each loopback TCP probe (one before every GET row).
+    #[arg(long, default_value_t = 1.0)]
+    pub net_probe_seconds: f64,
     /// Partitions of the benchmarked node.
     #[arg(long, default_value_t = 4)]
     pub partitions: u64,
@@ -49,7 +49,11 @@ struct Limits {
     /// The same split over one stream per partition, for information.
     disk_write_parallel_mbps: f64,
     disk_read_mbps: f64,
+    /// Best of `loopback_one` and `loopback_many`: the limit GETs are measured against.
     loopback_mbps: f64,
+    loopback_one: f64,
+    loopback_many: f64,
+    streams_max: usize,
 }
 
 #[derive(serde::Serialize)]
@@ -63,6 +67,7 @@ struct Row {
     p50_ms: f64,
     p99_ms: f64,
     limit: &'static str,
+    limit_mb_per_sec: f64,
     ratio_to_limit: f64,
 }
 
@@ -143,11 +148,12 @@ fn disk_limits(dir: &Path, secs: f64, streams: usize) -> Result<(f64, f64, f64)>
     Ok((single, parallel, read))
 }
 
-async fn loopback_limit(bytes: u64, streams: usize) -> Result<f64> {
+/// Loopback TCP bandwidth: `streams` connections each sending 1 MiB writes
+/// for `secs`, received and counted in the same process (as a GET's bytes are).
+async fn loopback_limit(secs: f64, streams: usize) -> Result<f64> {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
     let addr = listener.local_addr()?;
-    let per = bytes / streams as u64;
     let server = tokio::spawn(async move {
         let mut tasks = Vec::new();
         for _ in 0..streams {
@@ -155,7 +161,7 @@ async fn loopback_limit(bytes: u64, streams: usize) -> Result<f64> {
             tasks.push(tokio::spawn(async move {
                 let mut buf = vec![0u8; 1 << 20];
                 let mut n = 0u64;
-                while n < per {
+                loop {
                     let r = s.read(&mut buf).await?;
                     if r == 0 {
                         break;
@@ -172,15 +178,14 @@ async fn loopback_limit(bytes: u64, streams: usize) -> Result<f64> {
         Ok::<_, anyhow::Error>(total)
     });
     let t = Instant::now();
+    let deadline = t + Duration::from_secs_f64(secs);
     let mut senders = Vec::new();
     for _ in 0..streams {
         senders.push(tokio::spawn(async move {
             let mut s = tokio::net::TcpStream::connect(addr).await?;
             let buf = vec![7u8; 1 << 20];
-            let mut n = 0;
-            while n < per {
+            while Instant::now() < deadline {
                 s.write_all(&buf).await?;
-                n += buf.len() as u64;
             }
             s.shutdown().await?;
             Ok::<_, std::io::Error>(())
@@ -191,6 +196,62 @@ async fn loopback_limit(bytes: u64, streams: usize) -> Result<f64> {
     }
     let total = server.await??;
     Ok(total as f64 / t.elapsed().as_secs_f64() / MB)
+}
+
+/// The loopback limit for a GET row: the best of one stream and `conc`
+/// streams, measured right before the row so both see the same machine.
+async fn loopback_for(conc: usize, secs: f64) -> Result<f64> {
+    let one = loopback_limit(secs, 1).await?;
+    Ok(if conc > 1 { one.max(loopback_limit(secs, conc).await?) } else { one })
+}
+
+/// A minimal keep-alive HTTP/1.1 GET reader for the load generator: one
+/// connection, one reused 1 MiB buffer, bytes counted and dropped, like the
+/// loopback probe's receiver. A general client's per-frame allocations would
+/// otherwise be charged to the server, since both share this machine's cores.
+struct RawGetter {
+    stream: tokio::net::TcpStream,
+    host: String,
+    buf: Vec<u8>,
+}
+
+impl RawGetter {
+    async fn connect(addr: std::net::SocketAddr) -> Result<Self> {
+        let stream = tokio::net::TcpStream::connect(addr).await?;
+        stream.set_nodelay(true)?;
+        Ok(Self { stream, host: addr.to_string(), buf: vec![0u8; 1 << 20] })
+    }
+
+    /// GETs `/id`, checks the status is 200, and returns the body length read.
+    async fn get(&mut self, id: &str) -> Result<u64> {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        self.stream.write_all(format!("GET /{id} HTTP/1.1\r\nHost: {}\r\n\r\n", self.host).as_bytes()).await?;
+        // Read until the end of the head; the rest of the buffer is body.
+        let mut filled = 0;
+        let head_end = loop {
+            let n = self.stream.read(&mut self.buf[filled..]).await?;
+            anyhow::ensure!(n > 0, "connection closed in the response head");
+            filled += n;
+            if let Some(p) = self.buf[..filled].windows(4).position(|w| w == b"\r\n\r\n") {
+                break p + 4;
+            }
+            anyhow::ensure!(filled < self.buf.len(), "response head too large");
+        };
+        let head = std::str::from_utf8(&self.buf[..head_end])?;
+        anyhow::ensure!(head.starts_with("HTTP/1.1 200"), "GET /{id}: {}", head.lines().next().unwrap_or(""));
+        let len: u64 = head
+            .lines()
+            .find_map(|l| l.split_once(':').filter(|(k, _)| k.eq_ignore_ascii_case("content-length")).map(|(_, v)| v.trim().parse()))
+            .ok_or_else(|| anyhow::anyhow!("no content-length"))??;
+        let mut got = (filled - head_end) as u64;
+        while got < len {
+            let want = ((len - got) as usize).min(self.buf.len());
+            let n = self.stream.read(&mut self.buf[..want]).await?;
+            anyhow::ensure!(n > 0, "connection closed after {got} of {len} bytes");
+            got += n as u64;
+        }
+        Ok(got)
+    }
 }
 
 fn percentile(sorted: &[u64], p: f64) -> f64 {
@@ -242,9 +303,13 @@ pub async fn run(a: BenchArgs) -> Result<()> {
     let streams = a.partitions.max(1) as usize;
     eprintln!("measuring the disk (fsync'd sequential write by 1 and {streams} streams, O_DIRECT read) ...");
     let (disk_write_mbps, disk_write_parallel_mbps, disk_read_mbps) = tokio::task::spawn_blocking(move || disk_limits(&probe_dir, secs, streams)).await??;
-    eprintln!("measuring loopback TCP ({}) ...", format_size(a.net_probe));
-    let loopback_mbps = loopback_limit(a.net_probe, 1).await?;
-    let limits = Limits { disk_write_mbps, disk_write_parallel_mbps, disk_read_mbps, loopback_mbps };
+    eprintln!("measuring loopback TCP ...");
+    // For the header only; each GET row gets its own probe, taken right before it.
+    let streams_max = a.concurrency.iter().copied().max().unwrap_or(1).max(1);
+    let loopback_one = loopback_limit(a.net_probe_seconds, 1).await?;
+    let loopback_many = loopback_limit(a.net_probe_seconds, streams_max).await?;
+    let loopback_mbps = loopback_one.max(loopback_many);
+    let limits = Limits { disk_write_mbps, disk_write_parallel_mbps, disk_read_mbps, loopback_mbps, loopback_one, loopback_many, streams_max };
 
     let server_args = ServerArgs {
         data_dir: a.data_dir.join("node"),
@@ -289,25 +354,24 @@ pub async fn run(a: BenchArgs) -> Result<()> {
             .await?;
             rows.push(row("PUT", size, conc, n, secs, &lat, "disk write", limits.disk_write_mbps));
             let ids: Arc<Vec<String>> = Arc::new(std::mem::take(&mut *ids.lock().map_err(|_| anyhow::anyhow!("poisoned"))?));
-            eprintln!("GET {} x{conc} ...", format_size(size));
-            let c = client.clone();
+            let get_limit = loopback_for(conc, a.net_probe_seconds).await?;
+            eprintln!("GET {} x{conc} (loopback now {get_limit:.0} MB/s) ...", format_size(size));
+            let mut getters = Vec::with_capacity(conc);
+            for _ in 0..conc {
+                getters.push(Arc::new(tokio::sync::Mutex::new(RawGetter::connect(addr).await?)));
+            }
+            let getters = Arc::new(getters);
             let (n, secs, lat) = phase(conc, a.seconds, move |w, i| {
-                let (c, ids) = (c.clone(), ids.clone());
+                let (getters, ids) = (getters.clone(), ids.clone());
                 async move {
                     let id = &ids[(w + i as usize * 7919) % ids.len()];
-                    // Count the body frames as they arrive: a load generator
-                    // that concatenated them would measure its own memcpy.
-                    let mut body = Box::pin(c.get(id, None).await?.into_stream());
-                    let mut n = 0u64;
-                    while let Some(frame) = futures_util::StreamExt::next(&mut body).await {
-                        n += frame?.len() as u64;
-                    }
+                    let n = getters[w].lock().await.get(id).await?;
                     anyhow::ensure!(n == size, "short read: {n} of {size} bytes");
                     Ok(())
                 }
             })
             .await?;
-            rows.push(row("GET", size, conc, n, secs, &lat, "loopback", limits.loopback_mbps));
+            rows.push(row("GET", size, conc, n, secs, &lat, "loopback", get_limit));
         }
     }
     let _ = stop_tx.send(());
@@ -335,6 +399,7 @@ fn row(op: &'static str, size: u64, conc: usize, n: u64, secs: f64, lat: &[u64],
         p50_ms: percentile(lat, 0.50),
         p99_ms: percentile(lat, 0.99),
         limit,
+        limit_mb_per_sec: limit_mbps,
         ratio_to_limit: mb_per_sec / limit_mbps,
     }
 }
@@ -351,7 +416,7 @@ fn report(a: &BenchArgs, l: &Limits, rows: &[Row]) {
     ];
     if a.json {
         let v = serde_json::json!({
-            "limits": { "disk_write_fsync_mb_per_sec": l.disk_write_mbps, "disk_write_fsync_parallel_mb_per_sec": l.disk_write_parallel_mbps, "disk_read_direct_mb_per_sec": l.disk_read_mbps, "loopback_tcp_mb_per_sec": l.loopback_mbps },
+            "limits": { "disk_write_fsync_mb_per_sec": l.disk_write_mbps, "disk_write_fsync_parallel_mb_per_sec": l.disk_write_parallel_mbps, "disk_read_direct_mb_per_sec": l.disk_read_mbps, "loopback_tcp_mb_per_sec": l.loopback_mbps, "loopback_tcp_one_stream_mb_per_sec": l.loopback_one, "loopback_tcp_many_streams_mb_per_sec": l.loopback_many },
             "rows": rows,
             "floors": floors.iter().map(|(n, ok)| serde_json::json!({ "floor": n, "pass": ok })).collect::<Vec<_>>(),
         });
@@ -359,24 +424,18 @@ fn report(a: &BenchArgs, l: &Limits, rows: &[Row]) {
         return;
     }
     println!(
-        "limits (same run): fsync'd sequential write {:.0} MB/s (split over {} parallel streams: {:.0} MB/s), O_DIRECT sequential read {:.0} MB/s, loopback TCP (one stream) {:.0} MB/s",
-        l.disk_write_mbps, a.partitions, l.disk_write_parallel_mbps, l.disk_read_mbps, l.loopback_mbps
+        "limits (same run): fsync'd sequential write {:.0} MB/s (split over {} parallel streams: {:.0} MB/s), O_DIRECT sequential read {:.0} MB/s,\n  loopback TCP at start {:.0} MB/s (one stream {:.0}, {} streams {:.0}); each GET row's limit is re-measured right before it",
+        l.disk_write_mbps, a.partitions, l.disk_write_parallel_mbps, l.disk_read_mbps, l.loopback_mbps, l.loopback_one, l.streams_max, l.loopback_many
     );
     println!();
-    println!("| op  | size  | conc | ops/s    | MB/s    | p50 ms  | p99 ms  | ratio to limit     |");
-    println!("|-----|-------|------|----------|---------|---------|---------|--------------------|");
+    println!("| op  | size  | conc | ops/s    | MB/s    | p50 ms  | p99 ms  | limit MB/s          | ratio |");
+    println!("|-----|-------|------|----------|---------|---------|---------|---------------------|-------|");
     for r in rows {
+        let limit = format!("{:.0} {}", r.limit_mb_per_sec, r.limit);
+        let (op, size, ratio) = (r.op, format_size(r.size), r.ratio_to_limit);
         println!(
-            "| {:<3} | {:<5} | {:>4} | {:>8.0} | {:>7.1} | {:>7.2} | {:>7.2} | {:>5.2} of {:<10} |",
-            r.op,
-            format_size(r.size),
-            r.concurrency,
-            r.ops_per_sec,
-            r.mb_per_sec,
-            r.p50_ms,
-            r.p99_ms,
-            r.ratio_to_limit,
-            r.limit
+            "| {op:<3} | {size:<5} | {:>4} | {:>8.0} | {:>7.1} | {:>7.2} | {:>7.2} | {limit:<19} | {ratio:>5.2} |",
+            r.concurrency, r.ops_per_sec, r.mb_per_sec, r.p50_ms, r.p99_ms
         );
     }
     println!();

@@ -55,6 +55,11 @@ async fn operations_and_bad_input() {
     let node = Node::start(&tmp.path().join("n"), &["--chunk-size", "64KiB", "--max-blob-size", "2MiB"]).await;
     let c = &node.client;
 
+    let sendfile_count = || async {
+        let m = c.send(Method::GET, "/metrics", &[], full(Bytes::new())).await.expect("metrics").bytes().await.expect("body");
+        String::from_utf8_lossy(&m).lines().find_map(|l| l.strip_prefix("strata_http_sendfile_responses_total ")?.parse::<f64>().ok()).expect("sendfile metric")
+    };
+
     // Put with metadata and TTL; info, head, get, range.
     let args = PutArgs {
         ttl_secs: Some(3600),
@@ -64,7 +69,20 @@ async fn operations_and_bad_input() {
     };
     let data = content(1, 1000);
     let id = c.put_bytes(data.clone(), &args).await.expect("put").id;
+    let before = sendfile_count().await;
+    // This client's connection already carried a POST, so hyper owns it: a
+    // regular GET. A fresh connection that only GETs stays on the sendfile path.
     assert_eq!(&c.get_bytes(&id).await.expect("get")[..], &data[..]);
+    assert_eq!(sendfile_count().await, before, "a connection handed to hyper stays with hyper");
+    let reader = strata_client::Client::new(&node.url);
+    for _ in 0..3 {
+        let plain = reader.get(&id, None).await.expect("get");
+        assert_eq!(plain.head.headers["x-strata-meta-color"], "blue", "the sendfile path sends the same headers");
+        assert_eq!(plain.head.headers["content-length"], "1000");
+        assert_eq!(&plain.bytes().await.expect("body")[..], &data[..]);
+    }
+    let before = before + 3.0;
+    assert_eq!(sendfile_count().await, before, "plain GETs of a simple blob on a GET-only connection use sendfile");
     let info = c.info(&id).await.expect("info");
     assert_eq!(info["size"], 1000);
     assert_eq!(info["content_type"], "text/plain");
@@ -79,6 +97,7 @@ async fn operations_and_bad_input() {
     assert_eq!(r.head.status, 206);
     assert_eq!(r.head.headers["content-range"], "bytes 10-19/1000");
     assert_eq!(&r.bytes().await.expect("body")[..], &data[10..20]);
+    assert_eq!(sendfile_count().await, before, "ranged GETs take the regular path");
     assert_eq!(&c.get(&id, Some("bytes=-5")).await.expect("suffix").bytes().await.expect("body")[..], &data[995..]);
     assert_eq!(&c.get(&id, Some("bytes=990-")).await.expect("open").bytes().await.expect("body")[..], &data[990..]);
 

@@ -28,6 +28,7 @@ pub use error::{EngineError, ReadOnlyReason, Result};
 pub use index::{KeyState, Located};
 pub use journal::JournalEntry;
 pub use replica::{BlobRecord, PendingWrite, Replica, ReplicaStats, ReplicaStatus, WriteAck, WriteOp};
+pub use segment::FileRange;
 pub use strata_format::CompactionPhase;
 
 use std::collections::BTreeMap;

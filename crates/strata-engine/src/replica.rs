@@ -5,7 +5,7 @@ use crate::config::EngineConfig;
 use crate::error::{EngineError, ReadOnlyReason, Result};
 use crate::index::{IndexFile, KeyState, Located, Memtable, fold};
 use crate::journal::{Journal, JournalEntry};
-use crate::segment::{Segment, segment_bytes};
+use crate::segment::{FileRange, Segment, segment_bytes};
 use bytes::Bytes;
 use std::collections::BTreeMap;
 use std::future::Future;
@@ -124,6 +124,8 @@ pub struct BlobRecord {
     pub size: u64,
     /// The data (empty for `info`), a zero-copy view of the log.
     pub data: Bytes,
+    /// Where the data lies in its segment file (gets only), for `sendfile(2)`.
+    pub file_range: Option<FileRange>,
 }
 
 /// Counters of one replica, read by the metrics exporter.
@@ -336,8 +338,13 @@ impl Replica {
                 seg.corrupt(e.record_offset, strata_format::FormatError::Invalid { what: "indexed record", detail: "key or kind differs from index".into() })
             );
         }
-        let data = if with_data { segment_bytes(&seg, e.record_offset + rec.data_offset as u64, rec.data_len) } else { Bytes::new() };
-        Ok(BlobRecord { key: key.clone(), props: rec.props.unwrap_or_default(), created_ms: rec.time_ms, expiry_ms, size: rec.data_len, data })
+        let data_start = e.record_offset + rec.data_offset as u64;
+        let (data, file_range) = if with_data {
+            (segment_bytes(&seg, data_start, rec.data_len), Some(FileRange::new(&seg, data_start, rec.data_len)))
+        } else {
+            (Bytes::new(), None)
+        };
+        Ok(BlobRecord { key: key.clone(), props: rec.props.unwrap_or_default(), created_ms: rec.time_ms, expiry_ms, size: rec.data_len, data, file_range })
     }
 
     /// Reads a live blob: its properties and a zero-copy view of its data.

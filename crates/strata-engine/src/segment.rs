@@ -48,6 +48,8 @@ pub struct Segment {
     /// Path of the file.
     pub path: PathBuf,
     map: Mmap,
+    /// Kept open for `sendfile(2)` from this segment.
+    file: File,
 }
 
 impl Segment {
@@ -58,8 +60,8 @@ impl Segment {
         // truncated below a length that readers were told about; the mapping is
         // read-only. Other processes must not modify the data directory.
         let map = unsafe { MmapOptions::new().len(map_len as usize).map(&file) }.map_err(io(format!("mmap {}", path.display())))?;
-        let seg = Self { id, generation, path: path.to_owned(), map };
         let len = file.metadata().map_err(io(format!("stat {}", path.display())))?.len();
+        let seg = Self { id, generation, path: path.to_owned(), map, file };
         if len < SEGMENT_HEADER_BYTES as u64 {
             return Err(seg.corrupt(0, FormatError::Truncated { what: "segment header", need: SEGMENT_HEADER_BYTES, have: len as usize }));
         }
@@ -109,6 +111,28 @@ impl Segment {
             }
         }
         (out, pos, None)
+    }
+}
+
+/// Where a blob's bytes lie in a segment file, for `sendfile(2)`: holding it
+/// keeps the file open, even if compaction unlinks it meanwhile.
+#[derive(Debug, Clone)]
+pub struct FileRange {
+    seg: std::sync::Arc<Segment>,
+    /// Byte offset in the file.
+    pub offset: u64,
+    /// Number of bytes.
+    pub len: u64,
+}
+
+impl FileRange {
+    pub(crate) fn new(seg: &std::sync::Arc<Segment>, offset: u64, len: u64) -> Self {
+        Self { seg: seg.clone(), offset, len }
+    }
+    /// The open file descriptor of the segment (valid while `self` lives).
+    pub fn raw_fd(&self) -> std::os::fd::RawFd {
+        use std::os::fd::AsRawFd;
+        self.seg.file.as_raw_fd()
     }
 }
 

@@ -36,8 +36,9 @@ impl ByteRange {
 
 /// The bytes of a blob being read.
 pub enum BlobData {
-    /// A simple blob: one zero-copy view of the log.
-    Whole(Bytes),
+    /// A simple blob: one zero-copy view of the log, and where it lies in
+    /// its file when the replica is local (for `sendfile(2)`).
+    Whole(Bytes, Option<strata_engine::FileRange>),
     /// A chunked blob: chunks fetched through a sliding window, in order.
     Stream(BoxStream<'static, Result<Bytes, RouterError>>),
 }
@@ -188,7 +189,14 @@ impl Router {
             Some(r) => r.resolve(info.size).ok_or(RouterError::InvalidRange { size: info.size })?,
         };
         let data = match list {
-            None => BlobData::Whole(rec.data.slice(start as usize..end as usize)),
+            None => {
+                let range = rec.file_range.map(|mut r| {
+                    r.offset += start;
+                    r.len = end - start;
+                    r
+                });
+                BlobData::Whole(rec.data.slice(start as usize..end as usize), range)
+            }
             Some(list) => {
                 let mut pieces = Vec::new();
                 let mut off = 0u64;

@@ -141,8 +141,12 @@ fn parse_range(h: &HeaderMap) -> Result<Option<ByteRange>, ApiError> {
     }))
 }
 
-fn blob_headers(resp: &mut Response, info: &BlobInfo) {
-    let h = resp.headers_mut();
+pub(crate) fn blob_headers(resp: &mut Response, info: &BlobInfo) {
+    set_blob_headers(resp.headers_mut(), info)
+}
+
+/// The headers describing a blob, shared by the axum and sendfile paths.
+pub(crate) fn set_blob_headers(h: &mut HeaderMap, info: &BlobInfo) {
     let mut set = |name: &str, value: String| {
         if let (Ok(n), Ok(v)) = (header::HeaderName::from_bytes(name.as_bytes()), HeaderValue::from_bytes(value.as_bytes())) {
             h.insert(n, v);
@@ -172,7 +176,7 @@ async fn get_blob(State(st): S, Path(id): Path<String>, headers: HeaderMap) -> R
         let (start, end) = body.range;
         let size = body.info.size;
         let http_body = match body.data {
-            BlobData::Whole(bytes) => {
+            BlobData::Whole(bytes, _) => {
                 st.metrics.bytes_sent.inc_by(bytes.len() as u64);
                 Body::from(bytes)
             }

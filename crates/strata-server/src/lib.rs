@@ -7,6 +7,7 @@
 //! Must not depend on: the CLI. It embeds the router; storage is reached only
 //! through the router, except the admin endpoints that report on the store.
 
+mod conn;
 mod error;
 mod handlers;
 mod metrics;
@@ -45,14 +46,7 @@ pub fn app(state: Arc<AppState>) -> axum::Router {
     handlers::routes().with_state(state)
 }
 
-/// Serves until `shutdown` resolves, then drains in-flight requests.
-pub async fn serve(
-    listener: tokio::net::TcpListener,
-    state: Arc<AppState>,
-    shutdown: impl std::future::Future<Output = ()> + Send + 'static,
-) -> std::io::Result<()> {
-    axum::serve(listener, app(state)).with_graceful_shutdown(shutdown).await
-}
+pub use conn::serve;
 
 /// Re-checks every replica's capacity and free space every second, so
 /// partitions that filled up return to service once space is freed.

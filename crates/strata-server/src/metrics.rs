@@ -24,6 +24,8 @@ pub struct Metrics {
     pub bytes_received: Counter,
     /// Blob bytes sent in get bodies.
     pub bytes_sent: Counter,
+    /// GETs answered with sendfile(2) on the fast path.
+    pub sendfile_responses: Counter,
 }
 
 impl Metrics {
@@ -34,12 +36,14 @@ impl Metrics {
         let latency = Family::<Labels, Histogram>::new_with_constructor(|| Histogram::new(exponential_buckets(0.000_05, 2.0, 20)));
         let bytes_received = Counter::default();
         let bytes_sent = Counter::default();
+        let sendfile_responses = Counter::default();
         registry.register("strata_http_requests", "HTTP requests by operation and status", requests.clone());
         registry.register("strata_http_request_duration_seconds", "HTTP request latency by operation (to the response head)", latency.clone());
         registry.register("strata_http_blob_bytes_received", "Blob bytes received in put bodies", bytes_received.clone());
         registry.register("strata_http_blob_bytes_sent", "Blob bytes sent in get bodies", bytes_sent.clone());
+        registry.register("strata_http_sendfile_responses", "GETs answered with sendfile(2), bypassing user space", sendfile_responses.clone());
         registry.register_collector(Box::new(EngineCollector(store)));
-        Self { registry, requests, latency, bytes_received, bytes_sent }
+        Self { registry, requests, latency, bytes_received, bytes_sent, sendfile_responses }
     }
 
     /// Records one finished request.

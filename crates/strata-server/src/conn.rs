@@ -1,0 +1,258 @@
+//! Connections. A plain `GET /{id}` of a simple blob stored locally is
+//! answered here with `sendfile(2)`: the bytes go from the page cache to the
+//! socket without passing through user space. Every other request (and any
+//! GET the fast path does not fully handle, including all errors) goes to
+//! hyper and the axum handlers, with the bytes already read replayed first,
+//! so both paths give the same answers. A connection stays on the fast path
+//! while its requests are plain GETs; the first other request hands it to
+//! hyper for the rest of its life (hyper cannot hand a kept-alive connection
+//! back), so clients that mix puts and gets on one pooled connection are
+//! served correctly but without sendfile.
+
+use crate::AppState;
+use crate::handlers::set_blob_headers;
+use bytes::{Buf, Bytes, BytesMut};
+use hyper_util::rt::TokioIo;
+use hyper_util::server::graceful::{GracefulShutdown, Watcher};
+use hyper_util::service::TowerToHyperService;
+use std::io;
+use std::os::fd::AsRawFd;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+use std::time::{Duration, Instant};
+use strata_router::BlobData;
+use strata_types::{BlobId, BlobKind};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, ReadBuf};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::watch;
+
+/// Largest request head the fast path buffers before handing the connection over.
+const HEAD_BYTES_MAX: usize = 16 * 1024;
+/// How long shutdown waits for in-flight requests.
+const DRAIN_TIMEOUT: Duration = Duration::from_secs(10);
+
+type Service = TowerToHyperService<axum::Router>;
+
+/// Accepts connections until `shutdown` resolves, then drains them.
+pub async fn serve(listener: TcpListener, state: Arc<AppState>, shutdown: impl std::future::Future<Output = ()> + Send + 'static) -> io::Result<()> {
+    let service = TowerToHyperService::new(crate::app(state.clone()));
+    let graceful = GracefulShutdown::new();
+    let (stop_tx, stop_rx) = watch::channel(false);
+    let mut tasks = tokio::task::JoinSet::new();
+    tokio::pin!(shutdown);
+    loop {
+        tokio::select! {
+            r = listener.accept() => match r {
+                Ok((stream, _)) => {
+                    let _ = stream.set_nodelay(true);
+                    tasks.spawn(connection(stream, state.clone(), service.clone(), graceful.watcher(), stop_rx.clone()));
+                }
+                Err(e) => {
+                    // Out of descriptors or similar: back off instead of spinning.
+                    tracing::warn!(error = %e, "accept failed");
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                }
+            },
+            _ = &mut shutdown => break,
+        }
+        while tasks.try_join_next().is_some() {}
+    }
+    drop(listener);
+    let _ = stop_tx.send(true);
+    let drained = tokio::time::timeout(DRAIN_TIMEOUT, async {
+        graceful.shutdown().await;
+        while tasks.join_next().await.is_some() {}
+    })
+    .await;
+    if drained.is_err() {
+        tracing::warn!("connections still open after the drain timeout");
+    }
+    Ok(())
+}
+
+enum Head {
+    /// A complete GET of `/{id}` the fast path may serve; `len` bytes of head.
+    Fast { id: String, len: usize },
+    /// Anything else, complete or malformed: hyper's job.
+    Other,
+    /// Not all of the head has arrived.
+    Partial,
+}
+
+fn parse_head(buf: &[u8]) -> Head {
+    let mut headers = [httparse::EMPTY_HEADER; 32];
+    let mut req = httparse::Request::new(&mut headers);
+    match req.parse(buf) {
+        Ok(httparse::Status::Complete(len)) => {
+            let path = req.path.unwrap_or("");
+            let plain = req.method == Some("GET") && req.version == Some(1) && path.len() == 1 + BlobId::TEXT_LEN && !path.contains('?');
+            let simple_headers = req.headers.iter().all(|h| {
+                let n = h.name;
+                !(n.eq_ignore_ascii_case("range")
+                    || n.eq_ignore_ascii_case("transfer-encoding")
+                    || n.eq_ignore_ascii_case("expect")
+                    || n.eq_ignore_ascii_case("upgrade")
+                    || (n.eq_ignore_ascii_case("connection") && !h.value.eq_ignore_ascii_case(b"keep-alive"))
+                    || (n.eq_ignore_ascii_case("content-length") && h.value != b"0"))
+            });
+            if plain && simple_headers { Head::Fast { id: path[1..].to_string(), len } } else { Head::Other }
+        }
+        Ok(httparse::Status::Partial) => Head::Partial,
+        Err(_) => Head::Other,
+    }
+}
+
+enum Fast {
+    Served,
+    NotApplicable,
+    Broken,
+}
+
+async fn connection(mut stream: TcpStream, state: Arc<AppState>, service: Service, watcher: Watcher, mut stop: watch::Receiver<bool>) {
+    let mut buf = BytesMut::with_capacity(4096);
+    loop {
+        let fast = loop {
+            if !buf.is_empty() {
+                match parse_head(&buf) {
+                    Head::Fast { id, len } => break Some((id, len)),
+                    Head::Other => break None,
+                    Head::Partial if buf.len() >= HEAD_BYTES_MAX => break None,
+                    Head::Partial => {}
+                }
+            }
+            if buf.is_empty() && *stop.borrow() {
+                return;
+            }
+            tokio::select! {
+                r = stream.read_buf(&mut buf) => match r {
+                    Ok(0) | Err(_) => return,
+                    Ok(_) => {}
+                },
+                _ = stop.changed(), if buf.is_empty() => return,
+            }
+        };
+        if let Some((id, len)) = fast {
+            match fast_get(&mut stream, &state, &id).await {
+                Fast::Served => {
+                    buf.advance(len);
+                    continue;
+                }
+                Fast::NotApplicable => {}
+                Fast::Broken => return,
+            }
+        }
+        let io = TokioIo::new(Rewind { pre: buf.freeze(), inner: stream });
+        let conn = hyper::server::conn::http1::Builder::new().serve_connection(io, service);
+        if let Err(e) = watcher.watch(conn).await {
+            tracing::debug!(error = %e, "connection ended with an error");
+        }
+        return;
+    }
+}
+
+/// Serves a GET of a simple, locally stored blob with `sendfile(2)`.
+async fn fast_get(stream: &mut TcpStream, state: &AppState, id: &str) -> Fast {
+    let t = Instant::now();
+    let Ok(id) = BlobId::parse(id) else { return Fast::NotApplicable };
+    if id.kind() != BlobKind::Simple {
+        return Fast::NotApplicable;
+    }
+    let Ok(body) = state.router.get(id, None).await else { return Fast::NotApplicable };
+    let BlobData::Whole(_, Some(range)) = body.data else { return Fast::NotApplicable };
+    let mut headers = http::HeaderMap::new();
+    set_blob_headers(&mut headers, &body.info);
+    let mut head = format!("HTTP/1.1 200 OK\r\ncontent-length: {}\r\n", range.len).into_bytes();
+    for (k, v) in &headers {
+        head.extend_from_slice(k.as_str().as_bytes());
+        head.extend_from_slice(b": ");
+        head.extend_from_slice(v.as_bytes());
+        head.extend_from_slice(b"\r\n");
+    }
+    head.extend_from_slice(b"\r\n");
+    if stream.write_all(&head).await.is_err() {
+        return Fast::Broken;
+    }
+    let (sock, file) = (stream.as_raw_fd(), range.raw_fd());
+    let mut offset = range.offset as libc::off_t;
+    let end = (range.offset + range.len) as libc::off_t;
+    while offset < end {
+        let want = (end - offset).min(1 << 30) as usize;
+        let sent = stream
+            .async_io(tokio::io::Interest::WRITABLE, || {
+                // SAFETY: both descriptors are open for the duration (the
+                // FileRange keeps the segment file open); `offset` is ours.
+                let n = unsafe { libc::sendfile(sock, file, &mut offset, want) };
+                if n < 0 { Err(io::Error::last_os_error()) } else { Ok(n as usize) }
+            })
+            .await;
+        match sent {
+            Ok(0) | Err(_) => return Fast::Broken,
+            Ok(_) => {}
+        }
+    }
+    state.metrics.bytes_sent.inc_by(range.len);
+    state.metrics.sendfile_responses.inc();
+    state.metrics.observe("get", 200, t.elapsed().as_secs_f64());
+    Fast::Served
+}
+
+/// Replays bytes already read from a connection before reading more.
+struct Rewind {
+    pre: Bytes,
+    inner: TcpStream,
+}
+
+impl AsyncRead for Rewind {
+    fn poll_read(mut self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &mut ReadBuf<'_>) -> Poll<io::Result<()>> {
+        if !self.pre.is_empty() {
+            let n = self.pre.len().min(buf.remaining());
+            buf.put_slice(&self.pre[..n]);
+            self.pre.advance(n);
+            return Poll::Ready(Ok(()));
+        }
+        Pin::new(&mut self.inner).poll_read(cx, buf)
+    }
+}
+
+impl AsyncWrite for Rewind {
+    fn poll_write(mut self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &[u8]) -> Poll<io::Result<usize>> {
+        Pin::new(&mut self.inner).poll_write(cx, buf)
+    }
+    fn poll_write_vectored(mut self: Pin<&mut Self>, cx: &mut Context<'_>, bufs: &[io::IoSlice<'_>]) -> Poll<io::Result<usize>> {
+        Pin::new(&mut self.inner).poll_write_vectored(cx, bufs)
+    }
+    fn is_write_vectored(&self) -> bool {
+        self.inner.is_write_vectored()
+    }
+    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.inner).poll_flush(cx)
+    }
+    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.inner).poll_shutdown(cx)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_plain_gets_take_the_fast_path() {
+        let id = "A".repeat(35);
+        let get = format!("GET /{id} HTTP/1.1\r\nHost: x\r\n\r\n");
+        assert!(matches!(parse_head(get.as_bytes()), Head::Fast { len, .. } if len == get.len()));
+        assert!(matches!(parse_head(&get.as_bytes()[..10]), Head::Partial));
+        for other in [
+            format!("GET /{id} HTTP/1.1\r\nRange: bytes=0-1\r\n\r\n"),
+            format!("HEAD /{id} HTTP/1.1\r\n\r\n"),
+            format!("GET /{id}/info HTTP/1.1\r\n\r\n"),
+            format!("GET /{id} HTTP/1.0\r\n\r\n"),
+            format!("GET /{id} HTTP/1.1\r\nConnection: close\r\n\r\n"),
+            "POST / HTTP/1.1\r\nContent-Length: 3\r\n\r\nabc".to_string(),
+            "garbage\r\n\r\n".to_string(),
+        ] {
+            assert!(matches!(parse_head(other.as_bytes()), Head::Other), "{other:?}");
+        }
+    }
+}
