@@ -3,6 +3,7 @@
 mod bench;
 mod commands;
 mod server;
+mod sim;
 mod size;
 
 use clap::{Parser, Subcommand};
@@ -34,6 +35,8 @@ enum Cmd {
     Compact(commands::Common),
     /// Measures PUT/GET over loopback against this machine's disk and network limits.
     Bench(bench::BenchArgs),
+    /// Runs a placement experiment of the papers (CSV, SVG and a summary).
+    Sim(sim::SimArgs),
 }
 
 fn main() -> std::process::ExitCode {
@@ -58,6 +61,7 @@ fn main() -> std::process::ExitCode {
             Cmd::Partitions(a) => commands::partitions(a).await,
             Cmd::Compact(a) => commands::compact(a).await,
             Cmd::Bench(a) => bench::run(a).await,
+            Cmd::Sim(a) => tokio::task::spawn_blocking(move || sim::run(a)).await?,
         }
     });
     match result {

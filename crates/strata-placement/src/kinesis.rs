@@ -112,7 +112,11 @@ impl Kinesis {
             WriteRule::Load => (st.queue(s), 0, 0),
             // Empty queues first, by storage; then by queue length.
             WriteRule::StorageLoad => {
-                if st.queue(s) == 0 { (0, st.used(s), 0) } else { (1, st.queue(s), 0) }
+                if st.queue(s) == 0 {
+                    (0, st.used(s), 0)
+                } else {
+                    (1, st.queue(s), 0)
+                }
             }
         });
         locs.truncate(self.r);
@@ -128,13 +132,22 @@ impl Kinesis {
     /// failed server: the source among the surviving replicas, the destination
     /// among the hash locations not holding a replica. `recovery_load` counts
     /// the recovery work each server has taken so far (for LR).
-    pub fn recover(&self, key: &[u8], surviving: &[ServerId], rule: RecoveryRule, st: &impl ServerState, recovery_load: impl Fn(ServerId) -> u64) -> Option<(ServerId, ServerId)> {
+    pub fn recover(
+        &self,
+        key: &[u8],
+        surviving: &[ServerId],
+        rule: RecoveryRule,
+        st: &impl ServerState,
+        recovery_load: impl Fn(ServerId) -> u64,
+    ) -> Option<(ServerId, ServerId)> {
         let live: Vec<ServerId> = surviving.iter().copied().filter(|&s| !st.faulty(s)).collect();
         // The unused hash locations proper (§3.4): not the servers that took
         // over a failed server's key space, which would unbalance it.
         let spare: Vec<ServerId> = self.locations(key, |_| false).into_iter().flatten().filter(|&s| !surviving.contains(&s) && !st.faulty(s)).collect();
         let (source, dest) = match rule {
-            RecoveryRule::Storage => (live.iter().copied().min(), spare.iter().copied().max_by_key(|&s| (st.capacity(s).saturating_sub(st.used(s)), std::cmp::Reverse(s)))),
+            RecoveryRule::Storage => {
+                (live.iter().copied().min(), spare.iter().copied().max_by_key(|&s| (st.capacity(s).saturating_sub(st.used(s)), std::cmp::Reverse(s))))
+            }
             RecoveryRule::Load => (live.iter().copied().min_by_key(|&s| (recovery_load(s), s)), spare.iter().copied().min_by_key(|&s| (recovery_load(s), s))),
         };
         Some((source?, dest?))

@@ -1,0 +1,32 @@
+//! The placement simulator: reproduces the papers' placement experiments on
+//! the same `strata-placement` code the cluster uses, writing CSV, an SVG plot
+//! and a summary for each. Deterministic: the same parameters give the same
+//! results on every machine.
+//!
+//! Must not depend on: storage, networking or the server.
+
+mod output;
+pub mod overprovision;
+
+pub use output::{Output, write_outputs};
+
+/// Errors of the simulator.
+#[derive(Debug, thiserror::Error)]
+pub enum SimError {
+    /// Writing results failed.
+    #[error("writing {path}: {source}")]
+    Io {
+        /// File.
+        path: String,
+        /// Cause.
+        source: std::io::Error,
+    },
+    /// Drawing a plot failed.
+    #[error("plotting {path}: {detail}")]
+    Plot {
+        /// File.
+        path: String,
+        /// Cause.
+        detail: String,
+    },
+}
