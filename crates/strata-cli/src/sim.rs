@@ -3,11 +3,11 @@
 use anyhow::{Result, bail};
 use std::path::PathBuf;
 use std::time::Instant;
-use strata_sim::overprovision;
+use strata_sim::{fds_locator, overprovision};
 
 #[derive(clap::Args, Debug)]
 pub struct SimArgs {
-    /// Experiment: kinesis-overprovision.
+    /// Experiment: kinesis-overprovision or fds-locator.
     pub experiment: String,
     /// Folder for the CSV and SVG outputs.
     #[arg(long, default_value = "./sim-out")]
@@ -56,7 +56,85 @@ pub fn run(a: SimArgs) -> Result<()> {
                 println!("wrote {}/{{kinesis-overprovision.csv,.svg}} in {:.1} s", a.out.display(), t.elapsed().as_secs_f64());
             }
         }
-        other => bail!("unknown experiment {other:?}; available: kinesis-overprovision"),
+        "fds-locator" => {
+            let p = fds_locator::Params::default();
+            let spreads = fds_locator::locators(&p);
+            let layouts = fds_locator::layouts(&p);
+            let mut rows: Vec<Vec<String>> = spreads
+                .iter()
+                .map(|s| {
+                    vec![
+                        "locator".into(),
+                        s.locator.clone(),
+                        s.min.to_string(),
+                        s.max.to_string(),
+                        format!("{:.2}", s.mean),
+                        format!("{:.2}", s.stddev),
+                        String::new(),
+                        String::new(),
+                    ]
+                })
+                .collect();
+            for l in &layouts {
+                for (f, prob) in &l.loss {
+                    rows.push(vec![
+                        "layout".into(),
+                        l.layout.clone(),
+                        String::new(),
+                        String::new(),
+                        String::new(),
+                        format!("{:.1}", l.scatter_width),
+                        f.to_string(),
+                        format!("{prob:.4}"),
+                    ]);
+                }
+            }
+            let out = strata_sim::Output {
+                name: "fds-locator".into(),
+                columns: ["part", "name", "min_tracts", "max_tracts", "mean_tracts", "stddev_tracts_or_scatter_width", "failures", "loss_probability"]
+                    .map(String::from)
+                    .to_vec(),
+                rows,
+                title: format!("Tracts per server: {} tracts of one blob on {} servers (min/max)", p.tracts, p.servers),
+                bars: spreads
+                    .iter()
+                    .flat_map(|s| [(format!("{} min", short(&s.locator)), s.min as f64), (format!("{} max", short(&s.locator)), s.max as f64)])
+                    .collect(),
+                y_label: "tracts on a server".into(),
+            };
+            strata_sim::write_outputs(&a.out, &out)?;
+            if a.json {
+                println!(
+                    "{}",
+                    serde_json::json!({ "experiment": out.name, "params": p, "locators": spreads, "layouts": layouts, "seconds": t.elapsed().as_secs_f64() })
+                );
+            } else {
+                println!("fds-locator: {} tracts (1 TB of 8 MB) of one blob on {} servers, TLT of {} permutations", p.tracts, p.servers, p.permutations);
+                println!("| locator | min | max | mean | stddev |");
+                println!("|---------|-----|-----|------|--------|");
+                for s in &spreads {
+                    println!("| {} | {} | {} | {:.1} | {:.2} |", s.locator, s.min, s.max, s.mean, s.stddev);
+                }
+                println!();
+                println!(
+                    "replicated layouts (3 replicas, {} disks, racks of {}): recovery parallelism vs chance of data loss",
+                    p.layout_disks, p.disks_per_rack
+                );
+                let header: Vec<String> = p.failures.iter().map(|f| format!("P(loss) {f} down")).collect();
+                println!("| layout | rows | scatter width | {} |", header.join(" | "));
+                println!("|--------|------|---------------|{}", "------|".repeat(p.failures.len()));
+                for l in &layouts {
+                    let cells: Vec<String> = l.loss.iter().map(|(_, prob)| format!("{prob:.4}")).collect();
+                    println!("| {} | {} | {:.1} | {} |", l.layout, l.rows, l.scatter_width, cells.join(" | "));
+                }
+                println!("wrote {}/{{fds-locator.csv,.svg}} in {:.1} s", a.out.display(), t.elapsed().as_secs_f64());
+            }
+        }
+        other => bail!("unknown experiment {other:?}; available: kinesis-overprovision, fds-locator"),
     }
     Ok(())
+}
+
+fn short(locator: &str) -> &str {
+    if locator.starts_with("(Hash(g)+i)") { "uniform" } else { "Hash(g+i)" }
 }

@@ -9,9 +9,11 @@
 //! placement on every machine and version; hash seeds are part of the contract.
 
 pub mod chain;
+pub mod fds;
 pub mod hash;
 pub mod kinesis;
 pub mod linear;
+pub mod rng;
 
 /// Index of a server (or disk) in a placement's topology.
 pub type ServerId = usize;
