@@ -8,6 +8,7 @@
 //! Determinism: the same inputs (and seed, where there is one) give the same
 //! placement on every machine and version; hash seeds are part of the contract.
 
+pub mod ambry;
 pub mod chain;
 pub mod fds;
 pub mod hash;
