@@ -3,11 +3,11 @@
 use anyhow::{Result, bail};
 use std::path::PathBuf;
 use std::time::Instant;
-use strata_sim::{fds_locator, overprovision};
+use strata_sim::{ambry_rebalance, fds_locator, overprovision};
 
 #[derive(clap::Args, Debug)]
 pub struct SimArgs {
-    /// Experiment: kinesis-overprovision or fds-locator.
+    /// Experiment: kinesis-overprovision, fds-locator or ambry-rebalance.
     pub experiment: String,
     /// Folder for the CSV and SVG outputs.
     #[arg(long, default_value = "./sim-out")]
@@ -130,7 +130,68 @@ pub fn run(a: SimArgs) -> Result<()> {
                 println!("wrote {}/{{fds-locator.csv,.svg}} in {:.1} s", a.out.display(), t.elapsed().as_secs_f64());
             }
         }
-        other => bail!("unknown experiment {other:?}; available: kinesis-overprovision, fds-locator"),
+        "ambry-rebalance" => {
+            let p = ambry_rebalance::Params::default();
+            let (without, with) = (ambry_rebalance::run(&p, false), ambry_rebalance::run(&p, true));
+            let table = ambry_rebalance::table4(&p, &without, &with);
+            let mut rows = Vec::new();
+            for r in [&without, &with] {
+                for w in &r.weeks {
+                    let mut row = vec![if r.rebalancing { "with" } else { "without" }.to_string(), w.week.to_string(), w.nodes.to_string()];
+                    for s in [w.read, w.write, w.usage] {
+                        row.extend([s.avg, s.min, s.max, s.std].map(|x| format!("{x:.3}")));
+                    }
+                    rows.push(row);
+                }
+            }
+            let mut columns = vec!["rebalancing".to_string(), "week".into(), "datanodes".into()];
+            for m in ["read", "write", "usage"] {
+                columns.extend(["avg", "min", "max", "std"].map(|s| format!("{m}_{s}")));
+            }
+            let out = strata_sim::Output {
+                name: "ambry-rebalance".into(),
+                columns,
+                rows,
+                title: format!("Ambry rebalancing over {} weeks: improvement of range and stddev", p.weeks),
+                bars: table.iter().flat_map(|r| [(format!("{} range", r.metric), r.range_gain()), (format!("{} std", r.metric), r.std_gain())]).collect(),
+                y_label: "improvement (x)".into(),
+            };
+            strata_sim::write_outputs(&a.out, &out)?;
+            let moved: u64 = with.movements.iter().map(|m| m.moved_gb).sum();
+            let minimum: f64 = with.movements.iter().map(|m| m.minimum_gb).sum();
+            if a.json {
+                println!(
+                    "{}",
+                    serde_json::json!({ "experiment": out.name, "params": p, "table4": table, "movements": with.movements, "seconds": t.elapsed().as_secs_f64() })
+                );
+            } else {
+                let nodes = with.weeks.last().map_or(0, |w| w.nodes);
+                println!("ambry-rebalance: {} weeks, {} datanodes at the end, {} rebalancing points", p.weeks, nodes, with.movements.len());
+                println!(
+                    "| integral over weeks {}..{} | range w/o RB | range w/ RB | gain | stddev w/o RB | stddev w/ RB | gain |",
+                    p.bootstrap_weeks, p.weeks
+                );
+                println!("|---|---|---|---|---|---|---|");
+                for r in &table {
+                    println!(
+                        "| {} | {:.0} | {:.0} | {:.1}x | {:.0} | {:.0} | {:.1}x |",
+                        r.metric,
+                        r.range_without,
+                        r.range_with,
+                        r.range_gain(),
+                        r.std_without,
+                        r.std_with,
+                        r.std_gain()
+                    );
+                }
+                println!("data moved by rebalancing: {moved} GB in total; minimum to reach the ideal usage: {minimum:.0} GB");
+                for m in &with.movements {
+                    println!("  week {:>3}: moved {:>7} GB, minimum {:>9.0} GB", m.week, m.moved_gb, m.minimum_gb);
+                }
+                println!("wrote {}/{{ambry-rebalance.csv,.svg}} in {:.1} s", a.out.display(), t.elapsed().as_secs_f64());
+            }
+        }
+        other => bail!("unknown experiment {other:?}; available: kinesis-overprovision, fds-locator, ambry-rebalance"),
     }
     Ok(())
 }

@@ -5,6 +5,7 @@
 //!
 //! Must not depend on: storage, networking or the server.
 
+pub mod ambry_rebalance;
 pub mod fds_locator;
 mod output;
 pub mod overprovision;
