@@ -132,12 +132,16 @@ pub fn run(a: SimArgs) -> Result<()> {
         }
         "ambry-rebalance" => {
             let p = ambry_rebalance::Params::default();
-            let (without, with) = (ambry_rebalance::run(&p, false), ambry_rebalance::run(&p, true));
+            use strata_placement::ambry::Phase1Rule;
+            let without = ambry_rebalance::run(&p, None);
+            let with = ambry_rebalance::run(&p, Some(Phase1Rule::NeverBelowIdeal));
+            let literal = ambry_rebalance::run(&p, Some(Phase1Rule::Literal));
             let table = ambry_rebalance::table4(&p, &without, &with);
+            let table_literal = ambry_rebalance::table4(&p, &without, &literal);
             let mut rows = Vec::new();
-            for r in [&without, &with] {
+            for r in [&without, &with, &literal] {
                 for w in &r.weeks {
-                    let mut row = vec![if r.rebalancing { "with" } else { "without" }.to_string(), w.week.to_string(), w.nodes.to_string()];
+                    let mut row = vec![r.rebalancing.clone().unwrap_or_else(|| "none".into()), w.week.to_string(), w.nodes.to_string()];
                     for s in [w.read, w.write, w.usage] {
                         row.extend([s.avg, s.min, s.max, s.std].map(|x| format!("{x:.3}")));
                     }
@@ -157,36 +161,46 @@ pub fn run(a: SimArgs) -> Result<()> {
                 y_label: "improvement (x)".into(),
             };
             strata_sim::write_outputs(&a.out, &out)?;
-            let moved: u64 = with.movements.iter().map(|m| m.moved_gb).sum();
-            let minimum: f64 = with.movements.iter().map(|m| m.minimum_gb).sum();
+            let moved = |r: &ambry_rebalance::Run| r.movements.iter().map(|m| m.moved_gb).sum::<u64>();
+            let minimum = |r: &ambry_rebalance::Run| r.movements.iter().map(|m| m.minimum_gb).sum::<f64>();
             if a.json {
-                println!(
-                    "{}",
-                    serde_json::json!({ "experiment": out.name, "params": p, "table4": table, "movements": with.movements, "seconds": t.elapsed().as_secs_f64() })
-                );
+                let v = serde_json::json!({
+                    "experiment": out.name, "params": p, "table4": table, "table4_literal": table_literal,
+                    "movements": with.movements, "movements_literal": literal.movements, "seconds": t.elapsed().as_secs_f64(),
+                });
+                println!("{v}");
             } else {
                 let nodes = with.weeks.last().map_or(0, |w| w.nodes);
                 println!("ambry-rebalance: {} weeks, {} datanodes at the end, {} rebalancing points", p.weeks, nodes, with.movements.len());
-                println!(
-                    "| integral over weeks {}..{} | range w/o RB | range w/ RB | gain | stddev w/o RB | stddev w/ RB | gain |",
-                    p.bootstrap_weeks, p.weeks
-                );
-                println!("|---|---|---|---|---|---|---|");
-                for r in &table {
+                let variants =
+                    [("phase 1 never below ideal (the paper's text)", &table, &with), ("phase 1 literal (the paper's pseudo-code)", &table_literal, &literal)];
+                for (name, table, run) in variants {
+                    println!();
+                    println!("{name}:");
                     println!(
-                        "| {} | {:.0} | {:.0} | {:.1}x | {:.0} | {:.0} | {:.1}x |",
-                        r.metric,
-                        r.range_without,
-                        r.range_with,
-                        r.range_gain(),
-                        r.std_without,
-                        r.std_with,
-                        r.std_gain()
+                        "| integral over weeks {}..{} | range w/o RB | range w/ RB | gain | stddev w/o RB | stddev w/ RB | gain |",
+                        p.bootstrap_weeks, p.weeks
                     );
-                }
-                println!("data moved by rebalancing: {moved} GB in total; minimum to reach the ideal usage: {minimum:.0} GB");
-                for m in &with.movements {
-                    println!("  week {:>3}: moved {:>7} GB, minimum {:>9.0} GB", m.week, m.moved_gb, m.minimum_gb);
+                    println!("|---|---|---|---|---|---|---|");
+                    for r in table.iter() {
+                        println!(
+                            "| {} | {:.0} | {:.0} | {:.1}x | {:.0} | {:.0} | {:.1}x |",
+                            r.metric,
+                            r.range_without,
+                            r.range_with,
+                            r.range_gain(),
+                            r.std_without,
+                            r.std_with,
+                            r.std_gain()
+                        );
+                    }
+                    let over = run.movements.iter().filter(|m| m.moved_gb as f64 > m.minimum_gb).count();
+                    println!(
+                        "data moved: {} GB in total, minimum to reach the ideal usage {:.0} GB; {over} of {} points moved more than their minimum",
+                        moved(run),
+                        minimum(run),
+                        run.movements.len()
+                    );
                 }
                 println!("wrote {}/{{ambry-rebalance.csv,.svg}} in {:.1} s", a.out.display(), t.elapsed().as_secs_f64());
             }

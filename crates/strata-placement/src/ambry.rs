@@ -35,6 +35,18 @@ pub struct Replica {
     pub allocated: u64,
 }
 
+/// How phase 1 decides that a disk has shed enough.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Phase1Rule {
+    /// As the paper's text says: never take a disk below ideal (a disk may
+    /// stay up to one partition above). Moves less than the minimum.
+    #[default]
+    NeverBelowIdeal,
+    /// As its pseudo-code reads: shed while above ideal (`NumRW > idealRW`,
+    /// `NumRO > idealRO & used > idealUsed`). Balances better, moves more.
+    Literal,
+}
+
 /// A move of one replica.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Move {
@@ -95,7 +107,8 @@ impl Layout {
     }
 
     /// Plans a rebalancing (Algorithm 1) and applies it to the layout.
-    pub fn rebalance(&mut self, seed: u64) -> Vec<Move> {
+    pub fn rebalance(&mut self, seed: u64, rule: Phase1Rule) -> Vec<Move> {
+        let literal = rule == Phase1Rule::Literal;
         let mut rng = SplitMix64::new(seed);
         let n = self.disks.len() as f64;
         let total_rw: usize = self.replicas.iter().map(|r| r.iter().filter(|x| x.read_write).count()).sum();
@@ -107,7 +120,8 @@ impl Layout {
         for d in 0..self.disks.len() {
             loop {
                 let rw: Vec<usize> = (0..self.replicas[d].len()).filter(|&i| self.replicas[d][i].read_write).collect();
-                if (rw.len() as f64 - 1.0) < ideal_rw {
+                let keep = if literal { rw.len() as f64 <= ideal_rw } else { (rw.len() as f64 - 1.0) < ideal_rw };
+                if keep {
                     break;
                 }
                 // The least-used read-write partition, preferring one not pooled
@@ -119,11 +133,12 @@ impl Layout {
             }
             loop {
                 let ro: Vec<usize> = (0..self.replicas[d].len()).filter(|&i| !self.replicas[d][i].read_write).collect();
-                if (ro.len() as f64 - 1.0) < ideal_ro || ro.is_empty() {
+                let keep = if literal { ro.len() as f64 <= ideal_ro || self.used(d) as f64 <= ideal_used } else { (ro.len() as f64 - 1.0) < ideal_ro };
+                if keep || ro.is_empty() {
                     break;
                 }
                 let i = ro[rng.below(ro.len())];
-                if (self.used(d) - self.replicas[d][i].used) as f64 <= ideal_used {
+                if !literal && (self.used(d) - self.replicas[d][i].used) as f64 <= ideal_used {
                     break;
                 }
                 pool.push((d, self.replicas[d].swap_remove(i)));
@@ -187,7 +202,7 @@ mod tests {
         /// share a node, no disk is over capacity, and no disk is left above
         /// ideal read-write count while some disk below ideal could take one.
         #[test]
-        fn rebalancing_reaches_ideal_and_keeps_invariants(old_nodes in 3usize..8, new_nodes in 1usize..6, parts in 10usize..60, seed: u64) {
+        fn rebalancing_reaches_ideal_and_keeps_invariants(old_nodes in 3usize..8, new_nodes in 1usize..6, parts in 10usize..60, seed: u64, literal: bool) {
             let mut l = cluster(old_nodes, 2);
             for p in 0..parts {
                 if l.place_partition(p, 3, 100).is_none() { break; }
@@ -202,7 +217,7 @@ mod tests {
                 l.disks.push(Disk { node: old_nodes + i / 2, zone: 0, capacity: 4000 });
                 l.replicas.push(Vec::new());
             }
-            let _ = l.rebalance(seed);
+            let _ = l.rebalance(seed, if literal { Phase1Rule::Literal } else { Phase1Rule::NeverBelowIdeal });
             for p in 0..parts {
                 let nodes = l.nodes_of(p);
                 let distinct: std::collections::BTreeSet<usize> = nodes.iter().copied().collect();

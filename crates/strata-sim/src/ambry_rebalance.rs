@@ -11,7 +11,7 @@
 //! three replicas. Units: GB for space, GB/week for writes, and relative read
 //! units.
 
-use strata_placement::ambry::{Disk, Layout};
+use strata_placement::ambry::{Disk, Layout, Phase1Rule};
 
 /// Parameters.
 #[derive(Debug, Clone, serde::Serialize)]
@@ -123,8 +123,8 @@ pub struct Movement {
 /// A whole run.
 #[derive(Debug, Clone, serde::Serialize)]
 pub struct Run {
-    /// With rebalancing.
-    pub rebalancing: bool,
+    /// Rebalancing rule, if rebalancing.
+    pub rebalancing: Option<String>,
     /// Weeks.
     pub weeks: Vec<Week>,
     /// Rebalancing points.
@@ -136,7 +136,7 @@ struct Sim<'a> {
     layout: Layout,
     parts: Vec<Partition>,
     nodes: usize,
-    rebalancing: bool,
+    rebalancing: Option<Phase1Rule>,
     movements: Vec<Movement>,
     week: usize,
 }
@@ -155,13 +155,13 @@ impl Sim<'_> {
     /// Algorithm 1 after datanodes were added, recording the data moved
     /// beside the minimum needed to reach the ideal usage.
     fn rebalance(&mut self) {
-        if self.rebalancing {
+        if let Some(rule) = self.rebalancing {
             self.sync();
             let n = self.layout.disks.len() as f64;
             let used: Vec<f64> = (0..self.layout.disks.len()).map(|d| self.layout.used(d) as f64).collect();
             let ideal = used.iter().sum::<f64>() / n;
             let minimum_gb = used.iter().filter(|&&u| u > ideal).map(|u| u - ideal).sum();
-            let moves = self.layout.rebalance(self.p.seed ^ self.week as u64);
+            let moves = self.layout.rebalance(self.p.seed ^ self.week as u64, rule);
             self.movements.push(Movement { week: self.week, moved_gb: moves.iter().map(|m| m.bytes).sum(), minimum_gb });
         }
     }
@@ -256,9 +256,9 @@ impl Sim<'_> {
     }
 }
 
-/// Runs the simulation once.
-pub fn run(p: &Params, rebalancing: bool) -> Run {
-    let mut sim = Sim { p, layout: Layout::default(), parts: Vec::new(), nodes: 0, rebalancing: false, movements: Vec::new(), week: 0 };
+/// Runs the simulation once, rebalancing with `rebalancing`'s rule if given.
+pub fn run(p: &Params, rebalancing: Option<Phase1Rule>) -> Run {
+    let mut sim = Sim { p, layout: Layout::default(), parts: Vec::new(), nodes: 0, rebalancing: None, movements: Vec::new(), week: 0 };
     sim.add_nodes();
     sim.rebalancing = rebalancing;
     sim.add_partitions(p.initial_partitions);
@@ -268,7 +268,7 @@ pub fn run(p: &Params, rebalancing: bool) -> Run {
         sim.write_week();
         weeks.push(sim.measure());
     }
-    Run { rebalancing, weeks, movements: sim.movements }
+    Run { rebalancing: rebalancing.map(|r| format!("{r:?}")), weeks, movements: sim.movements }
 }
 
 /// Table 4: integrals over the weeks after bootstrap of range and standard
@@ -321,12 +321,13 @@ pub fn table4(p: &Params, without: &Run, with: &Run) -> Vec<Table4Row> {
 mod tests {
     use super::*;
 
-    /// What holds today (docs/simulations.md): disk usage improves at least
-    /// 5x; request rates at least 2.5x (the 5x is not reached yet).
+    /// What holds today (docs/simulations.md) with the paper's textual rule:
+    /// disk usage improves at least 5x; request rates at least 2.5x (the
+    /// issue's 5x is not reached yet); movement stays below the minimum.
     #[test]
     fn rebalancing_improves_balance() {
         let p = Params { weeks: 160, ..Params::default() };
-        let (without, with) = (run(&p, false), run(&p, true));
+        let (without, with) = (run(&p, None), run(&p, Some(Phase1Rule::NeverBelowIdeal)));
         assert!(with.movements.len() >= 3, "too few expansions in 160 weeks");
         assert!(with.movements.iter().all(|m| (m.moved_gb as f64) <= m.minimum_gb), "moved more than the minimum");
         for row in table4(&p, &without, &with) {
