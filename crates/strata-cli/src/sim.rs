@@ -3,11 +3,11 @@
 use anyhow::{Result, bail};
 use std::path::PathBuf;
 use std::time::Instant;
-use strata_sim::{ambry_rebalance, fds_locator, overprovision};
+use strata_sim::{ambry_rebalance, fds_locator, kinesis_balance, overprovision};
 
 #[derive(clap::Args, Debug)]
 pub struct SimArgs {
-    /// Experiment: kinesis-overprovision, fds-locator or ambry-rebalance.
+    /// Experiment: kinesis-overprovision, kinesis-imbalance, kinesis-recovery, fds-locator or ambry-rebalance.
     pub experiment: String,
     /// Folder for the CSV and SVG outputs.
     #[arg(long, default_value = "./sim-out")]
@@ -205,7 +205,90 @@ pub fn run(a: SimArgs) -> Result<()> {
                 println!("wrote {}/{{ambry-rebalance.csv,.svg}} in {:.1} s", a.out.display(), t.elapsed().as_secs_f64());
             }
         }
-        other => bail!("unknown experiment {other:?}; available: kinesis-overprovision, fds-locator, ambry-rebalance"),
+        "kinesis-imbalance" => {
+            let runs = kinesis_balance::imbalance(32, 3);
+            let last = |r: &kinesis_balance::Imbalance| r.points.last().copied().unwrap_or((0, 0.0, 0.0));
+            let peak = |r: &kinesis_balance::Imbalance| r.points.iter().skip(5).map(|p| p.2).fold(0.0, f64::max);
+            let rows = runs
+                .iter()
+                .flat_map(|r| {
+                    r.points.iter().map(move |p| vec![r.trace.clone(), r.scheme.clone(), p.0.to_string(), format!("{:.0}", p.1), format!("{:.2}", p.2)])
+                })
+                .collect();
+            let out = strata_sim::Output {
+                name: "kinesis-imbalance".into(),
+                columns: ["trace", "scheme", "objects", "max_minus_mean_bytes", "max_minus_mean_percent"].map(String::from).to_vec(),
+                rows,
+                title: "Storage imbalance on 32 servers at the end (max - mean, % of mean)".into(),
+                bars: runs.iter().map(|r| (format!("{} {}", r.trace, if r.scheme.starts_with('K') { "K(7,3)" } else { "Chain" }), last(r).2)).collect(),
+                y_label: "max - mean (% of mean)".into(),
+            };
+            strata_sim::write_outputs(&a.out, &out)?;
+            if a.json {
+                println!("{}", serde_json::json!({ "experiment": out.name, "runs": runs, "seconds": t.elapsed().as_secs_f64() }));
+            } else {
+                println!("kinesis-imbalance: objects of three size distributions into 32 servers; storage imbalance = max - mean");
+                println!("| trace | scheme | objects | imbalance at end | % of mean at end | worst % after the first 10% |");
+                println!("|---|---|---|---|---|---|");
+                for r in &runs {
+                    let l = last(r);
+                    println!("| {} | {} | {} | {:.2} GB | {:.2}% | {:.2}% |", r.trace, r.scheme, l.0, l.1 / 1e9, l.2, peak(r));
+                }
+                println!("wrote {}/{{kinesis-imbalance.csv,.svg}} in {:.1} s", a.out.display(), t.elapsed().as_secs_f64());
+            }
+        }
+        "kinesis-recovery" => {
+            let rows = kinesis_balance::recovery(&[16, 32, 64, 128, 256], 300);
+            let out = strata_sim::Output {
+                name: "kinesis-recovery".into(),
+                columns: ["scheme", "servers", "sources", "destinations", "servers_involved", "max_server_bytes", "bytes", "parallelism"]
+                    .map(String::from)
+                    .to_vec(),
+                rows: rows
+                    .iter()
+                    .map(|r| {
+                        vec![
+                            r.scheme.clone(),
+                            r.servers.to_string(),
+                            r.sources.to_string(),
+                            r.destinations.to_string(),
+                            r.servers_involved.to_string(),
+                            r.max_server_bytes.to_string(),
+                            r.bytes.to_string(),
+                            format!("{:.2}", r.parallelism),
+                        ]
+                    })
+                    .collect(),
+                title: "Degree of parallelism of recovering one failed server".into(),
+                bars: rows
+                    .iter()
+                    .map(|r| (format!("{} n={}", r.scheme.replace("Kinesis(7,3) ", "K").replace("Chain(3)", "Chain"), r.servers), r.parallelism))
+                    .collect(),
+                y_label: "degree of parallelism".into(),
+            };
+            strata_sim::write_outputs(&a.out, &out)?;
+            if a.json {
+                println!("{}", serde_json::json!({ "experiment": out.name, "rows": rows, "seconds": t.elapsed().as_secs_f64() }));
+            } else {
+                println!("kinesis-recovery: block trace, 300 objects of 10 MB per server, server 0 fails");
+                println!("| scheme | servers | servers involved | sources | destinations | most bytes on one server | degree of parallelism |");
+                println!("|---|---|---|---|---|---|---|");
+                for r in &rows {
+                    println!(
+                        "| {} | {} | {} | {} | {} | {:.2} GB | {:.1} |",
+                        r.scheme,
+                        r.servers,
+                        r.servers_involved,
+                        r.sources,
+                        r.destinations,
+                        r.max_server_bytes as f64 / 1e9,
+                        r.parallelism
+                    );
+                }
+                println!("wrote {}/{{kinesis-recovery.csv,.svg}} in {:.1} s", a.out.display(), t.elapsed().as_secs_f64());
+            }
+        }
+        other => bail!("unknown experiment {other:?}; available: kinesis-overprovision, kinesis-imbalance, kinesis-recovery, fds-locator, ambry-rebalance"),
     }
     Ok(())
 }

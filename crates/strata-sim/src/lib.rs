@@ -7,6 +7,7 @@
 
 pub mod ambry_rebalance;
 pub mod fds_locator;
+pub mod kinesis_balance;
 mod output;
 pub mod overprovision;
 
