@@ -173,7 +173,34 @@ impl Layout {
                 }
             }
         }
+        self.settle(ideal_rw, &mut moves);
         moves
+    }
+
+    /// After phase 2: dealing in pool order can strand a partition whose only
+    /// legal homes filled up first. While a disk above ideal has a read-write
+    /// partition that a disk below ideal could take (one replica per node,
+    /// capacity), move it. Bounded by the number of replicas.
+    fn settle(&mut self, ideal_rw: f64, moves: &mut Vec<Move>) {
+        let rw = |l: &Layout, d: usize| l.replicas[d].iter().filter(|x| x.read_write).count() as f64;
+        let bound: usize = self.replicas.iter().map(Vec::len).sum();
+        for _ in 0..bound {
+            let above: Vec<usize> = (0..self.disks.len()).filter(|&d| rw(self, d) > ideal_rw.ceil()).collect();
+            let below: Vec<usize> = (0..self.disks.len()).filter(|&d| rw(self, d) < ideal_rw.floor()).collect();
+            let found = above.iter().find_map(|&a| {
+                below.iter().find_map(|&b| {
+                    let i = (0..self.replicas[a].len()).find(|&i| {
+                        let x = self.replicas[a][i];
+                        x.read_write && !self.nodes_of(x.partition).contains(&self.disks[b].node) && self.disks[b].capacity >= self.allocated(b) + x.allocated
+                    })?;
+                    Some((a, b, i))
+                })
+            });
+            let Some((a, b, i)) = found else { break };
+            let rep = self.replicas[a].swap_remove(i);
+            self.replicas[b].push(rep);
+            moves.push(Move { partition: rep.partition, from: a, to: b, bytes: rep.used });
+        }
     }
 }
 
@@ -198,9 +225,10 @@ mod tests {
     }
 
     proptest! {
-        /// After rebalancing a grown cluster: no two replicas of a partition
-        /// share a node, no disk is over capacity, and no disk is left above
-        /// ideal read-write count while some disk below ideal could take one.
+        /// After rebalancing a grown cluster, with either phase-1 rule: no two
+        /// replicas of a partition share a node, no disk is over capacity, and
+        /// no disk is left above ideal while a disk below ideal could take one
+        /// of its read-write partitions.
         #[test]
         fn rebalancing_reaches_ideal_and_keeps_invariants(old_nodes in 3usize..8, new_nodes in 1usize..6, parts in 10usize..60, seed: u64, literal: bool) {
             let mut l = cluster(old_nodes, 2);
@@ -224,15 +252,20 @@ mod tests {
                 prop_assert_eq!(nodes.len(), distinct.len(), "partition {} has two replicas on one node", p);
             }
             prop_assert!((0..l.disks.len()).all(|d| l.allocated(d) <= l.disks[d].capacity));
+            // No disk is left above ideal while a disk below ideal could take
+            // one of its read-write partitions (one replica per node, capacity).
             let n = l.disks.len() as f64;
             let total_rw: usize = l.replicas.iter().map(|r| r.iter().filter(|x| x.read_write).count()).sum();
             let ideal = total_rw as f64 / n;
             let rw = |d: usize| l.replicas[d].iter().filter(|x| x.read_write).count() as f64;
-            let max = (0..l.disks.len()).map(rw).fold(0.0, f64::max);
-            let min = (0..l.disks.len()).map(rw).fold(f64::MAX, f64::min);
-            // Above ideal only when a move would take it below (Algorithm 1's rule);
-            // allow one more where the one-per-node rule blocked every receiver.
-            prop_assert!(max <= ideal.ceil() + 1.0 && (max - min) <= ideal.ceil() + 1.0, "rw per disk {}..{} with ideal {}", min, max, ideal);
+            for a in (0..l.disks.len()).filter(|&a| rw(a) > ideal.ceil()) {
+                for b in (0..l.disks.len()).filter(|&b| rw(b) < ideal.floor()) {
+                    let movable = l.replicas[a].iter().filter(|x| x.read_write).any(|x| {
+                        !l.nodes_of(x.partition).contains(&l.disks[b].node) && l.disks[b].capacity >= l.allocated(b) + x.allocated
+                    });
+                    prop_assert!(!movable, "disk {} has {} read-write partitions, disk {} has {} (ideal {:.2}) and could take one", a, rw(a), b, rw(b), ideal);
+                }
+            }
         }
     }
 }
