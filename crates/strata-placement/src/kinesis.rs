@@ -153,6 +153,23 @@ impl Kinesis {
         Some((source?, dest?))
     }
 
+    /// Lazy relocation (§3.5): after expansion an object may still sit where
+    /// it was before its key range was split. The servers it may be on, in
+    /// segment `s`, newest first, given the segment had `since` servers when
+    /// relocation last completed. Deterministic, so no pointers are stored.
+    pub fn candidates(&self, key: &[u8], s: usize, since: usize) -> Vec<ServerId> {
+        let seg = &self.segments[s];
+        let h = segment_hash(key, s);
+        let mut out: Vec<ServerId> = Vec::new();
+        for n in (since.max(1)..=seg.len()).rev() {
+            let server = seg[crate::linear::bucket(h, n)];
+            if !out.contains(&server) {
+                out.push(server);
+            }
+        }
+        out
+    }
+
     /// Adds a server to the next segment in round-robin order and returns
     /// (segment, the server it splits): objects of that segment on the split
     /// server whose location is now the new server must move there (lazily,
@@ -234,6 +251,26 @@ mod tests {
                         prop_assert_eq!(a[s], Some(n));
                     }
                 }
+            }
+        }
+    }
+
+    proptest! {
+        /// Whatever servers were added since, the object's old location is
+        /// among the candidates, and the current one comes first.
+        #[test]
+        fn lazy_relocation_finds_old_locations(key: u64, n in 7usize..60, added in 0usize..40) {
+            let mut kin = Kinesis::round_robin(7, 3, n);
+            let key = key.to_le_bytes();
+            let before: Vec<Option<ServerId>> = kin.locations(&key, |_| false);
+            let sizes: Vec<usize> = kin.segments().iter().map(Vec::len).collect();
+            for i in 0..added {
+                kin.add_server(n + i);
+            }
+            for s in 0..7 {
+                let c = kin.candidates(&key, s, sizes[s]);
+                prop_assert_eq!(Some(c[0]), kin.location(&key, s, |_| false));
+                prop_assert!(c.contains(&before[s].unwrap()));
             }
         }
     }
