@@ -136,10 +136,12 @@ pub fn run(a: SimArgs) -> Result<()> {
             let without = ambry_rebalance::run(&p, None);
             let with = ambry_rebalance::run(&p, Some(Phase1Rule::NeverBelowIdeal));
             let literal = ambry_rebalance::run(&p, Some(Phase1Rule::Literal));
+            let counts = ambry_rebalance::run(&p, Some(Phase1Rule::CountsOnly));
+            let table_counts = ambry_rebalance::table4(&p, &without, &counts);
             let table = ambry_rebalance::table4(&p, &without, &with);
             let table_literal = ambry_rebalance::table4(&p, &without, &literal);
             let mut rows = Vec::new();
-            for r in [&without, &with, &literal] {
+            for r in [&without, &with, &literal, &counts] {
                 for w in &r.weeks {
                     let mut row = vec![r.rebalancing.clone().unwrap_or_else(|| "none".into()), w.week.to_string(), w.nodes.to_string()];
                     for s in [w.read, w.write, w.usage] {
@@ -165,15 +167,18 @@ pub fn run(a: SimArgs) -> Result<()> {
             let minimum = |r: &ambry_rebalance::Run| r.movements.iter().map(|m| m.minimum_gb).sum::<f64>();
             if a.json {
                 let v = serde_json::json!({
-                    "experiment": out.name, "params": p, "table4": table, "table4_literal": table_literal,
+                    "experiment": out.name, "params": p, "table4": table, "table4_literal": table_literal, "table4_counts_only": table_counts,
                     "movements": with.movements, "movements_literal": literal.movements, "seconds": t.elapsed().as_secs_f64(),
                 });
                 println!("{v}");
             } else {
                 let nodes = with.weeks.last().map_or(0, |w| w.nodes);
                 println!("ambry-rebalance: {} weeks, {} datanodes at the end, {} rebalancing points", p.weeks, nodes, with.movements.len());
-                let variants =
-                    [("phase 1 never below ideal (the paper's text)", &table, &with), ("phase 1 literal (the paper's pseudo-code)", &table_literal, &literal)];
+                let variants = [
+                    ("phase 1 never below ideal (the paper's text)", &table, &with),
+                    ("phase 1 literal (the paper's pseudo-code)", &table_literal, &literal),
+                    ("phase 1 never below ideal, read-only by count alone", &table_counts, &counts),
+                ];
                 for (name, table, run) in variants {
                     println!();
                     println!("{name}:");

@@ -45,6 +45,10 @@ pub enum Phase1Rule {
     /// As its pseudo-code reads: shed while above ideal (`NumRW > idealRW`,
     /// `NumRO > idealRO & used > idealUsed`). Balances better, moves more.
     Literal,
+    /// Never below ideal, but read-only partitions judged by count alone
+    /// (without the `used > idealUsed` stop): balances allocation, which is
+    /// what greedy placement of the next batches looks at.
+    CountsOnly,
 }
 
 /// A move of one replica.
@@ -138,7 +142,7 @@ impl Layout {
                     break;
                 }
                 let i = ro[rng.below(ro.len())];
-                if !literal && (self.used(d) - self.replicas[d][i].used) as f64 <= ideal_used {
+                if rule == Phase1Rule::NeverBelowIdeal && (self.used(d) - self.replicas[d][i].used) as f64 <= ideal_used {
                     break;
                 }
                 pool.push((d, self.replicas[d].swap_remove(i)));
@@ -230,7 +234,7 @@ mod tests {
         /// no disk is left above ideal while a disk below ideal could take one
         /// of its read-write partitions.
         #[test]
-        fn rebalancing_reaches_ideal_and_keeps_invariants(old_nodes in 3usize..8, new_nodes in 1usize..6, parts in 10usize..60, seed: u64, literal: bool) {
+        fn rebalancing_reaches_ideal_and_keeps_invariants(old_nodes in 3usize..8, new_nodes in 1usize..6, parts in 10usize..60, seed: u64, rule_index in 0usize..3) {
             let mut l = cluster(old_nodes, 2);
             for p in 0..parts {
                 if l.place_partition(p, 3, 100).is_none() { break; }
@@ -245,7 +249,8 @@ mod tests {
                 l.disks.push(Disk { node: old_nodes + i / 2, zone: 0, capacity: 4000 });
                 l.replicas.push(Vec::new());
             }
-            let _ = l.rebalance(seed, if literal { Phase1Rule::Literal } else { Phase1Rule::NeverBelowIdeal });
+            let rule = [Phase1Rule::NeverBelowIdeal, Phase1Rule::Literal, Phase1Rule::CountsOnly][rule_index];
+            let _ = l.rebalance(seed, rule);
             for p in 0..parts {
                 let nodes = l.nodes_of(p);
                 let distinct: std::collections::BTreeSet<usize> = nodes.iter().copied().collect();
