@@ -43,6 +43,49 @@ pub trait ServerState {
     fn faulty(&self, s: ServerId) -> bool;
 }
 
+/// A plain table of server state, for simulators and tests: one capacity for
+/// every server, and per-server bytes used, queue length and failure.
+#[derive(Debug, Clone, Default)]
+pub struct ServerTable {
+    /// Bytes used per server.
+    pub used: Vec<u64>,
+    /// Queued requests per server.
+    pub queue: Vec<u64>,
+    /// Failed servers.
+    pub down: Vec<bool>,
+    /// Capacity of every server.
+    pub capacity: u64,
+}
+
+impl ServerTable {
+    /// `n` empty, idle, healthy servers of `capacity` bytes.
+    pub fn new(n: usize, capacity: u64) -> Self {
+        Self { used: vec![0; n], queue: vec![0; n], down: vec![false; n], capacity }
+    }
+    /// Adds an empty server and returns its id.
+    pub fn add_server(&mut self) -> ServerId {
+        self.used.push(0);
+        self.queue.push(0);
+        self.down.push(false);
+        self.used.len() - 1
+    }
+}
+
+impl ServerState for ServerTable {
+    fn used(&self, s: ServerId) -> u64 {
+        self.used[s]
+    }
+    fn capacity(&self, _: ServerId) -> u64 {
+        self.capacity
+    }
+    fn queue(&self, s: ServerId) -> u64 {
+        self.queue[s]
+    }
+    fn faulty(&self, s: ServerId) -> bool {
+        self.down[s]
+    }
+}
+
 /// A Kinesis layout: segments of servers and their key spaces.
 #[derive(Debug, Clone)]
 pub struct Kinesis {
@@ -178,7 +221,7 @@ impl Kinesis {
         let s = self.next_segment;
         self.next_segment = (s + 1) % self.k;
         let n = self.segments[s].len();
-        let split = self.segments[s][n - (1usize << (usize::BITS - 1 - n.leading_zeros()))];
+        let split = self.segments[s][crate::linear::split_of(n)];
         self.segments[s].push(id);
         self.spaces[s] = KeySpace::new(n + 1);
         (s, split)
@@ -190,29 +233,8 @@ mod tests {
     use super::*;
     use proptest::prelude::*;
 
-    struct Flat {
-        used: Vec<u64>,
-        queue: Vec<u64>,
-        down: Vec<bool>,
-    }
-
-    impl ServerState for Flat {
-        fn used(&self, s: ServerId) -> u64 {
-            self.used[s]
-        }
-        fn capacity(&self, _: ServerId) -> u64 {
-            1 << 40
-        }
-        fn queue(&self, s: ServerId) -> u64 {
-            self.queue[s]
-        }
-        fn faulty(&self, s: ServerId) -> bool {
-            self.down[s]
-        }
-    }
-
-    fn flat(n: usize) -> Flat {
-        Flat { used: vec![0; n], queue: vec![0; n], down: vec![false; n] }
+    fn flat(n: usize) -> ServerTable {
+        ServerTable::new(n, 1 << 40)
     }
 
     proptest! {

@@ -21,6 +21,13 @@ pub fn bucket(h: u64, n: usize) -> usize {
     if wide < n { wide } else { (h & ((1u64 << l) - 1)) as usize }
 }
 
+/// The server whose key range server `n` splits when it joins: `n - 2^floor(log2 n)`
+/// (server 1 splits 0; 2 and 3 split 0 and 1; 4..7 split 0..3; ...).
+pub fn split_of(n: usize) -> usize {
+    assert!(n > 0, "server 0 splits nothing");
+    n - (1usize << (usize::BITS - 1 - n.leading_zeros()))
+}
+
 /// A segment's servers in key-space order, for the failure rule.
 #[derive(Debug, Clone)]
 pub struct KeySpace {
@@ -91,9 +98,7 @@ mod tests {
             let (before, after) = (bucket(h, n), bucket(h, n + 1));
             if before != after {
                 prop_assert_eq!(after, n);
-                let l = usize::BITS - 1 - n.leading_zeros();
-                // Server n splits server n - 2^floor(log2 n).
-                prop_assert_eq!(before, n - (1usize << l));
+                prop_assert_eq!(before, split_of(n));
             }
         }
 

@@ -10,7 +10,7 @@
 
 use strata_placement::ServerId;
 use strata_placement::chain::Chain;
-use strata_placement::kinesis::{Kinesis, RecoveryRule, ServerState, WriteRule};
+use strata_placement::kinesis::{Kinesis, RecoveryRule, ServerTable, WriteRule};
 use strata_placement::rng::SplitMix64;
 
 /// An object-size distribution.
@@ -52,26 +52,6 @@ impl Trace {
     }
 }
 
-struct Servers {
-    used: Vec<u64>,
-    down: Vec<bool>,
-}
-
-impl ServerState for Servers {
-    fn used(&self, s: ServerId) -> u64 {
-        self.used[s]
-    }
-    fn capacity(&self, _: ServerId) -> u64 {
-        u64::MAX / 4
-    }
-    fn queue(&self, _: ServerId) -> u64 {
-        0
-    }
-    fn faulty(&self, s: ServerId) -> bool {
-        self.down[s]
-    }
-}
-
 /// Storage imbalance over time of one trace and scheme.
 #[derive(Debug, Clone, serde::Serialize)]
 pub struct Imbalance {
@@ -90,7 +70,7 @@ pub fn imbalance(servers: usize, seed: u64) -> Vec<Imbalance> {
         for kinesis in [true, false] {
             let kin = Kinesis::round_robin(7, 3, servers);
             let chain = Chain { r: 3, n: servers };
-            let mut st = Servers { used: vec![0; servers], down: vec![false; servers] };
+            let mut st = ServerTable::new(servers, u64::MAX / 4);
             let mut rng = SplitMix64::new(seed);
             let mut points = Vec::new();
             let every = (t.objects / 50).max(1);
@@ -160,7 +140,7 @@ pub fn recovery(server_counts: &[usize], objects_per_server: usize) -> Vec<Recov
     for &n in server_counts {
         let kin = Kinesis::round_robin(7, 3, n);
         let chain = Chain { r: 3, n };
-        let mut st = Servers { used: vec![0; n], down: vec![false; n] };
+        let mut st = ServerTable::new(n, u64::MAX / 4);
         let objects = objects_per_server * n;
         let mut placed: Vec<Vec<ServerId>> = Vec::with_capacity(objects);
         for o in 0..objects {

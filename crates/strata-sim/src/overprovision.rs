@@ -9,11 +9,10 @@
 //! ρ_max is the largest ρ for which no server ever exceeds its capacity;
 //! β = 1/ρ_max - 1. Storage is counted in whole objects.
 
-use strata_placement::ServerId;
 use strata_placement::chain::Chain;
 use strata_placement::hash::segment_hash;
-use strata_placement::kinesis::{Kinesis, ServerState, WriteRule};
-use strata_placement::linear::bucket;
+use strata_placement::kinesis::{Kinesis, ServerTable, WriteRule};
+use strata_placement::linear::{bucket, split_of};
 
 /// Parameters of the experiment.
 #[derive(Debug, Clone, serde::Serialize)]
@@ -57,26 +56,6 @@ impl Scheme {
     }
 }
 
-struct Cluster {
-    used: Vec<u64>,
-    cap: u64,
-}
-
-impl ServerState for Cluster {
-    fn used(&self, s: ServerId) -> u64 {
-        self.used[s]
-    }
-    fn capacity(&self, _: ServerId) -> u64 {
-        self.cap
-    }
-    fn queue(&self, _: ServerId) -> u64 {
-        0
-    }
-    fn faulty(&self, _: ServerId) -> bool {
-        false
-    }
-}
-
 fn key(o: usize) -> [u8; 8] {
     (o as u64).to_le_bytes()
 }
@@ -85,7 +64,7 @@ fn key(o: usize) -> [u8; 8] {
 /// exceeded its capacity. Also returns the final number of servers.
 pub fn run(p: &Params, scheme: Scheme, rho: f64) -> (bool, usize) {
     let mut n = p.initial_servers;
-    let mut c = Cluster { used: vec![0; n], cap: p.capacity_objects };
+    let mut c = ServerTable::new(n, p.capacity_objects);
     let mut total: u64 = 0;
     // Per server: objects stored there (Kinesis) or whose primary it is (Chain).
     let mut lists: Vec<Vec<u32>> = vec![Vec::new(); n];
@@ -101,7 +80,7 @@ pub fn run(p: &Params, scheme: Scheme, rho: f64) -> (bool, usize) {
         };
         for &s in &reps {
             c.used[s] += 1;
-            if c.used[s] > c.cap {
+            if c.used[s] > c.capacity {
                 return (false, n);
             }
             if kin.is_some() {
@@ -114,9 +93,8 @@ pub fn run(p: &Params, scheme: Scheme, rho: f64) -> (bool, usize) {
         total += reps.len() as u64;
         while total as f64 > rho * (n as u64 * p.capacity_objects) as f64 {
             for _ in 0..p.servers_per_expansion {
-                let new = n;
+                let new = c.add_server();
                 n += 1;
-                c.used.push(0);
                 lists.push(Vec::new());
                 match kin.as_mut() {
                     Some(kin) => {
@@ -137,7 +115,7 @@ pub fn run(p: &Params, scheme: Scheme, rho: f64) -> (bool, usize) {
                         // Chain: objects whose primary bucket is the split server may
                         // move wholesale; chains that wrapped around the end change.
                         let old_n = n - 1;
-                        let split = old_n - (1usize << (usize::BITS - 1 - old_n.leading_zeros()));
+                        let split = split_of(old_n);
                         let mut affected: Vec<usize> = vec![split];
                         affected.extend((old_n.saturating_sub(p.r - 1))..old_n);
                         affected.sort();
@@ -161,7 +139,7 @@ pub fn run(p: &Params, scheme: Scheme, rho: f64) -> (bool, usize) {
                     }
                 }
             }
-            if c.used.iter().any(|&u| u > c.cap) {
+            if c.used.iter().any(|&u| u > c.capacity) {
                 return (false, n);
             }
         }
