@@ -7,7 +7,9 @@
 //! count), phase 1 moves partitions off disks above ideal into a pool (the
 //! least-used read-write ones; random read-only ones) without taking a disk
 //! below ideal; phase 2 deals the pool round-robin over a shuffled list of the
-//! disks below ideal. The result is a move plan.
+//! disks below ideal. The result is a move plan. By default the ideal is read
+//! in whole partitions (`Phase1Rule::WholePartitions`); the paper's other
+//! readings stay available for the simulator's comparison.
 
 use crate::rng::SplitMix64;
 
@@ -40,7 +42,6 @@ pub struct Replica {
 pub enum Phase1Rule {
     /// As the paper's text says: never take a disk below ideal (a disk may
     /// stay up to one partition above). Moves less than the minimum.
-    #[default]
     NeverBelowIdeal,
     /// As its pseudo-code reads: shed while above ideal (`NumRW > idealRW`,
     /// `NumRO > idealRO & used > idealUsed`). Balances better, moves more.
@@ -49,6 +50,15 @@ pub enum Phase1Rule {
     /// (without the `used > idealUsed` stop): balances allocation, which is
     /// what greedy placement of the next batches looks at.
     CountsOnly,
+    /// The ideal state in whole partitions: a disk cannot hold 1.3
+    /// partitions, so each disk's target is the floor or the ceiling of the
+    /// ideal, the ceilings summing to the cluster total. Ceilings go to the
+    /// disks holding the most already (fewest moves), and a disk with a
+    /// read-write ceiling gets a read-only floor where possible, so
+    /// allocation ends within one partition across disks and greedy
+    /// placement of the next batch spreads it instead of piling it up.
+    #[default]
+    WholePartitions,
 }
 
 /// A move of one replica.
@@ -112,19 +122,35 @@ impl Layout {
 
     /// Plans a rebalancing (Algorithm 1) and applies it to the layout.
     pub fn rebalance(&mut self, seed: u64, rule: Phase1Rule) -> Vec<Move> {
-        let literal = rule == Phase1Rule::Literal;
+        if self.disks.is_empty() {
+            return Vec::new();
+        }
         let mut rng = SplitMix64::new(seed);
         let n = self.disks.len() as f64;
         let total_rw: usize = self.replicas.iter().map(|r| r.iter().filter(|x| x.read_write).count()).sum();
         let total_ro: usize = self.replicas.iter().map(|r| r.iter().filter(|x| !x.read_write).count()).sum();
         let total_used: u64 = (0..self.disks.len()).map(|d| self.used(d)).sum();
         let (ideal_rw, ideal_ro, ideal_used) = (total_rw as f64 / n, total_ro as f64 / n, total_used as f64 / n);
-        // Phase 1: extra partitions into the pool, never taking a disk below ideal.
+        let count = |l: &Layout, d: usize, rw: bool| l.replicas[d].iter().filter(|x| x.read_write == rw).count();
+        let (rw_target, ro_target) = if rule == Phase1Rule::WholePartitions {
+            let rw_target = self.whole_targets(total_rw, |d| (count(self, d, true), 0));
+            let ro_target = self.whole_targets(total_ro, |d| {
+                (count(self, d, false).min(total_ro.div_ceil(self.disks.len())), usize::from(rw_target[d] * self.disks.len() <= total_rw))
+            });
+            (rw_target, ro_target)
+        } else {
+            (vec![ideal_rw.ceil() as usize; self.disks.len()], vec![ideal_ro.ceil() as usize; self.disks.len()])
+        };
+        // Phase 1: extra partitions into the pool.
         let mut pool: Vec<(usize, Replica)> = Vec::new();
         for d in 0..self.disks.len() {
             loop {
                 let rw: Vec<usize> = (0..self.replicas[d].len()).filter(|&i| self.replicas[d][i].read_write).collect();
-                let keep = if literal { rw.len() as f64 <= ideal_rw } else { (rw.len() as f64 - 1.0) < ideal_rw };
+                let keep = match rule {
+                    Phase1Rule::Literal => rw.len() as f64 <= ideal_rw,
+                    Phase1Rule::WholePartitions => rw.len() <= rw_target[d],
+                    Phase1Rule::NeverBelowIdeal | Phase1Rule::CountsOnly => (rw.len() as f64 - 1.0) < ideal_rw,
+                };
                 if keep {
                     break;
                 }
@@ -137,7 +163,11 @@ impl Layout {
             }
             loop {
                 let ro: Vec<usize> = (0..self.replicas[d].len()).filter(|&i| !self.replicas[d][i].read_write).collect();
-                let keep = if literal { ro.len() as f64 <= ideal_ro || self.used(d) as f64 <= ideal_used } else { (ro.len() as f64 - 1.0) < ideal_ro };
+                let keep = match rule {
+                    Phase1Rule::Literal => ro.len() as f64 <= ideal_ro || self.used(d) as f64 <= ideal_used,
+                    Phase1Rule::WholePartitions => ro.len() <= ro_target[d],
+                    Phase1Rule::NeverBelowIdeal | Phase1Rule::CountsOnly => (ro.len() as f64 - 1.0) < ideal_ro,
+                };
                 if keep || ro.is_empty() {
                     break;
                 }
@@ -155,21 +185,21 @@ impl Layout {
         let mut moves = Vec::new();
         for rw in [true, false] {
             let items: Vec<(usize, Replica)> = pool.iter().copied().filter(|p| p.1.read_write == rw).collect();
-            let ideal = if rw { ideal_rw } else { ideal_ro };
-            let count = |l: &Layout, d: usize| l.replicas[d].iter().filter(|x| x.read_write == rw).count() as f64;
-            let mut below: Vec<usize> = (0..self.disks.len()).filter(|&d| count(self, d) < ideal.ceil()).collect();
+            let target = if rw { &rw_target } else { &ro_target };
+            let mut below: Vec<usize> = (0..self.disks.len()).filter(|&d| count(self, d, rw) < target[d]).collect();
             rng.shuffle(&mut below);
             let mut cursor = 0;
             for (from, rep) in items {
                 let fits =
                     |l: &Layout, d: usize| !l.nodes_of(rep.partition).contains(&l.disks[d].node) && l.disks[d].capacity >= l.allocated(d) + rep.allocated;
-                let dealt = (0..below.len()).map(|k| (cursor + k) % below.len()).find(|&k| count(self, below[k]) < ideal.ceil() && fits(self, below[k]));
+                let dealt =
+                    (0..below.len()).map(|k| (cursor + k) % below.len()).find(|&k| count(self, below[k], rw) < target[below[k]] && fits(self, below[k]));
                 let to = match dealt {
                     Some(k) => {
                         cursor = k + 1;
                         below[k]
                     }
-                    None => (0..self.disks.len()).filter(|&d| fits(self, d)).min_by_key(|&d| (count(self, d) as u64, d)).unwrap_or(from),
+                    None => (0..self.disks.len()).filter(|&d| fits(self, d)).min_by_key(|&d| (count(self, d, rw), d)).unwrap_or(from),
                 };
                 self.replicas[to].push(rep);
                 if to != from {
@@ -179,6 +209,20 @@ impl Layout {
         }
         self.settle(ideal_rw, &mut moves);
         moves
+    }
+
+    /// Whole-partition targets for `total` replicas over the disks: every
+    /// disk gets the floor of the ideal, and the disks ranking highest by
+    /// `rank` (then lowest index) get one more until the total is reached.
+    fn whole_targets(&self, total: usize, rank: impl Fn(usize) -> (usize, usize)) -> Vec<usize> {
+        let n = self.disks.len();
+        let mut target = vec![total / n; n];
+        let mut order: Vec<usize> = (0..n).collect();
+        order.sort_by_key(|&d| (std::cmp::Reverse(rank(d)), d));
+        for &d in order.iter().take(total % n) {
+            target[d] += 1;
+        }
+        target
     }
 
     /// After phase 2: dealing in pool order can strand a partition whose only
@@ -228,13 +272,43 @@ mod tests {
         assert!(l.place_partition(1, 5, 100).is_none(), "5 replicas cannot fit on 4 nodes");
     }
 
+    /// The default rule brings every disk to the floor or the ceiling of the
+    /// ideal in both kinds, and allocation to within one partition, so the
+    /// next batch placed greedily spreads instead of piling onto new disks.
+    #[test]
+    fn whole_partitions_balances_counts_and_allocation() {
+        let mut l = cluster(10, 4);
+        for p in 0..200 {
+            l.place_partition(p, 3, 100).unwrap();
+        }
+        for reps in l.replicas.iter_mut() {
+            for r in reps.iter_mut() {
+                (r.read_write, r.used) = if r.partition < 170 { (false, 100) } else { (true, 40) };
+            }
+        }
+        for i in 0..4 * 4 {
+            l.disks.push(Disk { node: 10 + i / 4, zone: 0, capacity: 4000 });
+            l.replicas.push(Vec::new());
+        }
+        let moves = l.rebalance(7, Phase1Rule::default());
+        assert!(!moves.is_empty());
+        let n = l.disks.len();
+        for rw in [true, false] {
+            let counts: Vec<usize> = (0..n).map(|d| l.replicas[d].iter().filter(|x| x.read_write == rw).count()).collect();
+            let total: usize = counts.iter().sum();
+            assert!(counts.iter().all(|&c| c == total / n || c == total.div_ceil(n)), "read_write={rw}: {counts:?}");
+        }
+        let alloc: Vec<u64> = (0..n).map(|d| l.allocated(d)).collect();
+        assert!(alloc.iter().max().unwrap() - alloc.iter().min().unwrap() <= 100, "allocation {alloc:?}");
+    }
+
     proptest! {
         /// After rebalancing a grown cluster, with either phase-1 rule: no two
         /// replicas of a partition share a node, no disk is over capacity, and
         /// no disk is left above ideal while a disk below ideal could take one
         /// of its read-write partitions.
         #[test]
-        fn rebalancing_reaches_ideal_and_keeps_invariants(old_nodes in 3usize..8, new_nodes in 1usize..6, parts in 10usize..60, seed: u64, rule_index in 0usize..3) {
+        fn rebalancing_reaches_ideal_and_keeps_invariants(old_nodes in 3usize..8, new_nodes in 1usize..6, parts in 10usize..60, seed: u64, rule_index in 0usize..4) {
             let mut l = cluster(old_nodes, 2);
             for p in 0..parts {
                 if l.place_partition(p, 3, 100).is_none() { break; }
@@ -249,7 +323,7 @@ mod tests {
                 l.disks.push(Disk { node: old_nodes + i / 2, zone: 0, capacity: 4000 });
                 l.replicas.push(Vec::new());
             }
-            let rule = [Phase1Rule::NeverBelowIdeal, Phase1Rule::Literal, Phase1Rule::CountsOnly][rule_index];
+            let rule = [Phase1Rule::NeverBelowIdeal, Phase1Rule::Literal, Phase1Rule::CountsOnly, Phase1Rule::WholePartitions][rule_index];
             let _ = l.rebalance(seed, rule);
             for p in 0..parts {
                 let nodes = l.nodes_of(p);

@@ -321,14 +321,27 @@ pub fn table4(p: &Params, without: &Run, with: &Run) -> Vec<Table4Row> {
 mod tests {
     use super::*;
 
-    /// What holds today (docs/simulations.md) with the paper's textual rule:
-    /// disk usage improves at least 5x; request rates at least 2.5x (the
-    /// issue's 5x is not reached yet); movement stays below the minimum.
+    /// The floor, on the full 400 weeks with the default rule:
+    /// range and standard deviation improve at least 5x on write rate, read
+    /// rate and disk usage, and no rebalancing point moves more data than
+    /// the minimum needed to reach the ideal usage (Fig. 18).
     #[test]
-    fn rebalancing_improves_balance() {
+    fn rebalancing_improves_balance_5x() {
+        let p = Params::default();
+        let (without, with) = (run(&p, None), run(&p, Some(Phase1Rule::WholePartitions)));
+        assert!(with.movements.len() >= 10, "too few expansions in 400 weeks");
+        assert!(with.movements.iter().all(|m| (m.moved_gb as f64) <= m.minimum_gb), "moved more than the minimum");
+        for row in table4(&p, &without, &with) {
+            assert!(row.range_gain() >= 5.0 && row.std_gain() >= 5.0, "{}: range x{:.1}, std x{:.1}", row.metric, row.range_gain(), row.std_gain());
+        }
+    }
+
+    /// The paper's textual rule: usage improves at least 5x, request rates
+    /// at least 2.5x (docs/simulations.md explains why not more).
+    #[test]
+    fn textual_rule_improves_balance() {
         let p = Params { weeks: 160, ..Params::default() };
         let (without, with) = (run(&p, None), run(&p, Some(Phase1Rule::NeverBelowIdeal)));
-        assert!(with.movements.len() >= 3, "too few expansions in 160 weeks");
         assert!(with.movements.iter().all(|m| (m.moved_gb as f64) <= m.minimum_gb), "moved more than the minimum");
         for row in table4(&p, &without, &with) {
             let floor = if row.metric == "disk usage" { 5.0 } else { 2.5 };
