@@ -11,6 +11,7 @@
 
 pub mod codec;
 pub mod map;
+pub mod meta;
 
 pub use codec::{CodecError, decode_map, encode_map};
 pub use map::{ClusterMap, Command, Disk, DiskState, MapError, Node, NodeId, Outcome, Partition, PartitionState, ReplicaLoc};

@@ -8,6 +8,7 @@
 
 pub mod bloom;
 pub mod chunk_list;
+pub mod frame;
 pub mod headers;
 pub mod index;
 pub mod record;

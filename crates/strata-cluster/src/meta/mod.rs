@@ -1,0 +1,42 @@
+//! The metadata service: the cluster map kept by a Raft group (openraft) of
+//! 1, 3 or 5 nodes. The Raft log and vote live in files with checksummed
+//! frames; the state machine is the map, snapshotted to a file. Raft
+//! messages travel over HTTP as frames (docs/formats.md, "Frame").
+
+mod log_store;
+mod network;
+mod service;
+mod state_machine;
+
+pub use log_store::LogStore;
+pub use network::{HttpClient, KIND_APPEND, KIND_PROPOSE, KIND_SNAPSHOT, KIND_VOTE, http_client, post_frame};
+pub use service::{MetaConfig, MetaError, MetaService, MetaStatus};
+pub use state_machine::StateMachine;
+
+use crate::map::{Command, Outcome};
+
+openraft::declare_raft_types!(
+    /// Openraft's types for the metadata group.
+    pub TypeConfig:
+        D = Command,
+        R = Outcome,
+        NodeId = u64,
+        Node = openraft::BasicNode,
+        Entry = openraft::Entry<TypeConfig>,
+        SnapshotData = std::io::Cursor<Vec<u8>>,
+        AsyncRuntime = openraft::TokioRuntime,
+);
+
+/// Writes `bytes` to `path` so that a crash leaves either the old file or
+/// the new one: write a temporary file, fsync it, rename, fsync the folder.
+pub(crate) fn write_atomic(path: &std::path::Path, bytes: &[u8]) -> std::io::Result<()> {
+    use std::io::Write;
+    let dir = path.parent().unwrap_or(std::path::Path::new("."));
+    let tmp = path.with_extension("tmp");
+    let mut f = std::fs::File::create(&tmp)?;
+    f.write_all(bytes)?;
+    f.sync_all()?;
+    drop(f);
+    std::fs::rename(&tmp, path)?;
+    std::fs::File::open(dir)?.sync_all()
+}

@@ -1,0 +1,163 @@
+//! The state machine: the cluster map, rebuilt from the log, snapshotted to
+//! `raft-snapshot` (a frame holding the snapshot's meta and the encoded map).
+//! Every applied change is published on a watch channel for map readers.
+
+use super::{TypeConfig, write_atomic};
+use crate::codec::{decode_map, encode_map};
+use crate::map::{ClusterMap, Outcome};
+use openraft::storage::{RaftStateMachine, Snapshot};
+use openraft::{AnyError, Entry, EntryPayload, LogId, RaftSnapshotBuilder, SnapshotMeta, StorageError, StorageIOError, StoredMembership};
+use std::io::Cursor;
+use std::path::PathBuf;
+use std::sync::Arc;
+use strata_format::frame::{decode_frame, encode_frame};
+use tokio::sync::{Mutex, watch};
+
+const KIND_SNAPSHOT: u16 = 5;
+type SErr = StorageError<u64>;
+type Meta = SnapshotMeta<u64, openraft::BasicNode>;
+
+struct Inner {
+    dir: PathBuf,
+    last_applied: Option<LogId<u64>>,
+    membership: StoredMembership<u64, openraft::BasicNode>,
+    map: ClusterMap,
+    snapshot: Option<(Meta, Vec<u8>)>,
+    builds: u64,
+}
+
+/// The map's state machine; clones share it.
+#[derive(Clone)]
+pub struct StateMachine {
+    inner: Arc<Mutex<Inner>>,
+    tx: Arc<watch::Sender<Arc<ClusterMap>>>,
+}
+
+#[derive(serde::Serialize, serde::Deserialize)]
+struct SnapshotFile {
+    meta: Meta,
+    map: Vec<u8>,
+}
+
+fn decode_snapshot(b: &[u8]) -> Result<(Meta, ClusterMap, Vec<u8>), String> {
+    let (kind, payload) = decode_frame(b).map_err(|e| e.to_string())?;
+    if kind != KIND_SNAPSHOT {
+        return Err(format!("frame kind {kind} is not a snapshot"));
+    }
+    let f: SnapshotFile = postcard::from_bytes(payload).map_err(|e| e.to_string())?;
+    let map = decode_map(&f.map).map_err(|e| e.to_string())?;
+    Ok((f.meta, map, b.to_vec()))
+}
+
+impl StateMachine {
+    /// Opens the state machine in `dir`, starting from its snapshot if any.
+    pub fn open(dir: &std::path::Path) -> std::io::Result<Self> {
+        std::fs::create_dir_all(dir)?;
+        let mut inner = Inner {
+            dir: dir.to_path_buf(),
+            last_applied: None,
+            membership: StoredMembership::default(),
+            map: ClusterMap::default(),
+            snapshot: None,
+            builds: 0,
+        };
+        match std::fs::read(dir.join("raft-snapshot")) {
+            Ok(b) => {
+                let (meta, map, bytes) =
+                    decode_snapshot(&b).map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidData, format!("raft-snapshot: {e}")))?;
+                inner.last_applied = meta.last_log_id;
+                inner.membership = meta.last_membership.clone();
+                inner.map = map;
+                inner.snapshot = Some((meta, bytes));
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => return Err(e),
+        }
+        let (tx, _) = watch::channel(Arc::new(inner.map.clone()));
+        Ok(Self { inner: Arc::new(Mutex::new(inner)), tx: Arc::new(tx) })
+    }
+
+    /// The map as last applied; `changed()` wakes on every change.
+    pub fn subscribe(&self) -> watch::Receiver<Arc<ClusterMap>> {
+        self.tx.subscribe()
+    }
+}
+
+impl RaftSnapshotBuilder<TypeConfig> for StateMachine {
+    async fn build_snapshot(&mut self) -> Result<Snapshot<TypeConfig>, SErr> {
+        let mut g = self.inner.lock().await;
+        g.builds += 1;
+        let id = match g.last_applied {
+            Some(l) => format!("{}-{}-{}", l.leader_id.term, l.index, g.builds),
+            None => format!("empty-{}", g.builds),
+        };
+        let meta = Meta { last_log_id: g.last_applied, last_membership: g.membership.clone(), snapshot_id: id };
+        let file = SnapshotFile { meta: meta.clone(), map: encode_map(&g.map) };
+        let bytes = encode_frame(KIND_SNAPSHOT, &postcard::to_stdvec(&file).map_err(|e| StorageIOError::write_snapshot(None, AnyError::new(&e)))?);
+        write_atomic(&g.dir.join("raft-snapshot"), &bytes).map_err(|e| StorageIOError::write_snapshot(None, AnyError::new(&e)))?;
+        g.snapshot = Some((meta.clone(), bytes.clone()));
+        Ok(Snapshot { meta, snapshot: Box::new(Cursor::new(bytes)) })
+    }
+}
+
+impl RaftStateMachine<TypeConfig> for StateMachine {
+    type SnapshotBuilder = Self;
+
+    async fn applied_state(&mut self) -> Result<(Option<LogId<u64>>, StoredMembership<u64, openraft::BasicNode>), SErr> {
+        let g = self.inner.lock().await;
+        Ok((g.last_applied, g.membership.clone()))
+    }
+
+    async fn apply<I>(&mut self, entries: I) -> Result<Vec<Outcome>, SErr>
+    where
+        I: IntoIterator<Item = Entry<TypeConfig>> + Send,
+        I::IntoIter: Send,
+    {
+        let mut g = self.inner.lock().await;
+        let mut out = Vec::new();
+        for e in entries {
+            g.last_applied = Some(e.log_id);
+            let epoch = g.map.epoch;
+            out.push(match e.payload {
+                EntryPayload::Blank => Outcome::Applied { epoch },
+                EntryPayload::Normal(cmd) => g.map.apply(&cmd),
+                EntryPayload::Membership(m) => {
+                    g.membership = StoredMembership::new(Some(e.log_id), m);
+                    Outcome::Applied { epoch }
+                }
+            });
+        }
+        let map = Arc::new(g.map.clone());
+        self.tx.send_replace(map);
+        Ok(out)
+    }
+
+    async fn get_snapshot_builder(&mut self) -> Self::SnapshotBuilder {
+        self.clone()
+    }
+
+    async fn begin_receiving_snapshot(&mut self) -> Result<Box<Cursor<Vec<u8>>>, SErr> {
+        Ok(Box::new(Cursor::new(Vec::new())))
+    }
+
+    async fn install_snapshot(&mut self, meta: &Meta, snapshot: Box<Cursor<Vec<u8>>>) -> Result<(), SErr> {
+        let bytes = snapshot.into_inner();
+        let (file_meta, map, bytes) = decode_snapshot(&bytes).map_err(|e| StorageIOError::read_snapshot(None, AnyError::error(e)))?;
+        if file_meta.last_log_id != meta.last_log_id {
+            return Err(StorageIOError::read_snapshot(None, AnyError::error("snapshot data does not match its meta")).into());
+        }
+        let mut g = self.inner.lock().await;
+        write_atomic(&g.dir.join("raft-snapshot"), &bytes).map_err(|e| StorageIOError::write_snapshot(None, AnyError::new(&e)))?;
+        g.last_applied = meta.last_log_id;
+        g.membership = meta.last_membership.clone();
+        g.map = map;
+        g.snapshot = Some((meta.clone(), bytes));
+        self.tx.send_replace(Arc::new(g.map.clone()));
+        Ok(())
+    }
+
+    async fn get_current_snapshot(&mut self) -> Result<Option<Snapshot<TypeConfig>>, SErr> {
+        let g = self.inner.lock().await;
+        Ok(g.snapshot.as_ref().map(|(meta, bytes)| Snapshot { meta: meta.clone(), snapshot: Box::new(Cursor::new(bytes.clone())) }))
+    }
+}
