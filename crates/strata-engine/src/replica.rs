@@ -43,20 +43,41 @@ pub enum WriteOp {
         /// New absolute expiry in ms.
         expiry_ms: u64,
     },
+    /// A put copied from a peer replica by replication: keeps the origin's
+    /// creation time and is accepted by a replica that is read-only only
+    /// because it is full by policy (the peers hold the blob already). An
+    /// existing key (live or deleted) answers `AlreadyExists`: done.
+    ReplicaPut {
+        /// Key.
+        key: Key,
+        /// Properties as put at the origin.
+        props: PutProps,
+        /// The bytes.
+        data: Bytes,
+        /// Creation time at the origin.
+        created_ms: u64,
+    },
+    /// A delete copied from a peer by replication: writes a tombstone even
+    /// when the put has not arrived, so a late copy of the put cannot bring
+    /// the blob back. A key already deleted answers `Deleted`: done.
+    ReplicaDelete {
+        /// Key.
+        key: Key,
+    },
 }
 
 impl WriteOp {
     /// The key written.
     pub fn key(&self) -> &Key {
         match self {
-            Self::Put { key, .. } | Self::Delete { key } | Self::TtlUpdate { key, .. } => key,
+            Self::Put { key, .. } | Self::Delete { key } | Self::TtlUpdate { key, .. } | Self::ReplicaPut { key, .. } | Self::ReplicaDelete { key } => key,
         }
     }
     /// Encoded record length.
     pub fn record_len(&self) -> usize {
         match self {
-            Self::Put { key, props, data } => put_record_len(key, props, data.len()),
-            Self::Delete { key } => strata_format::record::RECORD_FIXED_BYTES + key.as_bytes().len() + RECORD_CRC_BYTES,
+            Self::Put { key, props, data } | Self::ReplicaPut { key, props, data, .. } => put_record_len(key, props, data.len()),
+            Self::Delete { key } | Self::ReplicaDelete { key } => strata_format::record::RECORD_FIXED_BYTES + key.as_bytes().len() + RECORD_CRC_BYTES,
             Self::TtlUpdate { key, .. } => strata_format::record::RECORD_FIXED_BYTES + key.as_bytes().len() + 8 + RECORD_CRC_BYTES,
         }
     }
@@ -279,7 +300,7 @@ impl Replica {
     pub fn submit(&self, op: WriteOp) -> PendingWrite {
         let c = &self.shared.config;
         let len = op.record_len();
-        if let WriteOp::Put { props, .. } = &op {
+        if let WriteOp::Put { props, .. } | WriteOp::ReplicaPut { props, .. } = &op {
             if len as u64 > c.record_bytes_max {
                 return PendingWrite::ready(Err(EngineError::TooLarge { size: len as u64, max: c.record_bytes_max }));
             }
@@ -315,7 +336,17 @@ impl Replica {
         self.shared.read_state().lookup(key)
     }
 
+    /// Reads a blob for a peer's replication: like [`Replica::get`], but an
+    /// expired blob is returned too (it must reach every replica as it is).
+    pub fn get_for_replication(&self, key: &Key) -> Result<BlobRecord> {
+        self.read_at(key, true, false)
+    }
+
     fn read(&self, key: &Key, with_data: bool) -> Result<BlobRecord> {
+        self.read_at(key, with_data, true)
+    }
+
+    fn read_at(&self, key: &Key, with_data: bool, check_expiry: bool) -> Result<BlobRecord> {
         let (put, expiry_ms, seg) = {
             let st = self.shared.read_state();
             match st.lookup(key) {
@@ -327,7 +358,7 @@ impl Replica {
                 }
             }
         };
-        if expiry_ms != 0 && expiry_ms <= self.shared.clock.now_ms() {
+        if check_expiry && expiry_ms != 0 && expiry_ms <= self.shared.clock.now_ms() {
             return Err(EngineError::Expired);
         }
         let e = &put.entry;

@@ -71,7 +71,7 @@ impl Writer {
     }
 
     fn validate(&mut self, batch: Vec<WriteReq>) -> Vec<Encoded> {
-        let has_puts = batch.iter().any(|r| matches!(r.op, WriteOp::Put { .. }));
+        let has_puts = batch.iter().any(|r| matches!(r.op, WriteOp::Put { .. } | WriteOp::ReplicaPut { .. }));
         let ro = self.shared.compute_read_only(has_puts);
         let now = self.shared.clock.now_ms();
         let partition = self.shared.partition;
@@ -88,6 +88,11 @@ impl Writer {
             let expired = |e: u64| e != 0 && e <= now;
             let verdict = match (&req.op, cur) {
                 (_, _) if ro == Some(ReadOnlyReason::IoFailed) => Err(EngineError::ReadOnly { partition, reason: ReadOnlyReason::IoFailed }),
+                (WriteOp::ReplicaPut { .. }, _) if ro == Some(ReadOnlyReason::DiskFull) => Err(EngineError::ReadOnly { partition, reason: ReadOnlyReason::DiskFull }),
+                (WriteOp::ReplicaPut { props, .. }, Pending::Missing) => Ok(Pending::Live(props.expiry_ms)),
+                (WriteOp::ReplicaPut { .. }, _) => Err(EngineError::AlreadyExists),
+                (WriteOp::ReplicaDelete { .. }, Pending::Deleted) => Err(EngineError::Deleted),
+                (WriteOp::ReplicaDelete { .. }, _) => Ok(Pending::Deleted),
                 (WriteOp::Put { .. }, _) if ro.is_some() => Err(EngineError::ReadOnly { partition, reason: ro.expect("checked") }),
                 (WriteOp::Put { props, .. }, Pending::Missing) => Ok(Pending::Live(props.expiry_ms)),
                 (WriteOp::Put { .. }, _) => Err(EngineError::AlreadyExists),
@@ -273,6 +278,7 @@ fn write_all_vectored(file: &mut File, mut slices: Vec<IoSlice<'_>>) -> std::io:
 
 fn encode(op: WriteOp, lsn: u64, now: u64) -> Result<(Vec<Bytes>, DecodedRecord)> {
     let (parts, rec) = match op {
+        WriteOp::ReplicaPut { key, props, data, created_ms } => return encode(WriteOp::Put { key, props, data }, lsn, created_ms),
         WriteOp::Put { key, props, data } => {
             let (prefix, crc) = record::encode_put(lsn, now, &key, &props, &data).map_err(|e| EngineError::Invalid(e.to_string()))?;
             let data_offset = prefix.len() as u32;
@@ -290,7 +296,7 @@ fn encode(op: WriteOp, lsn: u64, now: u64) -> Result<(Vec<Bytes>, DecodedRecord)
             };
             (vec![Bytes::from(prefix), data, Bytes::copy_from_slice(&crc)], rec)
         }
-        WriteOp::Delete { key } => small(record::RecordKind::Delete, lsn, now, key, 0),
+        WriteOp::Delete { key } | WriteOp::ReplicaDelete { key } => small(record::RecordKind::Delete, lsn, now, key, 0),
         WriteOp::TtlUpdate { key, expiry_ms } => small(record::RecordKind::TtlUpdate, lsn, now, key, expiry_ms),
     };
     Ok((parts, rec))

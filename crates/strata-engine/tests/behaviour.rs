@@ -85,3 +85,37 @@ fn compaction_runs_while_serving_reads_and_writes() {
     }
     assert!(r.stats().bytes_reclaimed.load(Ordering::Relaxed) > 0);
 }
+
+/// Replication's writes: a copied put keeps its origin time and is taken by
+/// a replica that is full by policy; a copied delete leaves a tombstone even
+/// before the put arrives, so the late put cannot resurrect the blob; both
+/// answer "done" (AlreadyExists, Deleted) when repeated, and survive reopen.
+#[test]
+fn replica_writes_are_idempotent_and_tombstones_win() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = EngineConfig { replica_capacity_bytes: 100_000, disk_reserve_bytes: 0, ..EngineConfig::default() };
+    {
+        let store = Store::open(dir.path(), config.clone(), Arc::new(SystemClock)).unwrap();
+        let r = store.create_replica(1).unwrap();
+        let mut i = 0;
+        while r.submit(put(i, 10_000)).wait().is_ok() {
+            i += 1;
+        }
+        let copied = WriteOp::ReplicaPut { key: key(100), props: PutProps::default(), data: Bytes::from_static(b"copied"), created_ms: 1234 };
+        r.submit(copied.clone()).wait().expect("a copied put is taken by a full replica");
+        assert!(matches!(r.submit(copied).wait(), Err(EngineError::AlreadyExists)));
+        let rec = r.get(&key(100)).unwrap();
+        assert_eq!((rec.created_ms, &rec.data[..]), (1234, &b"copied"[..]));
+
+        r.submit(WriteOp::ReplicaDelete { key: key(200) }).wait().expect("tombstone before the put");
+        assert!(matches!(r.submit(WriteOp::ReplicaDelete { key: key(200) }).wait(), Err(EngineError::Deleted)));
+        let late = WriteOp::ReplicaPut { key: key(200), props: PutProps::default(), data: Bytes::from_static(b"late"), created_ms: 1 };
+        assert!(matches!(r.submit(late).wait(), Err(EngineError::AlreadyExists)));
+        assert!(matches!(r.get(&key(200)), Err(EngineError::Deleted)));
+        store.close();
+    }
+    let store = Store::open(dir.path(), config, Arc::new(SystemClock)).unwrap();
+    let r = store.replica(1).unwrap();
+    assert_eq!(r.get(&key(100)).unwrap().created_ms, 1234);
+    assert!(matches!(r.get(&key(200)), Err(EngineError::Deleted)));
+}
