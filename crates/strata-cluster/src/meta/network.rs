@@ -57,11 +57,23 @@ pub enum PostError {
 /// POSTs `payload` as a frame of `kind` to `http://addr{path}` and returns
 /// the answer's payload, which must be a frame of the same kind.
 pub async fn post_frame(client: &HttpClient, addr: &str, path: &str, kind: u16, payload: &[u8], timeout: Duration) -> Result<Vec<u8>, PostError> {
+    let body = post_raw(client, addr, path, encode_frame(kind, payload), timeout).await?;
+    let garbage = |d: String| PostError::Garbage { addr: addr.to_string(), detail: d };
+    let (k, p) = decode_frame(&body).map_err(|e| garbage(e.to_string()))?;
+    if k != kind {
+        return Err(garbage(format!("frame kind {k}, expected {kind}")));
+    }
+    Ok(p.to_vec())
+}
+
+/// POSTs `body` (a frame) to `http://addr{path}` and returns the answer's
+/// bytes; a non-2xx status is garbage, no answer in `timeout` unreachable.
+pub async fn post_raw(client: &HttpClient, addr: &str, path: &str, body: Vec<u8>, timeout: Duration) -> Result<Bytes, PostError> {
     let unreachable = |d: String| PostError::Unreachable { addr: addr.to_string(), detail: d };
     let garbage = |d: String| PostError::Garbage { addr: addr.to_string(), detail: d };
     let req = http::Request::post(format!("http://{addr}{path}"))
         .header(http::header::CONTENT_TYPE, "application/x-strata-frame")
-        .body(Full::new(Bytes::from(encode_frame(kind, payload))))
+        .body(Full::new(Bytes::from(body)))
         .map_err(|e| garbage(e.to_string()))?;
     let fut = async {
         let resp = client.request(req).await.map_err(|e| unreachable(e.to_string()))?;
@@ -70,11 +82,7 @@ pub async fn post_frame(client: &HttpClient, addr: &str, path: &str, kind: u16, 
         if !status.is_success() {
             return Err(garbage(format!("HTTP {status}: {}", String::from_utf8_lossy(&body[..body.len().min(200)]))));
         }
-        let (k, p) = decode_frame(&body).map_err(|e| garbage(e.to_string()))?;
-        if k != kind {
-            return Err(garbage(format!("frame kind {k}, expected {kind}")));
-        }
-        Ok(p.to_vec())
+        Ok(body)
     };
     tokio::time::timeout(timeout, fut).await.map_err(|_| unreachable(format!("no answer within {timeout:?}")))?
 }

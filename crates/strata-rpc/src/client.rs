@@ -1,0 +1,125 @@
+//! The calling side.
+
+use crate::wire::*;
+use bytes::Bytes;
+use std::time::Duration;
+use strata_cluster::meta::{HttpClient, http_client};
+use strata_engine::WriteOp;
+use strata_types::{Key, PartitionId};
+
+/// Why an RPC failed.
+#[derive(Debug, thiserror::Error)]
+pub enum RpcError {
+    /// The node answered with an error.
+    #[error("{0}")]
+    Remote(WireError),
+    /// No answer: connection refused or broken, or the deadline passed.
+    #[error("node unreachable: {0}")]
+    Unreachable(String),
+    /// The answer is not a valid message.
+    #[error("bad answer: {0}")]
+    Garbage(String),
+}
+
+/// An RPC client; cheap to clone.
+#[derive(Clone)]
+pub struct RpcClient {
+    http: HttpClient,
+    /// Deadline of one call.
+    pub timeout: Duration,
+}
+
+impl Default for RpcClient {
+    fn default() -> Self {
+        Self::new(Duration::from_secs(10))
+    }
+}
+
+impl RpcClient {
+    /// A client whose calls give up after `timeout`.
+    pub fn new(timeout: Duration) -> Self {
+        Self { http: http_client(), timeout }
+    }
+
+    async fn call<T: serde::de::DeserializeOwned>(&self, addr: &str, path: &str, kind: u16, frame: Vec<u8>) -> Result<(u64, T, Bytes), RpcError> {
+        use http_body_util_shim::*;
+        let body = post(&self.http, addr, path, frame, self.timeout).await?;
+        let (answer, data): (Answer<T>, Bytes) = decode_message(kind, &body).map_err(|e| RpcError::Garbage(format!("{addr}: {e}")))?;
+        match answer.result {
+            Ok(v) => Ok((answer.epoch, v, data)),
+            Err(e) => Err(RpcError::Remote(e)),
+        }
+    }
+
+    /// Applies a write on `addr`'s replica of `partition`.
+    pub async fn write(&self, addr: &str, epoch: u64, partition: PartitionId, op: &WriteOp) -> Result<(u64, WireAck), RpcError> {
+        let (wire, data) = match op {
+            WriteOp::Put { key, props, data } => (WireOp::Put { key: key.as_bytes().to_vec(), props: props.into() }, Some(data)),
+            WriteOp::Delete { key } => (WireOp::Delete { key: key.as_bytes().to_vec() }, None),
+            WriteOp::TtlUpdate { key, expiry_ms } => (WireOp::TtlUpdate { key: key.as_bytes().to_vec(), expiry_ms: *expiry_ms }, None),
+            WriteOp::ReplicaPut { .. } | WriteOp::ReplicaDelete { .. } => {
+                return Err(RpcError::Remote(WireError::Invalid("replication writes are pulled, not pushed".into())));
+            }
+        };
+        let parts: Vec<&[u8]> = data.iter().map(|d| &d[..]).collect();
+        let frame = encode_message(KIND_WRITE, &WriteRequest { epoch, partition, op: wire }, &parts);
+        let (e, ack, _) = self.call(addr, "/rpc/v1/write", KIND_WRITE, frame).await?;
+        Ok((e, ack))
+    }
+
+    /// Reads a blob from `addr`'s replica.
+    pub async fn read(&self, addr: &str, epoch: u64, partition: PartitionId, key: &Key, with_data: bool) -> Result<(u64, WireRecord, Bytes), RpcError> {
+        let frame = encode_message(KIND_READ, &ReadRequest { epoch, partition, key: key.as_bytes().to_vec(), with_data }, &[]);
+        let (e, rec, data): (u64, WireRecord, Bytes) = self.call(addr, "/rpc/v1/read", KIND_READ, frame).await?;
+        if with_data && data.len() as u64 != rec.size {
+            return Err(RpcError::Garbage(format!("{addr}: {} data bytes for a blob of {}", data.len(), rec.size)));
+        }
+        Ok((e, rec, data))
+    }
+
+    /// Asks `addr` what its replicas hold after each token.
+    pub async fn journal(&self, addr: &str, items: Vec<JournalItem>) -> Result<(u64, Vec<JournalAnswer>), RpcError> {
+        let frame = encode_message(KIND_JOURNAL, &items, &[]);
+        let (e, answers, _) = self.call(addr, "/rpc/v1/journal", KIND_JOURNAL, frame).await?;
+        Ok((e, answers))
+    }
+
+    /// Fetches records from `addr`'s replica: each key's state, and the data
+    /// of the live ones.
+    pub async fn fetch(&self, addr: &str, partition: PartitionId, keys: &[Key]) -> Result<Vec<(Fetched, Bytes)>, RpcError> {
+        let frame = encode_message(KIND_FETCH, &FetchRequest { partition, keys: keys.iter().map(|k| k.as_bytes().to_vec()).collect() }, &[]);
+        let (_, states, data): (u64, Vec<Fetched>, Bytes) = self.call(addr, "/rpc/v1/fetch", KIND_FETCH, frame).await?;
+        if states.len() != keys.len() {
+            return Err(RpcError::Garbage(format!("{addr}: {} answers for {} keys", states.len(), keys.len())));
+        }
+        let mut off = 0usize;
+        let mut out = Vec::with_capacity(states.len());
+        for s in states {
+            let len = match &s {
+                Fetched::Live(r) => r.size as usize,
+                _ => 0,
+            };
+            if off + len > data.len() {
+                return Err(RpcError::Garbage(format!("{addr}: fetched data shorter than its headers")));
+            }
+            out.push((s, data.slice(off..off + len)));
+            off += len;
+        }
+        Ok(out)
+    }
+}
+
+mod http_body_util_shim {
+    use super::RpcError;
+    use bytes::Bytes;
+    use std::time::Duration;
+    use strata_cluster::meta::HttpClient;
+
+    /// POSTs a frame and returns the answer body.
+    pub async fn post(http: &HttpClient, addr: &str, path: &str, frame: Vec<u8>, timeout: Duration) -> Result<Bytes, RpcError> {
+        strata_cluster::meta::post_raw(http, addr, path, frame, timeout).await.map_err(|e| match e {
+            strata_cluster::meta::PostError::Unreachable { .. } => RpcError::Unreachable(e.to_string()),
+            strata_cluster::meta::PostError::Garbage { .. } => RpcError::Garbage(e.to_string()),
+        })
+    }
+}

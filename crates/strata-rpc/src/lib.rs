@@ -1,0 +1,18 @@
+//! Replica RPCs between nodes (docs/formats.md, "Replica RPCs").
+//!
+//! Every message is one frame (`strata_format::frame`) POSTed to
+//! `/rpc/v1/<name>`. The frame's payload is a `u32` header length, the
+//! postcard header, then raw blob bytes when the message carries data, so
+//! the data is neither copied into nor parsed by postcard, and the frame's
+//! CRC32C covers it. Every answer carries the answering node's map epoch, so
+//! a caller with an older map learns that it must refresh.
+//!
+//! Must not depend on: the router, the server or HTTP frameworks.
+
+mod client;
+mod server;
+mod wire;
+
+pub use client::{RpcClient, RpcError};
+pub use server::{ReplicaHost, serve};
+pub use wire::*;

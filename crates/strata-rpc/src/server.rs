@@ -1,0 +1,142 @@
+//! The answering side: runs a request against this node's replicas.
+
+use crate::wire::*;
+use bytes::Bytes;
+use std::sync::Arc;
+use strata_engine::{KeyState, Replica, WriteOp};
+use strata_format::RecordKind;
+use strata_types::PartitionId;
+
+/// What the RPC server needs of the node.
+pub trait ReplicaHost: Send + Sync {
+    /// The node's map epoch.
+    fn epoch(&self) -> u64;
+    /// The local replica of a partition.
+    fn replica(&self, partition: PartitionId) -> Option<Arc<Replica>>;
+}
+
+/// Most entries returned from the index at once when the journal no longer
+/// reaches back (the whole index is listed; keys are small).
+const INDEX_LIST_MAX: usize = 1_000_000;
+
+fn no_replica(host: &dyn ReplicaHost, partition: PartitionId, caller_epoch: u64) -> WireError {
+    let node_epoch = host.epoch();
+    WireError::NoReplica { partition, node_epoch, stale: caller_epoch < node_epoch }
+}
+
+/// Answers one request frame with one answer frame.
+pub async fn serve(host: &dyn ReplicaHost, body: Bytes) -> Vec<u8> {
+    let kind = if body.len() >= 8 { u16::from_le_bytes([body[6], body[7]]) } else { 0 };
+    let epoch = host.epoch();
+    let garbage = |kind: u16, e: DecodeError| encode_message(kind, &Answer::<()> { epoch, result: Err(WireError::Invalid(e.to_string())) }, &[]);
+    match kind {
+        KIND_WRITE => {
+            let (req, data): (WriteRequest, Bytes) = match decode_message(KIND_WRITE, &body) {
+                Ok(x) => x,
+                Err(e) => return garbage(kind, e),
+            };
+            let result = write(host, req, data).await;
+            encode_message(KIND_WRITE, &Answer { epoch, result }, &[])
+        }
+        KIND_READ => {
+            let (req, _): (ReadRequest, Bytes) = match decode_message(KIND_READ, &body) {
+                Ok(x) => x,
+                Err(e) => return garbage(kind, e),
+            };
+            match read(host, &req) {
+                Ok((rec, data)) => encode_message(KIND_READ, &Answer { epoch, result: Ok(rec) }, &[&data]),
+                Err(e) => encode_message(KIND_READ, &Answer::<WireRecord> { epoch, result: Err(e) }, &[]),
+            }
+        }
+        KIND_JOURNAL => {
+            let (items, _): (Vec<JournalItem>, Bytes) = match decode_message(KIND_JOURNAL, &body) {
+                Ok(x) => x,
+                Err(e) => return garbage(kind, e),
+            };
+            let answers: Vec<JournalAnswer> = items.into_iter().map(|i| JournalAnswer { partition: i.partition, result: journal(host, &i) }).collect();
+            encode_message(KIND_JOURNAL, &Answer { epoch, result: Ok(answers) }, &[])
+        }
+        KIND_FETCH => {
+            let (req, _): (FetchRequest, Bytes) = match decode_message(KIND_FETCH, &body) {
+                Ok(x) => x,
+                Err(e) => return garbage(kind, e),
+            };
+            match fetch(host, &req) {
+                Ok((states, data)) => {
+                    let parts: Vec<&[u8]> = data.iter().map(|b| &b[..]).collect();
+                    encode_message(KIND_FETCH, &Answer { epoch, result: Ok(states) }, &parts)
+                }
+                Err(e) => encode_message(KIND_FETCH, &Answer::<Vec<Fetched>> { epoch, result: Err(e) }, &[]),
+            }
+        }
+        k => encode_message(k, &Answer::<()> { epoch, result: Err(WireError::Invalid(format!("unknown message kind {k:#x}"))) }, &[]),
+    }
+}
+
+async fn write(host: &dyn ReplicaHost, req: WriteRequest, data: Bytes) -> Result<WireAck, WireError> {
+    let r = host.replica(req.partition).ok_or_else(|| no_replica(host, req.partition, req.epoch))?;
+    let op = match req.op {
+        WireOp::Put { key, props } => WriteOp::Put { key: decode_key(&key)?, props: props.into(), data },
+        WireOp::Delete { key } => WriteOp::Delete { key: decode_key(&key)? },
+        WireOp::TtlUpdate { key, expiry_ms } => WriteOp::TtlUpdate { key: decode_key(&key)?, expiry_ms },
+    };
+    let ack = r.submit(op).await?;
+    Ok(WireAck { lsn: ack.lsn, time_ms: ack.time_ms })
+}
+
+fn read(host: &dyn ReplicaHost, req: &ReadRequest) -> Result<(WireRecord, Bytes), WireError> {
+    let r = host.replica(req.partition).ok_or_else(|| no_replica(host, req.partition, req.epoch))?;
+    let key = decode_key(&req.key)?;
+    let rec = if req.with_data { r.get(&key)? } else { r.info(&key)? };
+    Ok((WireRecord { props: (&rec.props).into(), created_ms: rec.created_ms, expiry_ms: rec.expiry_ms, size: rec.size }, rec.data))
+}
+
+fn journal(host: &dyn ReplicaHost, item: &JournalItem) -> Result<JournalChunk, WireError> {
+    let r = host.replica(item.partition).ok_or_else(|| no_replica(host, item.partition, u64::MAX))?;
+    let status = r.status();
+    let kind_byte = |k: RecordKind| k as u8;
+    match r.journal_since(item.after_lsn, item.max.max(1) as usize) {
+        Some(entries) => Ok(JournalChunk {
+            incarnation: r.incarnation(),
+            entries: entries.into_iter().map(|e| WireEntry { lsn: e.lsn, key: e.key.as_bytes().to_vec(), kind: kind_byte(e.kind), record_len: e.record_len }).collect(),
+            from_index: false,
+            next_lsn: status.next_lsn,
+            used_bytes: status.used_bytes,
+        }),
+        None => {
+            // The journal no longer reaches back: list the index. `next_lsn`
+            // was read first, so nothing listed is newer than what the
+            // journal will give after it.
+            let keys = r.keys()?;
+            let entries = keys
+                .into_iter()
+                .take(INDEX_LIST_MAX)
+                .filter_map(|(k, s)| match s {
+                    KeyState::Live { .. } => Some(WireEntry { lsn: 0, key: k.as_bytes().to_vec(), kind: RecordKind::Put as u8, record_len: 0 }),
+                    KeyState::Deleted => Some(WireEntry { lsn: 0, key: k.as_bytes().to_vec(), kind: RecordKind::Delete as u8, record_len: 0 }),
+                    KeyState::Missing => None,
+                })
+                .collect();
+            Ok(JournalChunk { incarnation: r.incarnation(), entries, from_index: true, next_lsn: status.next_lsn, used_bytes: status.used_bytes })
+        }
+    }
+}
+
+fn fetch(host: &dyn ReplicaHost, req: &FetchRequest) -> Result<(Vec<Fetched>, Vec<Bytes>), WireError> {
+    let r = host.replica(req.partition).ok_or_else(|| no_replica(host, req.partition, u64::MAX))?;
+    let mut states = Vec::with_capacity(req.keys.len());
+    let mut data = Vec::new();
+    for k in &req.keys {
+        let key = decode_key(k)?;
+        match r.get_for_replication(&key) {
+            Ok(rec) => {
+                states.push(Fetched::Live(WireRecord { props: (&rec.props).into(), created_ms: rec.created_ms, expiry_ms: rec.expiry_ms, size: rec.size }));
+                data.push(rec.data);
+            }
+            Err(strata_engine::EngineError::Deleted) => states.push(Fetched::Deleted),
+            Err(strata_engine::EngineError::NotFound) => states.push(Fetched::Missing),
+            Err(e) => return Err(e.into()),
+        }
+    }
+    Ok((states, data))
+}

@@ -1,0 +1,338 @@
+//! Message types and their framing.
+
+use bytes::Bytes;
+use serde::{Deserialize, Serialize};
+use strata_engine::{EngineError, ReadOnlyReason};
+use strata_format::PutProps;
+use strata_format::frame::{decode_frame, encode_frame};
+use strata_types::{Key, PartitionId};
+
+/// Frame kind of a write and its answer.
+pub const KIND_WRITE: u16 = 0x20;
+/// Frame kind of a read and its answer.
+pub const KIND_READ: u16 = 0x21;
+/// Frame kind of a journal request (batched over partitions) and its answer.
+pub const KIND_JOURNAL: u16 = 0x22;
+/// Frame kind of a fetch of records for replication and its answer.
+pub const KIND_FETCH: u16 = 0x23;
+
+/// Put properties on the wire.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
+pub struct WireProps {
+    /// Absolute expiry, ms (0 = never).
+    pub expiry_ms: u64,
+    /// MIME type.
+    pub content_type: String,
+    /// Owner.
+    pub owner: String,
+    /// User metadata.
+    pub meta: Vec<(String, String)>,
+}
+
+impl From<&PutProps> for WireProps {
+    fn from(p: &PutProps) -> Self {
+        Self { expiry_ms: p.expiry_ms, content_type: p.content_type.clone(), owner: p.owner.clone(), meta: p.meta.clone() }
+    }
+}
+
+impl From<WireProps> for PutProps {
+    fn from(p: WireProps) -> Self {
+        Self { expiry_ms: p.expiry_ms, content_type: p.content_type, owner: p.owner, meta: p.meta }
+    }
+}
+
+/// A write, without its data (which follows the header).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub enum WireOp {
+    /// A put.
+    Put {
+        /// Encoded key.
+        key: Vec<u8>,
+        /// Properties.
+        props: WireProps,
+    },
+    /// A delete.
+    Delete {
+        /// Encoded key.
+        key: Vec<u8>,
+    },
+    /// A TTL update.
+    TtlUpdate {
+        /// Encoded key.
+        key: Vec<u8>,
+        /// New expiry.
+        expiry_ms: u64,
+    },
+}
+
+/// A write request.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct WriteRequest {
+    /// Caller's map epoch.
+    pub epoch: u64,
+    /// Partition.
+    pub partition: PartitionId,
+    /// The operation.
+    pub op: WireOp,
+}
+
+/// A durable write's acknowledgement.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct WireAck {
+    /// Sequence number on that replica.
+    pub lsn: u64,
+    /// Time recorded.
+    pub time_ms: u64,
+}
+
+/// A read request.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ReadRequest {
+    /// Caller's map epoch.
+    pub epoch: u64,
+    /// Partition.
+    pub partition: PartitionId,
+    /// Encoded key.
+    pub key: Vec<u8>,
+    /// Whether to send the data.
+    pub with_data: bool,
+}
+
+/// A blob's header as read (its data, if any, follows).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct WireRecord {
+    /// Properties.
+    pub props: WireProps,
+    /// Creation time.
+    pub created_ms: u64,
+    /// Effective expiry.
+    pub expiry_ms: u64,
+    /// Size of the data.
+    pub size: u64,
+}
+
+/// One partition's part of a journal request.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct JournalItem {
+    /// Partition.
+    pub partition: PartitionId,
+    /// Records after this sequence number.
+    pub after_lsn: u64,
+    /// At most this many.
+    pub max: u32,
+}
+
+/// A journal entry on the wire.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct WireEntry {
+    /// Sequence number (0 when listed from the index).
+    pub lsn: u64,
+    /// Encoded key.
+    pub key: Vec<u8>,
+    /// 1 put, 2 delete, 3 TTL update.
+    pub kind: u8,
+    /// Record size, bytes (a hint for batching fetches).
+    pub record_len: u32,
+}
+
+/// What a peer has after a token.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct JournalChunk {
+    /// The peer replica's incarnation: a different one means its log was
+    /// recreated and tokens against it start over.
+    pub incarnation: [u8; 16],
+    /// Entries after the token, in log order.
+    pub entries: Vec<WireEntry>,
+    /// True when the journal no longer reached back to the token and the
+    /// entries are the peer's whole index (every key with its state).
+    pub from_index: bool,
+    /// Sequence number the peer will give its next record: the token to
+    /// store once `entries` are applied locally, if they are all of them.
+    pub next_lsn: u64,
+    /// Bytes the peer's log holds (for lag in bytes).
+    pub used_bytes: u64,
+}
+
+/// One partition's answer to a journal request.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct JournalAnswer {
+    /// Partition.
+    pub partition: PartitionId,
+    /// The entries, or why not.
+    pub result: Result<JournalChunk, WireError>,
+}
+
+/// A fetch of records for replication.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FetchRequest {
+    /// Partition.
+    pub partition: PartitionId,
+    /// Encoded keys.
+    pub keys: Vec<Vec<u8>>,
+}
+
+/// The state of a fetched key (data of live ones follows the header, in order).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Fetched {
+    /// Live or expired: the put and its effective expiry.
+    Live(WireRecord),
+    /// Deleted.
+    Deleted,
+    /// Not on that replica.
+    Missing,
+}
+
+/// Errors a node answers with.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, thiserror::Error)]
+pub enum WireError {
+    /// No record of the key.
+    #[error("not found")]
+    NotFound,
+    /// Deleted.
+    #[error("deleted")]
+    Deleted,
+    /// Expired.
+    #[error("expired")]
+    Expired,
+    /// A put for an existing key.
+    #[error("key already exists")]
+    AlreadyExists,
+    /// Read-only: full by policy (`capacity`), the disk is full, or an I/O failure.
+    #[error("partition {partition} is read-only ({reason})")]
+    ReadOnly {
+        /// Partition.
+        partition: PartitionId,
+        /// `capacity`, `disk_full` or `io_failed`.
+        reason: String,
+    },
+    /// Overloaded; retry later.
+    #[error("partition {0} is busy")]
+    Busy(PartitionId),
+    /// Too large.
+    #[error("record of {size} bytes exceeds the limit of {max}")]
+    TooLarge {
+        /// Size.
+        size: u64,
+        /// Limit.
+        max: u64,
+    },
+    /// Malformed.
+    #[error("invalid: {0}")]
+    Invalid(String),
+    /// This node holds no replica of the partition. With `stale` the
+    /// caller's map is older than the node's: refresh it.
+    #[error("no replica of partition {partition} here (node epoch {node_epoch}{})", if *stale { ", caller's map is stale" } else { "" })]
+    NoReplica {
+        /// Partition.
+        partition: PartitionId,
+        /// The node's map epoch.
+        node_epoch: u64,
+        /// Whether the caller's epoch is behind.
+        stale: bool,
+    },
+    /// Anything else (corruption, I/O, shutting down).
+    #[error("{0}")]
+    Internal(String),
+}
+
+impl From<EngineError> for WireError {
+    fn from(e: EngineError) -> Self {
+        match e {
+            EngineError::NotFound => Self::NotFound,
+            EngineError::Deleted => Self::Deleted,
+            EngineError::Expired => Self::Expired,
+            EngineError::AlreadyExists => Self::AlreadyExists,
+            EngineError::ReadOnly { partition, reason } => Self::ReadOnly {
+                partition,
+                reason: match reason {
+                    ReadOnlyReason::Capacity => "capacity",
+                    ReadOnlyReason::DiskFull => "disk_full",
+                    ReadOnlyReason::IoFailed => "io_failed",
+                }
+                .into(),
+            },
+            EngineError::Busy { partition } => Self::Busy(partition),
+            EngineError::TooLarge { size, max } => Self::TooLarge { size, max },
+            EngineError::Invalid(m) => Self::Invalid(m),
+            EngineError::NoSuchPartition(p) => Self::NoReplica { partition: p, node_epoch: 0, stale: false },
+            e => Self::Internal(e.to_string()),
+        }
+    }
+}
+
+impl WireError {
+    /// The engine error a caller sees (transport-independent answers map
+    /// back one to one; the rest become `Closed`-like internal failures).
+    pub fn into_engine(self) -> EngineError {
+        match self {
+            Self::NotFound => EngineError::NotFound,
+            Self::Deleted => EngineError::Deleted,
+            Self::Expired => EngineError::Expired,
+            Self::AlreadyExists => EngineError::AlreadyExists,
+            Self::ReadOnly { partition, reason } => EngineError::ReadOnly {
+                partition,
+                reason: match reason.as_str() {
+                    "capacity" => ReadOnlyReason::Capacity,
+                    "disk_full" => ReadOnlyReason::DiskFull,
+                    _ => ReadOnlyReason::IoFailed,
+                },
+            },
+            Self::Busy(partition) => EngineError::Busy { partition },
+            Self::TooLarge { size, max } => EngineError::TooLarge { size, max },
+            Self::Invalid(m) => EngineError::Invalid(m),
+            Self::NoReplica { partition, .. } => EngineError::NoSuchPartition(partition),
+            Self::Internal(m) => EngineError::Invalid(format!("remote failure: {m}")),
+        }
+    }
+}
+
+/// Why a message does not decode.
+#[derive(Debug, thiserror::Error)]
+#[error("malformed message: {0}")]
+pub struct DecodeError(pub String);
+
+/// Encodes a message: header then raw data, in one frame of `kind`.
+pub fn encode_message<H: Serialize>(kind: u16, header: &H, data: &[&[u8]]) -> Vec<u8> {
+    let h = postcard::to_stdvec(header).expect("messages always serialize");
+    let mut payload = Vec::with_capacity(4 + h.len() + data.iter().map(|d| d.len()).sum::<usize>());
+    payload.extend_from_slice(&(h.len() as u32).to_le_bytes());
+    payload.extend_from_slice(&h);
+    for d in data {
+        payload.extend_from_slice(d);
+    }
+    encode_frame(kind, &payload)
+}
+
+/// Decodes a frame of `kind` into its header and the data after it.
+pub fn decode_message<H: serde::de::DeserializeOwned>(kind: u16, frame: &Bytes) -> Result<(H, Bytes), DecodeError> {
+    let (k, payload) = decode_frame(frame).map_err(|e| DecodeError(e.to_string()))?;
+    if k != kind {
+        return Err(DecodeError(format!("frame kind {k:#x}, expected {kind:#x}")));
+    }
+    if payload.len() < 4 {
+        return Err(DecodeError("payload shorter than its header length".into()));
+    }
+    let hlen = u32::from_le_bytes(payload[..4].try_into().expect("4 bytes")) as usize;
+    if payload.len() < 4 + hlen {
+        return Err(DecodeError(format!("header of {hlen} bytes overruns the payload")));
+    }
+    let header = postcard::from_bytes(&payload[4..4 + hlen]).map_err(|e| DecodeError(e.to_string()))?;
+    // Zero-copy: the data is a slice of the received frame.
+    let start = payload.as_ptr() as usize - frame.as_ptr() as usize + 4 + hlen;
+    let end = start + payload.len() - 4 - hlen;
+    Ok((header, frame.slice(start..end)))
+}
+
+/// Decodes an encoded key, naming the problem.
+pub fn decode_key(b: &[u8]) -> Result<Key, WireError> {
+    Key::from_encoded(b).ok_or_else(|| WireError::Invalid("malformed key".into()))
+}
+
+/// Every answer: the node's epoch and the result.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Answer<T> {
+    /// The answering node's map epoch.
+    pub epoch: u64,
+    /// The result.
+    pub result: Result<T, WireError>,
+}
