@@ -3,6 +3,18 @@
 use strata_engine::{EngineError, ReadOnlyReason};
 use strata_types::PartitionId;
 
+/// How one replica failed an operation.
+#[derive(Debug, thiserror::Error)]
+pub enum ReplicaError {
+    /// The replica answered with an engine error.
+    #[error("{0}")]
+    Engine(#[from] EngineError),
+    /// No answer: the node is down, cut off, slow, marked down by the
+    /// failure detector, or answered garbage.
+    #[error("{0}")]
+    Unreachable(String),
+}
+
 /// Errors of router operations. The API layer maps each to a status once.
 #[derive(Debug, thiserror::Error)]
 pub enum RouterError {
@@ -76,12 +88,13 @@ impl RouterError {
     }
 
     /// Combines the failures of a quorum write that did not reach its count.
-    pub(crate) fn from_replica_errors(partition: PartitionId, needed: usize, acks: usize, errors: Vec<EngineError>) -> Self {
+    pub(crate) fn from_replica_errors(partition: PartitionId, needed: usize, acks: usize, errors: Vec<ReplicaError>) -> Self {
         // An authoritative answer shared by every replica is the answer.
-        if !errors.is_empty() && acks == 0 {
-            let first = std::mem::discriminant(&errors[0]);
-            if errors.iter().all(|e| std::mem::discriminant(e) == first) {
-                let e = errors.into_iter().next().expect("non-empty");
+        let engine: Vec<&EngineError> = errors.iter().filter_map(|e| if let ReplicaError::Engine(e) = e { Some(e) } else { None }).collect();
+        if !errors.is_empty() && acks == 0 && engine.len() == errors.len() {
+            let first = std::mem::discriminant(engine[0]);
+            if engine.iter().all(|e| std::mem::discriminant(*e) == first) {
+                let Some(ReplicaError::Engine(e)) = errors.into_iter().next() else { unreachable!("all engine errors") };
                 return match e {
                     EngineError::ReadOnly { .. } => Self::PartitionReadOnly(partition),
                     other => other.into(),

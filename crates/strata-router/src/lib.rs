@@ -9,12 +9,16 @@
 //! Must not depend on: HTTP, the server, or any particular transport.
 
 mod chunking;
+mod cluster;
 mod error;
+mod failure;
 mod local;
 mod policy;
 
 pub use chunking::{BlobBody, BlobData, ByteRange};
-pub use error::RouterError;
+pub use cluster::{ClusterMapView, LocalReplicas};
+pub use error::{ReplicaError, RouterError};
+pub use failure::{FailureDetector, FailureDetectorConfig, NodeHealth};
 pub use local::LocalView;
 pub use policy::{Policies, Policy};
 
@@ -29,9 +33,9 @@ use strata_types::{BlobId, BlobKind, Clock, Key, PartitionId};
 /// One replica of a partition, local or remote.
 pub trait ReplicaHandle: Send + Sync {
     /// Applies a write; resolves once it is durable on that replica.
-    fn write(&self, op: WriteOp) -> BoxFuture<'static, Result<WriteAck, EngineError>>;
+    fn write(&self, op: WriteOp) -> BoxFuture<'static, Result<WriteAck, ReplicaError>>;
     /// Reads a blob record (data included when `with_data`).
-    fn read(&self, key: Key, with_data: bool) -> BoxFuture<'static, Result<BlobRecord, EngineError>>;
+    fn read(&self, key: Key, with_data: bool) -> BoxFuture<'static, Result<BlobRecord, ReplicaError>>;
 }
 
 /// The router's view of the cluster: which partitions take writes, and the
@@ -39,8 +43,28 @@ pub trait ReplicaHandle: Send + Sync {
 pub trait ClusterView: Send + Sync {
     /// Partitions that currently accept puts.
     fn writable_partitions(&self) -> Vec<PartitionId>;
-    /// The replicas of a partition (empty if it does not exist).
+    /// The replicas of a partition in the local zone, where writes go
+    /// synchronously and gets look first (empty if it does not exist).
     fn replicas(&self, partition: PartitionId) -> Vec<Arc<dyn ReplicaHandle>>;
+    /// The replicas in other zones, for gets that miss locally (proxy
+    /// requests, Ambry §4.2.2). None by default.
+    fn remote_replicas(&self, _partition: PartitionId) -> Vec<Arc<dyn ReplicaHandle>> {
+        Vec::new()
+    }
+    /// Whether the partition exists at all (in any zone).
+    fn has_partition(&self, partition: PartitionId) -> bool {
+        !self.replicas(partition).is_empty() || !self.remote_replicas(partition).is_empty()
+    }
+}
+
+/// Router counters, read by the metrics exporter.
+#[derive(Debug, Default)]
+pub struct RouterStats {
+    /// Gets forwarded to other zones after missing locally.
+    pub proxied_gets: std::sync::atomic::AtomicU64,
+    /// Puts where a replica already held the blob because replication
+    /// copied it first (not a collision).
+    pub put_replication_races: std::sync::atomic::AtomicU64,
 }
 
 /// Router tunables.
@@ -104,6 +128,7 @@ pub struct Router {
     config: RouterConfig,
     clock: Arc<dyn Clock>,
     rng: Mutex<rand::rngs::SmallRng>,
+    stats: RouterStats,
 }
 
 impl Router {
@@ -114,7 +139,12 @@ impl Router {
             Some(s) => rand::rngs::SmallRng::seed_from_u64(s),
             None => rand::rngs::SmallRng::from_os_rng(),
         };
-        Self { view, config, clock, rng: Mutex::new(rng) }
+        Self { view, config, clock, rng: Mutex::new(rng), stats: RouterStats::default() }
+    }
+
+    /// Counters.
+    pub fn stats(&self) -> &RouterStats {
+        &self.stats
     }
 
     /// The configuration.
@@ -154,19 +184,45 @@ impl Router {
         Err(last)
     }
 
-    /// Sends a write to every replica of `partition` and waits for `policy` acks.
+    /// Sends a write to every local-zone replica of `partition` and waits
+    /// for `policy` acks. A put that a replica refuses as existing counts as
+    /// an ack when that replica holds exactly this blob: replication copied
+    /// it from a faster replica first. Anything else is a collision.
     async fn write_quorum(&self, partition: PartitionId, op: WriteOp, policy: Policy) -> Result<(), RouterError> {
         let replicas = self.view.replicas(partition);
         if replicas.is_empty() {
-            return Err(RouterError::NoSuchPartition(partition));
+            return Err(if self.view.has_partition(partition) {
+                RouterError::Unavailable(format!("partition {partition} has no replica in this zone"))
+            } else {
+                RouterError::NoSuchPartition(partition)
+            });
         }
         let needed = policy.needed(replicas.len());
-        let mut pending: futures_util::stream::FuturesUnordered<_> = replicas.iter().map(|r| r.write(op.clone())).collect();
+        let mut pending: futures_util::stream::FuturesUnordered<_> = replicas
+            .iter()
+            .map(|r| {
+                let r = r.clone();
+                let op = op.clone();
+                async move {
+                    let res = r.write(op.clone()).await;
+                    match (res, &op) {
+                        (Err(ReplicaError::Engine(EngineError::AlreadyExists)), WriteOp::Put { key, props, data }) => match r.read(key.clone(), true).await {
+                            Ok(rec) if rec.props == *props && rec.data == *data => Ok(true),
+                            _ => Err(ReplicaError::Engine(EngineError::AlreadyExists)),
+                        },
+                        (res, _) => res.map(|_| false),
+                    }
+                }
+            })
+            .collect();
         let (mut acks, mut errors) = (0, Vec::new());
         use futures_util::StreamExt;
         while let Some(r) = pending.next().await {
             match r {
-                Ok(_) => {
+                Ok(raced) => {
+                    if raced {
+                        self.stats.put_replication_races.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                    }
                     acks += 1;
                     if acks >= needed {
                         return Ok(());
@@ -178,28 +234,36 @@ impl Router {
         Err(RouterError::from_replica_errors(partition, needed, acks, errors))
     }
 
-    /// Reads from the partition's replicas in random order until one answers
-    /// with the record or an authoritative answer (deleted, expired).
+    /// Reads from the partition's local-zone replicas in random order until
+    /// one answers with the record or an authoritative answer (deleted,
+    /// expired); on a miss, asks the other zones' replicas the same way (a
+    /// proxy request). "Not found" only when every replica asked answered
+    /// so; when some did not answer, the outcome is unknown (503).
     async fn read_record(&self, id: BlobId, with_data: bool) -> Result<BlobRecord, RouterError> {
-        let mut replicas = self.view.replicas(id.partition());
-        if replicas.is_empty() {
+        let mut local = self.view.replicas(id.partition());
+        let mut remote = self.view.remote_replicas(id.partition());
+        if local.is_empty() && remote.is_empty() {
             return Err(RouterError::NoSuchPartition(id.partition()));
         }
         {
             use rand::seq::SliceRandom;
-            replicas.shuffle(&mut *self.rng.lock().unwrap_or_else(|p| p.into_inner()));
+            let mut rng = self.rng.lock().unwrap_or_else(|p| p.into_inner());
+            local.shuffle(&mut *rng);
+            remote.shuffle(&mut *rng);
         }
         let mut errors = Vec::new();
-        for r in replicas {
+        let remote_start = local.len();
+        for (i, r) in local.into_iter().chain(remote).enumerate() {
+            if i == remote_start && i > 0 {
+                self.stats.proxied_gets.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            }
             match r.read(id.key(), with_data).await {
                 Ok(rec) => return Ok(rec),
-                Err(e @ (EngineError::Deleted | EngineError::Expired)) => return Err(e.into()),
+                Err(ReplicaError::Engine(e @ (EngineError::Deleted | EngineError::Expired))) => return Err(e.into()),
                 Err(e) => errors.push(e),
             }
         }
-        // Not found only if every replica answered "not found"; otherwise the
-        // answer is unknown and the client should retry.
-        if errors.iter().all(|e| matches!(e, EngineError::NotFound)) {
+        if errors.iter().all(|e| matches!(e, ReplicaError::Engine(EngineError::NotFound))) {
             Err(RouterError::NotFound)
         } else {
             Err(RouterError::Unavailable(format!("no replica of partition {} answered: {}", id.partition(), summarize(&errors))))
@@ -279,6 +343,6 @@ fn info_of(id: BlobId, rec: &BlobRecord, list: Option<&strata_format::ChunkList>
     }
 }
 
-fn summarize(errors: &[EngineError]) -> String {
+fn summarize(errors: &[ReplicaError]) -> String {
     errors.iter().map(|e| e.to_string()).collect::<Vec<_>>().join("; ")
 }

@@ -1,10 +1,10 @@
 //! The embedded single-node view: every partition has one local replica.
 
-use crate::{ClusterView, ReplicaHandle};
+use crate::{ClusterView, ReplicaError, ReplicaHandle};
 use futures_util::FutureExt;
 use futures_util::future::BoxFuture;
 use std::sync::Arc;
-use strata_engine::{BlobRecord, EngineError, Replica, Store, WriteAck, WriteOp};
+use strata_engine::{BlobRecord, Replica, Store, WriteAck, WriteOp};
 use strata_types::{Key, PartitionId};
 
 /// A cluster of one node: the replicas of a local [`Store`].
@@ -19,15 +19,16 @@ impl LocalView {
     }
 }
 
-struct LocalReplica(Arc<Replica>);
+/// A replica on this node, called directly.
+pub(crate) struct LocalReplica(pub(crate) Arc<Replica>);
 
 impl ReplicaHandle for LocalReplica {
-    fn write(&self, op: WriteOp) -> BoxFuture<'static, Result<WriteAck, EngineError>> {
-        self.0.submit(op).boxed()
+    fn write(&self, op: WriteOp) -> BoxFuture<'static, Result<WriteAck, ReplicaError>> {
+        self.0.submit(op).map(|r| r.map_err(ReplicaError::from)).boxed()
     }
-    fn read(&self, key: Key, with_data: bool) -> BoxFuture<'static, Result<BlobRecord, EngineError>> {
+    fn read(&self, key: Key, with_data: bool) -> BoxFuture<'static, Result<BlobRecord, ReplicaError>> {
         let r = if with_data { self.0.get(&key) } else { self.0.info(&key) };
-        futures_util::future::ready(r).boxed()
+        futures_util::future::ready(r.map_err(ReplicaError::from)).boxed()
     }
 }
 
