@@ -322,12 +322,16 @@ pub async fn run(a: BenchArgs) -> Result<()> {
         flush: "every-batch".into(),
         max_blob_size: 64 << 30,
         compaction_interval_secs: 3600,
+        node_id: None,
+        meta: None,
+        intra_replication_ms: 100,
+        inter_replication_ms: 500,
     };
     let _ = std::fs::remove_dir_all(&server_args.data_dir);
     let (store, router) = open_node(&server_args)?;
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
     let addr = listener.local_addr()?;
-    let state = strata_server::AppState::new(router, store.clone());
+    let state = strata_server::AppState::new(router, strata_server::Disks::single(store.clone()));
     let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
     let server = tokio::spawn(strata_server::serve(listener, state, async move {
         let _ = stop_rx.await;

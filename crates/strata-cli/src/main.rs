@@ -1,6 +1,7 @@
 //! `strata`: the server, the client commands and the benchmark in one binary.
 
 mod bench;
+mod cluster;
 mod commands;
 mod server;
 mod sim;
@@ -33,6 +34,18 @@ enum Cmd {
     Partitions(commands::Common),
     /// Runs a compaction pass on a node now.
     Compact(commands::Common),
+    /// Cluster administration: init, status.
+    #[command(subcommand)]
+    Cluster(cluster::ClusterCmd),
+    /// Registers nodes in the cluster map.
+    #[command(subcommand)]
+    Node(cluster::NodeCmd),
+    /// Adds disks to nodes.
+    #[command(subcommand)]
+    Disk(cluster::DiskCmd),
+    /// Creates partitions.
+    #[command(subcommand)]
+    Partition(cluster::PartitionCmd),
     /// Measures PUT/GET over loopback against this machine's disk and network limits.
     Bench(bench::BenchArgs),
     /// Runs a placement experiment of the papers (CSV, SVG and a summary).
@@ -60,6 +73,10 @@ fn main() -> std::process::ExitCode {
             Cmd::Ttl(a) => commands::ttl(a).await,
             Cmd::Partitions(a) => commands::partitions(a).await,
             Cmd::Compact(a) => commands::compact(a).await,
+            Cmd::Cluster(c) => cluster::cluster(c).await,
+            Cmd::Node(c) => cluster::node(c).await,
+            Cmd::Disk(c) => cluster::disk(c).await,
+            Cmd::Partition(c) => cluster::partition(c).await,
             Cmd::Bench(a) => bench::run(a).await,
             Cmd::Sim(a) => tokio::task::spawn_blocking(move || sim::run(a)).await?,
         }

@@ -42,6 +42,35 @@ pub struct ServerArgs {
     /// Seconds between background compaction passes.
     #[arg(long, default_value_t = 300)]
     pub compaction_interval_secs: u64,
+    /// Cluster mode: this node's id, as `strata node add --id` registers it.
+    #[arg(long, requires = "meta")]
+    pub node_id: Option<u64>,
+    /// Cluster mode: the metadata group, `id=host:port,...` (1, 3 or 5 members).
+    #[arg(long, requires = "node_id")]
+    pub meta: Option<String>,
+    /// Idle period of intra-zone replication, ms.
+    #[arg(long, default_value_t = 100)]
+    pub intra_replication_ms: u64,
+    /// Idle period of inter-zone replication, ms.
+    #[arg(long, default_value_t = 500)]
+    pub inter_replication_ms: u64,
+}
+
+/// Parses `1=127.0.0.1:7001,2=...`.
+pub fn parse_meta(s: &str) -> Result<std::collections::BTreeMap<u64, String>> {
+    let mut out = std::collections::BTreeMap::new();
+    for part in s.split(',').map(str::trim).filter(|p| !p.is_empty()) {
+        let (id, addr) = part.split_once('=').with_context(|| format!("--meta entry {part:?} is not id=host:port"))?;
+        let id: u64 = id.parse().with_context(|| format!("--meta entry {part:?}: {id:?} is not a node id"))?;
+        if !addr.contains(':') {
+            anyhow::bail!("--meta entry {part:?}: {addr:?} is not host:port");
+        }
+        out.insert(id, addr.to_string());
+    }
+    if ![1, 3, 5].contains(&out.len()) {
+        anyhow::bail!("--meta must list 1, 3 or 5 members, not {}", out.len());
+    }
+    Ok(out)
 }
 
 impl ServerArgs {
@@ -80,13 +109,68 @@ pub fn open_node(args: &ServerArgs) -> Result<(Arc<Store>, Arc<Router>)> {
     Ok((store, router))
 }
 
+/// Runs a cluster node: its metadata member if it is one, its replicas as
+/// the cluster map places them, replication, and the router.
+async fn run_cluster(args: ServerArgs, node_id: u64) -> Result<()> {
+    use strata_router::{ClusterMapView, FailureDetector, FailureDetectorConfig, LocalReplicas};
+    let clock: Arc<dyn strata_types::Clock> = Arc::new(SystemClock);
+    let meta_peers = parse_meta(args.meta.as_deref().unwrap_or(""))?;
+    let listener = tokio::net::TcpListener::bind(&args.listen).await.with_context(|| format!("binding {}", args.listen))?;
+    let config = strata_server::ClusterConfig {
+        node_id,
+        data_dir: args.data_dir.clone(),
+        meta_peers,
+        engine: args.engine_config()?,
+        intra_period: Duration::from_millis(args.intra_replication_ms.max(1)),
+        inter_period: Duration::from_millis(args.inter_replication_ms.max(1)),
+    };
+    let node = strata_server::ClusterNode::start(config, clock.clone()).await?;
+    let detector = Arc::new(FailureDetector::new(FailureDetectorConfig::default(), clock.clone()));
+    let stale = node.clone();
+    let view = ClusterMapView::new(
+        node.subscribe(),
+        Some(node_id),
+        None,
+        Some(node.disks.clone() as Arc<dyn LocalReplicas>),
+        node.rpc().clone(),
+        detector.clone(),
+        Arc::new(move |epoch| stale.saw_epoch(epoch)),
+    );
+    let rconfig = RouterConfig { chunk_size: args.chunk_size as usize, blob_bytes_max: args.max_blob_size, ..RouterConfig::default() };
+    let router = Arc::new(Router::new(Arc::new(view), rconfig, clock, None));
+    let state = strata_server::AppState::clustered(router, node.clone(), detector);
+    strata_server::spawn_compactor(node.disks.clone(), Duration::from_secs(args.compaction_interval_secs.max(1)));
+    strata_server::spawn_space_monitor(node.disks.clone());
+    println!("Strata node {node_id} is serving http://{} (data in {})", listener.local_addr()?, args.data_dir.display());
+    strata_server::serve(listener, state, shutdown_signal()).await?;
+    if let Some(meta) = &node.meta {
+        meta.shutdown().await;
+    }
+    let d = node.disks.clone();
+    tokio::task::spawn_blocking(move || d.close()).await?;
+    Ok(())
+}
+
+async fn shutdown_signal() {
+    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).ok();
+    tokio::select! {
+        _ = tokio::signal::ctrl_c() => {}
+        _ = async { match term.as_mut() { Some(t) => { t.recv().await; } None => std::future::pending::<()>().await } } => {}
+    }
+    tracing::info!("shutting down");
+}
+
 pub async fn run(args: ServerArgs) -> Result<()> {
+    if let Some(id) = args.node_id {
+        return run_cluster(args, id).await;
+    }
     let (store, router) = open_node(&args)?;
     let listener = tokio::net::TcpListener::bind(&args.listen).await.with_context(|| format!("binding {}", args.listen))?;
     let addr = listener.local_addr()?;
-    let state = strata_server::AppState::new(router, store.clone());
-    strata_server::spawn_compactor(store.clone(), Duration::from_secs(args.compaction_interval_secs.max(1)));
-    strata_server::spawn_space_monitor(store.clone());
+    let disks = strata_server::Disks::single(store.clone());
+    let state = strata_server::AppState::new(router, disks.clone());
+    strata_server::spawn_compactor(disks.clone(), Duration::from_secs(args.compaction_interval_secs.max(1)));
+    strata_server::spawn_space_monitor(disks.clone());
     println!("Strata is serving http://{addr} (data in {}, {} partitions)", args.data_dir.display(), store.replicas().len());
     println!("Try it:");
     println!("  strata put README.md                      # prints the new blob id");
@@ -94,15 +178,7 @@ pub async fn run(args: ServerArgs) -> Result<()> {
     println!("  curl -sS -X POST --data-binary @README.md http://{addr}/");
     println!("  curl -sS http://{addr}/metrics | head");
     println!("Stop with Ctrl-C.");
-    let shutdown = async {
-        let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).ok();
-        tokio::select! {
-            _ = tokio::signal::ctrl_c() => {}
-            _ = async { match term.as_mut() { Some(t) => { t.recv().await; } None => std::future::pending::<()>().await } } => {}
-        }
-        tracing::info!("shutting down");
-    };
-    strata_server::serve(listener, state, shutdown).await?;
+    strata_server::serve(listener, state, shutdown_signal()).await?;
     let s = store.clone();
     tokio::task::spawn_blocking(move || s.close()).await?;
     Ok(())

@@ -209,4 +209,11 @@ impl Client {
         let resp = self.send(method, path, &[], full(Bytes::new())).await?;
         serde_json::from_slice(&resp.bytes().await?).map_err(|e| ClientError::Protocol(e.to_string()))
     }
+
+    /// POSTs a JSON document to a JSON endpoint.
+    pub async fn post_json(&self, path: &str, body: &serde_json::Value) -> Result<serde_json::Value, ClientError> {
+        let b = serde_json::to_vec(body).map_err(|e| ClientError::Protocol(e.to_string()))?;
+        let resp = self.send(Method::POST, path, &[("content-type", "application/json".to_string())], full(b)).await?;
+        serde_json::from_slice(&resp.bytes().await?).map_err(|e| ClientError::Protocol(e.to_string()))
+    }
 }

@@ -88,7 +88,9 @@ impl Writer {
             let expired = |e: u64| e != 0 && e <= now;
             let verdict = match (&req.op, cur) {
                 (_, _) if ro == Some(ReadOnlyReason::IoFailed) => Err(EngineError::ReadOnly { partition, reason: ReadOnlyReason::IoFailed }),
-                (WriteOp::ReplicaPut { .. }, _) if ro == Some(ReadOnlyReason::DiskFull) => Err(EngineError::ReadOnly { partition, reason: ReadOnlyReason::DiskFull }),
+                (WriteOp::ReplicaPut { .. }, _) if ro == Some(ReadOnlyReason::DiskFull) => {
+                    Err(EngineError::ReadOnly { partition, reason: ReadOnlyReason::DiskFull })
+                }
                 (WriteOp::ReplicaPut { props, .. }, Pending::Missing) => Ok(Pending::Live(props.expiry_ms)),
                 (WriteOp::ReplicaPut { .. }, _) => Err(EngineError::AlreadyExists),
                 (WriteOp::ReplicaDelete { .. }, Pending::Deleted) => Err(EngineError::Deleted),

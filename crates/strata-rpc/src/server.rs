@@ -98,7 +98,10 @@ fn journal(host: &dyn ReplicaHost, item: &JournalItem) -> Result<JournalChunk, W
     match r.journal_since(item.after_lsn, item.max.max(1) as usize) {
         Some(entries) => Ok(JournalChunk {
             incarnation: r.incarnation(),
-            entries: entries.into_iter().map(|e| WireEntry { lsn: e.lsn, key: e.key.as_bytes().to_vec(), kind: kind_byte(e.kind), record_len: e.record_len }).collect(),
+            entries: entries
+                .into_iter()
+                .map(|e| WireEntry { lsn: e.lsn, key: e.key.as_bytes().to_vec(), kind: kind_byte(e.kind), record_len: e.record_len })
+                .collect(),
             from_index: false,
             next_lsn: status.next_lsn,
             used_bytes: status.used_bytes,

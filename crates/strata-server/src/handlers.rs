@@ -265,7 +265,7 @@ async fn update_ttl(State(st): S, Path(id): Path<String>, headers: HeaderMap) ->
 }
 
 async fn health(State(st): S) -> Response {
-    let replicas = st.store.replicas();
+    let replicas = st.disks.replicas();
     let writable = replicas.iter().filter(|r| r.is_writable()).count();
     let status = if writable > 0 { "ok" } else { "read-only" };
     Json(serde_json::json!({ "status": status, "partitions": replicas.len(), "writable_partitions": writable })).into_response()
@@ -279,7 +279,7 @@ async fn metrics(State(st): S) -> Response {
 
 async fn partitions(State(st): S) -> Response {
     let rows: Vec<_> = st
-        .store
+        .disks
         .replicas()
         .iter()
         .map(|r| {
@@ -302,7 +302,7 @@ async fn partitions(State(st): S) -> Response {
 async fn partition_blobs(State(st): S, Path(pid): Path<u64>) -> Response {
     let t = Instant::now();
     let r = async {
-        let replica = st.store.replica(pid).ok_or(ApiError::NoSuchPartition(pid))?;
+        let replica = st.disks.replica(pid).ok_or(ApiError::NoSuchPartition(pid))?;
         let keys = tokio::task::spawn_blocking(move || replica.keys())
             .await
             .map_err(|e| ApiError::Internal(e.to_string()))?
@@ -327,7 +327,7 @@ async fn partition_blobs(State(st): S, Path(pid): Path<u64>) -> Response {
 
 async fn compact(State(st): S) -> Response {
     let t = Instant::now();
-    let store = st.store.clone();
+    let store = st.disks.clone();
     let r = async {
         let rep = tokio::task::spawn_blocking(move || store.compact_all(true))
             .await

@@ -7,17 +7,23 @@
 //! Must not depend on: the CLI. It embeds the router; storage is reached only
 //! through the router, except the admin endpoints that report on the store.
 
+mod cluster;
+mod cluster_api;
 mod conn;
+mod disks;
 mod error;
 mod handlers;
 mod metrics;
+mod replication;
 
+pub use cluster::{ClusterConfig, ClusterError, ClusterNode};
+pub use disks::Disks;
 pub use error::ApiError;
 pub use metrics::Metrics;
+pub use replication::{PairLag, Replication};
 
 use std::sync::Arc;
 use std::time::Duration;
-use strata_engine::Store;
 use strata_router::Router;
 
 /// Largest total of user metadata (keys + values) accepted on a put.
@@ -27,30 +33,40 @@ pub const USER_META_BYTES_MAX: usize = 8 * 1024;
 pub struct AppState {
     /// The router serving blob operations.
     pub router: Arc<Router>,
-    /// The local store (admin and status endpoints).
-    pub store: Arc<Store>,
+    /// The node's stores (admin and status endpoints).
+    pub disks: Arc<Disks>,
     /// Request and engine metrics.
     pub metrics: Metrics,
+    /// The cluster node, in cluster mode.
+    pub cluster: Option<Arc<ClusterNode>>,
+    /// The router's failure detector, in cluster mode.
+    pub router_detector: Option<Arc<strata_router::FailureDetector>>,
 }
 
 impl AppState {
-    /// State for a router over a local store.
-    pub fn new(router: Arc<Router>, store: Arc<Store>) -> Arc<Self> {
-        let metrics = Metrics::new(store.clone());
-        Arc::new(Self { router, store, metrics })
+    /// State for a router over a node's stores.
+    pub fn new(router: Arc<Router>, disks: Arc<Disks>) -> Arc<Self> {
+        let metrics = Metrics::new(disks.clone(), router.clone(), None);
+        Arc::new(Self { router, disks, metrics, cluster: None, router_detector: None })
+    }
+
+    /// State for a cluster node, its router and the router's failure detector.
+    pub fn clustered(router: Arc<Router>, node: Arc<ClusterNode>, detector: Arc<strata_router::FailureDetector>) -> Arc<Self> {
+        let metrics = Metrics::new(node.disks.clone(), router.clone(), Some((node.clone(), detector.clone())));
+        Arc::new(Self { router, disks: node.disks.clone(), metrics, cluster: Some(node), router_detector: Some(detector) })
     }
 }
 
 /// The axum application.
 pub fn app(state: Arc<AppState>) -> axum::Router {
-    handlers::routes().with_state(state)
+    handlers::routes().merge(cluster_api::routes()).with_state(state)
 }
 
 pub use conn::serve;
 
 /// Re-checks every replica's capacity and free space every second, so
 /// partitions that filled up return to service once space is freed.
-pub fn spawn_space_monitor(store: Arc<Store>) -> tokio::task::JoinHandle<()> {
+pub fn spawn_space_monitor(store: Arc<Disks>) -> tokio::task::JoinHandle<()> {
     tokio::spawn(async move {
         let mut tick = tokio::time::interval(Duration::from_secs(1));
         loop {
@@ -64,7 +80,7 @@ pub fn spawn_space_monitor(store: Arc<Store>) -> tokio::task::JoinHandle<()> {
 }
 
 /// Runs a compaction pass over the store every `interval`, off the async threads.
-pub fn spawn_compactor(store: Arc<Store>, interval: Duration) -> tokio::task::JoinHandle<()> {
+pub fn spawn_compactor(store: Arc<Disks>, interval: Duration) -> tokio::task::JoinHandle<()> {
     tokio::spawn(async move {
         let mut tick = tokio::time::interval(interval);
         tick.tick().await;

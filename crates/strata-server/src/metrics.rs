@@ -1,6 +1,7 @@
 //! Prometheus metrics: request counts, latencies and bytes, plus the storage
 //! engine's counters per partition, read at scrape time.
 
+use crate::{ClusterNode, Disks};
 use prometheus_client::collector::Collector;
 use prometheus_client::encoding::{DescriptorEncoder, EncodeMetric};
 use prometheus_client::metrics::MetricType;
@@ -11,7 +12,6 @@ use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Registry;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
-use strata_engine::Store;
 
 type Labels = Vec<(&'static str, String)>;
 
@@ -30,7 +30,7 @@ pub struct Metrics {
 
 impl Metrics {
     /// Registers everything, including the engine collector over `store`.
-    pub fn new(store: Arc<Store>) -> Self {
+    pub fn new(store: Arc<Disks>, router: Arc<strata_router::Router>, cluster: Option<(Arc<ClusterNode>, Arc<strata_router::FailureDetector>)>) -> Self {
         let mut registry = Registry::default();
         let requests = Family::<Labels, Counter>::default();
         let latency = Family::<Labels, Histogram>::new_with_constructor(|| Histogram::new(exponential_buckets(0.000_05, 2.0, 20)));
@@ -43,6 +43,7 @@ impl Metrics {
         registry.register("strata_http_blob_bytes_sent", "Blob bytes sent in get bodies", bytes_sent.clone());
         registry.register("strata_http_sendfile_responses", "GETs answered with sendfile(2), bypassing user space", sendfile_responses.clone());
         registry.register_collector(Box::new(EngineCollector(store)));
+        registry.register_collector(Box::new(ClusterCollector { router, cluster }));
         Self { registry, requests, latency, bytes_received, bytes_sent, sendfile_responses }
     }
 
@@ -62,7 +63,7 @@ impl Metrics {
     }
 }
 
-struct EngineCollector(Arc<Store>);
+struct EngineCollector(Arc<Disks>);
 
 impl std::fmt::Debug for EngineCollector {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -111,6 +112,91 @@ impl Collector for EngineCollector {
             for (p, st, stats) in &rows {
                 ConstCounter::new(get(st, stats)).encode(m.encode_family(&vec![("partition", p.clone())])?)?;
             }
+        }
+        Ok(())
+    }
+}
+
+/// Router counters, and in cluster mode the map epoch, the metadata group,
+/// replication lag per replica pair and bytes replicated, and the failure
+/// detector's view of nodes.
+struct ClusterCollector {
+    router: Arc<strata_router::Router>,
+    cluster: Option<(Arc<ClusterNode>, Arc<strata_router::FailureDetector>)>,
+}
+
+impl std::fmt::Debug for ClusterCollector {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("ClusterCollector")
+    }
+}
+
+fn counter(encoder: &mut DescriptorEncoder, name: &str, help: &str, v: f64) -> Result<(), std::fmt::Error> {
+    ConstCounter::new(v).encode(encoder.encode_descriptor(name, help, None, MetricType::Counter)?)
+}
+
+fn gauge(encoder: &mut DescriptorEncoder, name: &str, help: &str, v: f64) -> Result<(), std::fmt::Error> {
+    ConstGauge::new(v).encode(encoder.encode_descriptor(name, help, None, MetricType::Gauge)?)
+}
+
+impl Collector for ClusterCollector {
+    fn encode(&self, mut encoder: DescriptorEncoder) -> Result<(), std::fmt::Error> {
+        let stats = self.router.stats();
+        counter(
+            &mut encoder,
+            "strata_router_proxied_gets",
+            "Gets forwarded to other zones after missing in the local zone",
+            stats.proxied_gets.load(Ordering::Relaxed) as f64,
+        )?;
+        counter(
+            &mut encoder,
+            "strata_router_put_replication_races",
+            "Put acks from replicas that already held the blob through replication",
+            stats.put_replication_races.load(Ordering::Relaxed) as f64,
+        )?;
+        let Some((node, detector)) = &self.cluster else { return Ok(()) };
+        gauge(&mut encoder, "strata_cluster_map_epoch", "Epoch of the cluster map this node has", node.map().epoch as f64)?;
+        if let Some(meta) = &node.meta {
+            let st = meta.status();
+            gauge(&mut encoder, "strata_meta_term", "Raft term of the metadata group", st.term as f64)?;
+            gauge(&mut encoder, "strata_meta_is_leader", "1 if this node leads the metadata group", (st.leader == Some(st.id)) as u8 as f64)?;
+        }
+        let rep = &node.replication;
+        counter(
+            &mut encoder,
+            "strata_replication_bytes_intra_zone",
+            "Blob bytes copied from peers in this zone",
+            rep.bytes_intra.load(Ordering::Relaxed) as f64,
+        )?;
+        counter(
+            &mut encoder,
+            "strata_replication_bytes_inter_zone",
+            "Blob bytes copied from peers in other zones",
+            rep.bytes_inter.load(Ordering::Relaxed) as f64,
+        )?;
+        counter(&mut encoder, "strata_replication_records", "Records applied by replication", rep.records.load(Ordering::Relaxed) as f64)?;
+        let lag = rep.lag();
+        type Get = fn(&crate::PairLag) -> f64;
+        let gauges: [(&str, &str, Get); 3] = [
+            ("strata_replication_lag_bytes", "Bytes the peer replica's log holds beyond this one's", |l| l.lag_bytes as f64),
+            ("strata_replication_lag_records", "Records of the peer replica not yet replicated here", |l| l.lag_records as f64),
+            ("strata_replication_lag_seconds", "Seconds since this replica last had all the peer had", |l| l.lag_seconds),
+        ];
+        for (name, help, get) in gauges {
+            let mut m = encoder.encode_descriptor(name, help, None, MetricType::Gauge)?;
+            for l in &lag {
+                let labels: Labels = vec![
+                    ("partition", l.partition.to_string()),
+                    ("peer", l.peer.to_string()),
+                    ("zone", (if l.intra_zone { "intra" } else { "inter" }).to_string()),
+                ];
+                ConstGauge::new(get(l)).encode(m.encode_family(&labels)?)?;
+            }
+        }
+        let mut m = encoder.encode_descriptor("strata_node_marked_down", "1 while the failure detector holds a node down", None, MetricType::Gauge)?;
+        for (id, h) in detector.nodes() {
+            let down = matches!(h, strata_router::NodeHealth::Down { .. }) as u8 as f64;
+            ConstGauge::new(down).encode(m.encode_family(&vec![("node", id.to_string())])?)?;
         }
         Ok(())
     }

@@ -1,0 +1,216 @@
+//! `strata cluster|node|disk|partition`: cluster administration through
+//! any node's admin API (changes go through the metadata group).
+
+use crate::commands::Common;
+use crate::size::parse_size;
+use anyhow::{Result, bail};
+use serde_json::{Value, json};
+use std::collections::BTreeMap;
+use strata_client::Client;
+
+#[derive(clap::Subcommand, Debug)]
+pub enum ClusterCmd {
+    /// Initializes the metadata group with the members given to the node's `--meta` (once, on one member).
+    Init(Common),
+    /// Shows zones, nodes, disks, partitions, the metadata group and replica lag.
+    Status(Common),
+}
+
+#[derive(clap::Subcommand, Debug)]
+pub enum NodeCmd {
+    /// Registers a node.
+    Add(NodeAddArgs),
+}
+
+#[derive(clap::Args, Debug)]
+pub struct NodeAddArgs {
+    /// Node id (the `--node-id` its server runs with).
+    #[arg(long)]
+    pub id: u64,
+    /// Address its server listens on, `host:port`.
+    #[arg(long)]
+    pub addr: String,
+    /// Zone (datacenter).
+    #[arg(long)]
+    pub zone: String,
+    /// Rack (failure domain within the zone).
+    #[arg(long, default_value = "rack-1")]
+    pub rack: String,
+    #[command(flatten)]
+    pub common: Common,
+}
+
+#[derive(clap::Subcommand, Debug)]
+pub enum DiskCmd {
+    /// Adds a disk to a node.
+    Add(DiskAddArgs),
+}
+
+#[derive(clap::Args, Debug)]
+pub struct DiskAddArgs {
+    /// Node.
+    #[arg(long)]
+    pub node: u64,
+    /// Directory on the node (relative paths are inside its data directory).
+    #[arg(long)]
+    pub path: String,
+    /// Capacity, e.g. `4TiB`.
+    #[arg(long, value_parser = parse_size)]
+    pub capacity: u64,
+    #[command(flatten)]
+    pub common: Common,
+}
+
+#[derive(clap::Subcommand, Debug)]
+pub enum PartitionCmd {
+    /// Creates partitions, placed greedily across zones, nodes and racks.
+    Add(PartitionAddArgs),
+}
+
+#[derive(clap::Args, Debug)]
+pub struct PartitionAddArgs {
+    /// How many.
+    #[arg(long)]
+    pub count: u32,
+    /// Replicas in each zone.
+    #[arg(long, default_value_t = 3)]
+    pub replicas_per_zone: u32,
+    /// Capacity of each replica.
+    #[arg(long, default_value = "64GiB", value_parser = parse_size)]
+    pub capacity: u64,
+    #[command(flatten)]
+    pub common: Common,
+}
+
+async fn propose(common: &Common, cmd: Value) -> Result<Value> {
+    let out = Client::new(&common.server).post_json("/admin/cluster/command", &cmd).await?;
+    if let Some(refused) = out.get("Refused") {
+        bail!("refused: {}", describe(refused));
+    }
+    Ok(out)
+}
+
+fn describe(v: &Value) -> String {
+    // MapError as serde renders it: {"Variant": {...}} or {"Variant": value}.
+    match v {
+        Value::Object(m) => m.iter().map(|(k, v)| format!("{k} {v}")).collect::<Vec<_>>().join(", "),
+        other => other.to_string(),
+    }
+}
+
+fn report(common: &Common, out: &Value, what: &str) {
+    if common.json {
+        println!("{out}");
+    } else if let Some(p) = out.get("PartitionsAdded") {
+        let ids: Vec<String> = p["ids"].as_array().into_iter().flatten().map(|v| v.to_string()).collect();
+        println!("{what}: partitions {} (epoch {})", ids.join(", "), p["epoch"]);
+    } else {
+        println!("{what} (epoch {})", out["Applied"]["epoch"]);
+    }
+}
+
+pub async fn cluster(cmd: ClusterCmd) -> Result<()> {
+    match cmd {
+        ClusterCmd::Init(c) => {
+            let out = Client::new(&c.server).post_json("/admin/cluster/init", &json!({})).await?;
+            if c.json {
+                println!("{out}");
+            } else {
+                println!("metadata group initialized with members {}", out["members"]);
+            }
+            Ok(())
+        }
+        ClusterCmd::Status(c) => status(c).await,
+    }
+}
+
+pub async fn node(cmd: NodeCmd) -> Result<()> {
+    let NodeCmd::Add(a) = cmd;
+    let out = propose(&a.common, json!({ "AddNode": { "id": a.id, "addr": a.addr, "zone": a.zone, "rack": a.rack } })).await?;
+    report(&a.common, &out, &format!("node {} added", a.id));
+    Ok(())
+}
+
+pub async fn disk(cmd: DiskCmd) -> Result<()> {
+    let DiskCmd::Add(a) = cmd;
+    let out = propose(&a.common, json!({ "AddDisk": { "node": a.node, "path": a.path, "capacity_bytes": a.capacity } })).await?;
+    report(&a.common, &out, &format!("disk {} added to node {}", a.path, a.node));
+    Ok(())
+}
+
+pub async fn partition(cmd: PartitionCmd) -> Result<()> {
+    let PartitionCmd::Add(a) = cmd;
+    let out =
+        propose(&a.common, json!({ "AddPartitions": { "count": a.count, "replicas_per_zone": a.replicas_per_zone, "capacity_bytes": a.capacity } })).await?;
+    report(&a.common, &out, "added");
+    Ok(())
+}
+
+async fn status(c: Common) -> Result<()> {
+    let v = Client::new(&c.server).json(http::Method::GET, "/admin/cluster/status").await?;
+    if c.json {
+        println!("{v}");
+        return Ok(());
+    }
+    let map = &v["map"];
+    println!("cluster map epoch {} (as node {} has it)", map["epoch"], v["node"]);
+    if let Some(m) = v["meta"].as_object() {
+        println!("metadata group: leader {}, term {}, members {}", m["leader"], m["term"], Value::Object(m.clone())["members"]);
+    }
+    let health: BTreeMap<u64, String> =
+        v["failure_detector"].as_array().into_iter().flatten().filter_map(|h| Some((h["node"].as_u64()?, h["health"].as_str()?.to_string()))).collect();
+    let mut replicas: BTreeMap<u64, usize> = BTreeMap::new();
+    let (mut rw, mut ro) = (0, 0);
+    for p in map["partitions"].as_object().into_iter().flat_map(|o| o.values()) {
+        if p["state"] == "ReadWrite" {
+            rw += 1
+        } else {
+            ro += 1
+        }
+        for r in p["replicas"].as_array().into_iter().flatten() {
+            *replicas.entry(r["node"].as_u64().unwrap_or(0)).or_default() += 1;
+        }
+    }
+    println!();
+    println!("{:<6} {:<22} {:<10} {:<10} {:>5} {:>14} {:>9}  HEALTH", "NODE", "ADDRESS", "ZONE", "RACK", "DISKS", "CAPACITY", "REPLICAS");
+    let mut zones: BTreeMap<String, usize> = BTreeMap::new();
+    for n in map["nodes"].as_object().into_iter().flat_map(|o| o.values()) {
+        let id = n["id"].as_u64().unwrap_or(0);
+        let disks = n["disks"].as_array().cloned().unwrap_or_default();
+        let cap: u64 = disks.iter().filter_map(|d| d["capacity_bytes"].as_u64()).sum();
+        let down = disks.iter().filter(|d| d["state"] == "Down").count();
+        *zones.entry(n["zone"].as_str().unwrap_or("").to_string()).or_default() += 1;
+        println!(
+            "{:<6} {:<22} {:<10} {:<10} {:>5} {:>14} {:>9}  {}",
+            id,
+            n["addr"].as_str().unwrap_or(""),
+            n["zone"].as_str().unwrap_or(""),
+            n["rack"].as_str().unwrap_or(""),
+            if down > 0 { format!("{}/{}", disks.len() - down, disks.len()) } else { disks.len().to_string() },
+            crate::size::format_size(cap),
+            replicas.get(&id).copied().unwrap_or(0),
+            health.get(&id).map_or("available", |h| h.as_str())
+        );
+    }
+    println!();
+    println!("zones: {}", zones.iter().map(|(z, n)| format!("{z} ({n} nodes)")).collect::<Vec<_>>().join(", "));
+    println!("partitions: {} read-write, {} read-only", rw, ro);
+    let lag = v["replication"].as_array().cloned().unwrap_or_default();
+    if !lag.is_empty() {
+        let worst = lag.iter().max_by_key(|l| l["lag_records"].as_u64().unwrap_or(0));
+        let behind = lag.iter().filter(|l| l["lag_records"].as_u64().unwrap_or(0) > 0).count();
+        let errors = lag.iter().filter(|l| !l["error"].is_null()).count();
+        println!("replication on this node: {} replica pairs, {} behind, {} failing", lag.len(), behind, errors);
+        if let Some(w) = worst.filter(|w| w["lag_records"].as_u64().unwrap_or(0) > 0) {
+            println!(
+                "  most behind: partition {} from node {}: {} records, {} bytes, {:.1} s",
+                w["partition"],
+                w["peer"],
+                w["lag_records"],
+                w["lag_bytes"],
+                w["lag_seconds"].as_f64().unwrap_or(0.0)
+            );
+        }
+    }
+    Ok(())
+}

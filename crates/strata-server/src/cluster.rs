@@ -1,0 +1,264 @@
+//! A node of a cluster: its cached cluster map (from its own metadata
+//! member, or pulled from the members), its disks and replicas as the map
+//! places them, and the replica RPCs it answers.
+
+use crate::Disks;
+use crate::replication::Replication;
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+use strata_cluster::meta::{MetaConfig, MetaError, MetaService, http_client};
+use strata_cluster::{ClusterMap, Command, NodeId, Outcome, decode_map, encode_map};
+use strata_engine::{EngineConfig, Replica, Store};
+use strata_rpc::{ReplicaHost, RpcClient};
+use strata_types::{Clock, PartitionId};
+use tokio::sync::{Notify, watch};
+
+/// How a cluster node is set up.
+#[derive(Debug, Clone)]
+pub struct ClusterConfig {
+    /// This node's id (as `strata node add` registered it).
+    pub node_id: NodeId,
+    /// Data directory: metadata, the cached map, and relative disk paths.
+    pub data_dir: PathBuf,
+    /// The metadata group: member id → `host:port`.
+    pub meta_peers: BTreeMap<NodeId, String>,
+    /// Engine settings for every store.
+    pub engine: EngineConfig,
+    /// Idle period of intra-zone replication.
+    pub intra_period: Duration,
+    /// Idle period of inter-zone replication.
+    pub inter_period: Duration,
+}
+
+/// Errors of cluster operations.
+#[derive(Debug, thiserror::Error)]
+pub enum ClusterError {
+    /// The metadata service failed.
+    #[error(transparent)]
+    Meta(#[from] MetaError),
+    /// This node is not a metadata member and no member answered.
+    #[error("no metadata member answered: {0}")]
+    NoMeta(String),
+    /// A store could not be opened.
+    #[error("{0}")]
+    Storage(String),
+}
+
+/// One cluster node.
+pub struct ClusterNode {
+    /// Configuration.
+    pub config: ClusterConfig,
+    /// The node's stores.
+    pub disks: Arc<Disks>,
+    /// The metadata member, if this node is one.
+    pub meta: Option<Arc<MetaService>>,
+    /// Replication state (lag, counters).
+    pub replication: Arc<Replication>,
+    map_tx: watch::Sender<Arc<ClusterMap>>,
+    refresh: Notify,
+    clock: Arc<dyn Clock>,
+    rpc: RpcClient,
+}
+
+impl ClusterNode {
+    /// Starts the node: its metadata member (if listed among the peers), the
+    /// map feed, the reconciler that opens the replicas the map places here,
+    /// and replication.
+    pub async fn start(config: ClusterConfig, clock: Arc<dyn Clock>) -> Result<Arc<Self>, ClusterError> {
+        std::fs::create_dir_all(&config.data_dir).map_err(|e| ClusterError::Storage(format!("{}: {e}", config.data_dir.display())))?;
+        let meta = if config.meta_peers.contains_key(&config.node_id) {
+            Some(MetaService::start(MetaConfig::new(config.node_id, config.data_dir.join("meta"))).await?)
+        } else {
+            None
+        };
+        // Start from the cached map so the node serves before the group answers.
+        let cached = std::fs::read(config.data_dir.join("cluster-map")).ok().and_then(|b| decode_map(&b).ok()).unwrap_or_default();
+        let (map_tx, _) = watch::channel(Arc::new(cached));
+        let node = Arc::new(Self {
+            disks: Arc::new(Disks::default()),
+            meta,
+            replication: Arc::new(Replication::new(clock.clone())),
+            map_tx,
+            refresh: Notify::new(),
+            clock,
+            rpc: RpcClient::new(Duration::from_secs(10)),
+            config,
+        });
+        node.reconcile(&node.map());
+        node.clone().spawn_map_feed();
+        node.clone().spawn_reconciler();
+        crate::replication::spawn(node.clone());
+        Ok(node)
+    }
+
+    /// The map as this node has it.
+    pub fn map(&self) -> Arc<ClusterMap> {
+        self.map_tx.borrow().clone()
+    }
+
+    /// A receiver of map changes.
+    pub fn subscribe(&self) -> watch::Receiver<Arc<ClusterMap>> {
+        self.map_tx.subscribe()
+    }
+
+    /// A node reported epoch `epoch`: refresh the map if it is newer.
+    pub fn saw_epoch(&self, epoch: u64) {
+        if epoch > self.map().epoch {
+            self.refresh.notify_one();
+        }
+    }
+
+    /// The RPC client.
+    pub fn rpc(&self) -> &RpcClient {
+        &self.rpc
+    }
+
+    /// The clock.
+    pub fn clock(&self) -> &Arc<dyn Clock> {
+        &self.clock
+    }
+
+    fn publish(&self, map: Arc<ClusterMap>) {
+        if map.epoch <= self.map().epoch && self.map().epoch != 0 {
+            return;
+        }
+        if let Err(e) = write_file(&self.config.data_dir.join("cluster-map"), &encode_map(&map)) {
+            tracing::warn!(error = %e, "could not cache the cluster map");
+        }
+        self.map_tx.send_replace(map);
+    }
+
+    fn spawn_map_feed(self: Arc<Self>) {
+        if let Some(meta) = self.meta.clone() {
+            let mut rx = meta.subscribe();
+            tokio::spawn(async move {
+                loop {
+                    let m = rx.borrow_and_update().clone();
+                    self.publish(m);
+                    if rx.changed().await.is_err() {
+                        return;
+                    }
+                }
+            });
+            return;
+        }
+        tokio::spawn(async move {
+            let http = http_client();
+            loop {
+                for addr in self.config.meta_peers.values() {
+                    if let Ok(map) = fetch_map(&http, addr).await {
+                        if map.epoch > self.map().epoch {
+                            self.publish(Arc::new(map));
+                        }
+                        break;
+                    }
+                }
+                tokio::select! {
+                    _ = tokio::time::sleep(Duration::from_secs(2)) => {}
+                    _ = self.refresh.notified() => {}
+                }
+            }
+        });
+    }
+
+    fn spawn_reconciler(self: Arc<Self>) {
+        let mut rx = self.subscribe();
+        tokio::spawn(async move {
+            while rx.changed().await.is_ok() {
+                let map = rx.borrow_and_update().clone();
+                let me = self.clone();
+                if tokio::task::spawn_blocking(move || me.reconcile(&map)).await.is_err() {
+                    tracing::error!("reconciler panicked");
+                }
+            }
+        });
+    }
+
+    /// Opens the store of every disk the map gives this node and creates
+    /// every replica it places here (a new replica then fills itself through
+    /// replication).
+    fn reconcile(&self, map: &ClusterMap) {
+        let Some(me) = map.nodes.get(&self.config.node_id) else { return };
+        for (i, disk) in me.disks.iter().enumerate() {
+            let i = i as u32;
+            if self.disks.get(i).is_some() {
+                continue;
+            }
+            let path = self.config.data_dir.join(&disk.path);
+            match Store::open(&path, self.config.engine.clone(), self.clock.clone()) {
+                Ok(s) => self.disks.insert(i, Arc::new(s)),
+                Err(e) => tracing::error!(disk = %path.display(), error = %e, "cannot open disk"),
+            }
+        }
+        for p in map.partitions.values() {
+            for r in p.replicas.iter().filter(|r| r.node == self.config.node_id) {
+                let Some(store) = self.disks.get(r.disk) else { continue };
+                if store.replica(p.id).is_none() {
+                    match store.create_replica(p.id) {
+                        Ok(_) => tracing::info!(partition = p.id, disk = r.disk, "created replica"),
+                        Err(e) => tracing::error!(partition = p.id, error = %e, "cannot create replica"),
+                    }
+                }
+            }
+        }
+    }
+
+    /// Commits a change to the map: through this node's member, or through
+    /// any member that answers.
+    pub async fn propose(&self, cmd: Command) -> Result<Outcome, ClusterError> {
+        if let Some(meta) = &self.meta {
+            return Ok(meta.propose(cmd).await?);
+        }
+        let http = http_client();
+        let body = serde_json::to_vec(&cmd).map_err(|e| ClusterError::NoMeta(e.to_string()))?;
+        let mut last = String::from("no metadata members configured");
+        for addr in self.config.meta_peers.values() {
+            let req = http::Request::post(format!("http://{addr}/admin/cluster/command"))
+                .header(http::header::CONTENT_TYPE, "application/json")
+                .body(http_body_util::Full::new(bytes::Bytes::from(body.clone())))
+                .map_err(|e| ClusterError::NoMeta(e.to_string()))?;
+            match tokio::time::timeout(Duration::from_secs(10), http.request(req)).await {
+                Ok(Ok(resp)) if resp.status().is_success() => {
+                    use http_body_util::BodyExt;
+                    let b = resp.into_body().collect().await.map_err(|e| ClusterError::NoMeta(e.to_string()))?.to_bytes();
+                    return serde_json::from_slice(&b).map_err(|e| ClusterError::NoMeta(e.to_string()));
+                }
+                Ok(Ok(resp)) => last = format!("{addr}: HTTP {}", resp.status()),
+                Ok(Err(e)) => last = format!("{addr}: {e}"),
+                Err(_) => last = format!("{addr}: timed out"),
+            }
+        }
+        Err(ClusterError::NoMeta(last))
+    }
+}
+
+impl ReplicaHost for ClusterNode {
+    fn epoch(&self) -> u64 {
+        self.map().epoch
+    }
+    fn replica(&self, partition: PartitionId) -> Option<Arc<Replica>> {
+        self.disks.replica(partition)
+    }
+}
+
+async fn fetch_map(http: &strata_cluster::meta::HttpClient, addr: &str) -> Result<ClusterMap, String> {
+    use http_body_util::BodyExt;
+    let req = http::Request::get(format!("http://{addr}/meta/v1/map")).body(http_body_util::Full::new(bytes::Bytes::new())).map_err(|e| e.to_string())?;
+    let resp = tokio::time::timeout(Duration::from_secs(3), http.request(req)).await.map_err(|_| "timed out".to_string())?.map_err(|e| e.to_string())?;
+    if !resp.status().is_success() {
+        return Err(format!("HTTP {}", resp.status()));
+    }
+    let b = resp.into_body().collect().await.map_err(|e| e.to_string())?.to_bytes();
+    decode_map(&b).map_err(|e| e.to_string())
+}
+
+fn write_file(path: &std::path::Path, bytes: &[u8]) -> std::io::Result<()> {
+    use std::io::Write;
+    let tmp = path.with_extension("tmp");
+    let mut f = std::fs::File::create(&tmp)?;
+    f.write_all(bytes)?;
+    f.sync_all()?;
+    std::fs::rename(&tmp, path)
+}

@@ -1,0 +1,381 @@
+//! Pull replication (Ambry §5). For every peer node that shares partitions
+//! with this one, a task asks the peer — in one batched journal request for
+//! all shared partitions — what its replicas hold after this node's token
+//! for each, keeps what this replica lacks, fetches it, appends it, and
+//! only then moves and persists the token. Intra-zone and inter-zone peers
+//! run on separate thread pools with separate periods; partitions that lag
+//! most are processed first.
+//!
+//! Tokens live in `<replica dir>/replication.tokens` (a frame: peer node →
+//! peer incarnation and sequence number). A token names the peer replica's
+//! incarnation: when the peer's log was recreated, the token starts over.
+
+use crate::cluster::ClusterNode;
+use bytes::Bytes;
+use serde::{Deserialize, Serialize};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use strata_cluster::NodeId;
+use strata_engine::{EngineError, KeyState, Replica, WriteOp};
+use strata_format::RecordKind;
+use strata_format::frame::{decode_frame, encode_frame};
+use strata_rpc::{Fetched, JournalChunk, JournalItem};
+use strata_types::{Clock, Key, PartitionId};
+
+const TOKENS_FILE: &str = "replication.tokens";
+const KIND_TOKENS: u16 = 0x30;
+/// Journal entries asked per partition per round.
+const JOURNAL_MAX: u32 = 2_000;
+/// Bytes fetched per request.
+const FETCH_BYTES: u64 = 16 << 20;
+/// Keys fetched per request at most (sizes are unknown for index listings).
+const FETCH_KEYS: usize = 128;
+
+/// How far this replica has synced from one peer replica.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Token {
+    /// The peer replica's incarnation when the token was taken.
+    pub incarnation: [u8; 16],
+    /// Every record of the peer up to this sequence number is here.
+    pub lsn: u64,
+}
+
+/// Lag of one replica pair, as last measured.
+#[derive(Debug, Clone, Serialize)]
+pub struct PairLag {
+    /// Partition.
+    pub partition: PartitionId,
+    /// Peer node.
+    pub peer: NodeId,
+    /// Whether the peer is in this node's zone.
+    pub intra_zone: bool,
+    /// Token.
+    pub token_lsn: u64,
+    /// The peer's last sequence number.
+    pub peer_lsn: u64,
+    /// Records behind.
+    pub lag_records: u64,
+    /// Bytes behind (the peer's log size minus this one's, at least 0).
+    pub lag_bytes: u64,
+    /// Seconds since this replica last had everything the peer had.
+    pub lag_seconds: f64,
+    /// The last error talking to the peer, if the last round failed.
+    pub error: Option<String>,
+    #[serde(skip)]
+    caught_up_ms: u64,
+}
+
+/// Replication state of a node: lag per pair and counters.
+pub struct Replication {
+    clock: Arc<dyn Clock>,
+    lag: Mutex<BTreeMap<(PartitionId, NodeId), PairLag>>,
+    tokens: Mutex<HashMap<PartitionId, BTreeMap<NodeId, Token>>>,
+    /// Bytes of blob data copied from peers in this zone.
+    pub bytes_intra: AtomicU64,
+    /// Bytes of blob data copied from peers in other zones.
+    pub bytes_inter: AtomicU64,
+    /// Records applied (puts, deletes, TTL updates).
+    pub records: AtomicU64,
+}
+
+impl Replication {
+    pub(crate) fn new(clock: Arc<dyn Clock>) -> Self {
+        Self {
+            clock,
+            lag: Mutex::new(BTreeMap::new()),
+            tokens: Mutex::new(HashMap::new()),
+            bytes_intra: AtomicU64::new(0),
+            bytes_inter: AtomicU64::new(0),
+            records: AtomicU64::new(0),
+        }
+    }
+
+    /// Lag of every pair, seconds brought up to date.
+    pub fn lag(&self) -> Vec<PairLag> {
+        let now = self.clock.now_ms();
+        self.lag
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .values()
+            .map(|l| {
+                let mut l = l.clone();
+                l.lag_seconds = if l.lag_records == 0 { 0.0 } else { now.saturating_sub(l.caught_up_ms) as f64 / 1000.0 };
+                l
+            })
+            .collect()
+    }
+
+    fn token(&self, replica: &Replica, peer: NodeId) -> Token {
+        let mut g = self.tokens.lock().unwrap_or_else(|p| p.into_inner());
+        let t = g.entry(replica.partition()).or_insert_with(|| load_tokens(replica));
+        t.get(&peer).copied().unwrap_or_default()
+    }
+
+    fn set_token(&self, replica: &Replica, peer: NodeId, token: Token) -> std::io::Result<()> {
+        let mut g = self.tokens.lock().unwrap_or_else(|p| p.into_inner());
+        let t = g.entry(replica.partition()).or_insert_with(|| load_tokens(replica));
+        if t.get(&peer) == Some(&token) {
+            return Ok(());
+        }
+        t.insert(peer, token);
+        let payload = postcard::to_stdvec(&*t).map_err(std::io::Error::other)?;
+        write_atomic(&replica.dir().join(TOKENS_FILE), &encode_frame(KIND_TOKENS, &payload))
+    }
+
+    fn record(&self, partition: PartitionId, peer: NodeId, intra_zone: bool, f: impl FnOnce(&mut PairLag)) {
+        let now = self.clock.now_ms();
+        let mut g = self.lag.lock().unwrap_or_else(|p| p.into_inner());
+        let l = g.entry((partition, peer)).or_insert(PairLag {
+            partition,
+            peer,
+            intra_zone,
+            token_lsn: 0,
+            peer_lsn: 0,
+            lag_records: 0,
+            lag_bytes: 0,
+            lag_seconds: 0.0,
+            error: None,
+            caught_up_ms: now,
+        });
+        l.intra_zone = intra_zone;
+        f(l);
+        if l.lag_records == 0 && l.error.is_none() {
+            l.caught_up_ms = now;
+        }
+    }
+
+    fn lag_of(&self, partition: PartitionId, peer: NodeId) -> u64 {
+        self.lag.lock().unwrap_or_else(|p| p.into_inner()).get(&(partition, peer)).map_or(u64::MAX, |l| l.lag_records)
+    }
+}
+
+fn load_tokens(replica: &Replica) -> BTreeMap<NodeId, Token> {
+    let path = replica.dir().join(TOKENS_FILE);
+    let Ok(b) = std::fs::read(&path) else { return BTreeMap::new() };
+    match decode_frame(&b).ok().filter(|(k, _)| *k == KIND_TOKENS).and_then(|(_, p)| postcard::from_bytes(p).ok()) {
+        Some(t) => t,
+        None => {
+            // Starting over is always safe: replication filters what is here.
+            tracing::warn!(path = %path.display(), "replication tokens unreadable; starting from the beginning");
+            BTreeMap::new()
+        }
+    }
+}
+
+fn write_atomic(path: &std::path::Path, bytes: &[u8]) -> std::io::Result<()> {
+    use std::io::Write;
+    let tmp = path.with_extension("tmp");
+    let mut f = std::fs::File::create(&tmp)?;
+    f.write_all(bytes)?;
+    f.sync_all()?;
+    std::fs::rename(&tmp, path)?;
+    if let Some(dir) = path.parent() {
+        std::fs::File::open(dir)?.sync_all()?;
+    }
+    Ok(())
+}
+
+/// Starts replication: a manager that spawns one task per peer node on the
+/// intra- or inter-zone pool as the map changes.
+pub(crate) fn spawn(node: Arc<ClusterNode>) {
+    let pool = |name: &str| -> &'static tokio::runtime::Runtime {
+        let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(1).thread_name(name).enable_all().build().expect("a replication thread pool");
+        // The pools live as long as the process.
+        Box::leak(Box::new(rt))
+    };
+    let (intra, inter) = (pool("strata-repl-intra"), pool("strata-repl-inter"));
+    tokio::spawn(async move {
+        let mut running: BTreeSet<NodeId> = BTreeSet::new();
+        let mut rx = node.subscribe();
+        loop {
+            let map = rx.borrow_and_update().clone();
+            let me = node.config.node_id;
+            if let Some(my_zone) = map.nodes.get(&me).map(|n| n.zone.clone()) {
+                for peer in peers_of(&map, me) {
+                    if running.insert(peer) {
+                        let same_zone = map.nodes.get(&peer).is_some_and(|n| n.zone == my_zone);
+                        let pool = if same_zone { intra } else { inter };
+                        pool.spawn(peer_loop(node.clone(), peer));
+                    }
+                }
+            }
+            if rx.changed().await.is_err() {
+                return;
+            }
+        }
+    });
+}
+
+fn peers_of(map: &strata_cluster::ClusterMap, me: NodeId) -> BTreeSet<NodeId> {
+    map.partitions.values().filter(|p| p.replicas.iter().any(|r| r.node == me)).flat_map(|p| p.replicas.iter().map(|r| r.node)).filter(|&n| n != me).collect()
+}
+
+async fn peer_loop(node: Arc<ClusterNode>, peer: NodeId) {
+    loop {
+        let map = node.map();
+        let me = node.config.node_id;
+        let (Some(my), Some(their)) = (map.nodes.get(&me), map.nodes.get(&peer)) else {
+            tokio::time::sleep(Duration::from_secs(1)).await;
+            continue;
+        };
+        let intra = my.zone == their.zone;
+        let period = if intra { node.config.intra_period } else { node.config.inter_period };
+        let addr = their.addr.clone();
+        // Shared partitions whose local replica is open, most lagging first.
+        let mut shared: Vec<(PartitionId, Arc<Replica>)> = map
+            .partitions
+            .values()
+            .filter(|p| p.replicas.iter().any(|r| r.node == me) && p.replicas.iter().any(|r| r.node == peer))
+            .filter_map(|p| node.disks.replica(p.id).map(|r| (p.id, r)))
+            .collect();
+        let rep = &node.replication;
+        shared.sort_by_key(|(p, _)| std::cmp::Reverse(rep.lag_of(*p, peer)));
+        if shared.is_empty() {
+            tokio::time::sleep(period).await;
+            continue;
+        }
+        let items: Vec<JournalItem> = shared.iter().map(|(p, r)| JournalItem { partition: *p, after_lsn: rep.token(r, peer).lsn, max: JOURNAL_MAX }).collect();
+        let answers = match node.rpc().journal(&addr, items).await {
+            Ok((epoch, a)) => {
+                node.saw_epoch(epoch);
+                a
+            }
+            Err(e) => {
+                for (p, _) in &shared {
+                    rep.record(*p, peer, intra, |l| l.error = Some(e.to_string()));
+                }
+                tokio::time::sleep(period.max(Duration::from_millis(500))).await;
+                continue;
+            }
+        };
+        let mut more = false;
+        let by_partition: HashMap<PartitionId, Arc<Replica>> = shared.into_iter().collect();
+        for a in answers {
+            let Some(replica) = by_partition.get(&a.partition) else { continue };
+            match a.result {
+                Ok(chunk) => match apply_chunk(&node, replica, peer, &addr, intra, chunk).await {
+                    Ok(behind) => more |= behind,
+                    Err(e) => rep.record(a.partition, peer, intra, |l| l.error = Some(e)),
+                },
+                Err(e) => rep.record(a.partition, peer, intra, |l| l.error = Some(e.to_string())),
+            }
+        }
+        if !more {
+            tokio::time::sleep(period).await;
+        }
+    }
+}
+
+/// Applies what the peer has after the token; returns whether the peer has
+/// more right away.
+async fn apply_chunk(node: &ClusterNode, replica: &Arc<Replica>, peer: NodeId, addr: &str, intra: bool, chunk: JournalChunk) -> Result<bool, String> {
+    let rep = &node.replication;
+    let partition = replica.partition();
+    let token = rep.token(replica, peer);
+    if token.lsn > 0 && token.incarnation != chunk.incarnation {
+        // The peer's log was recreated: start over (what is here is filtered).
+        tracing::warn!(partition, peer, "peer replica has a new incarnation; replication restarts from its beginning");
+        rep.set_token(replica, peer, Token { incarnation: chunk.incarnation, lsn: 0 }).map_err(|e| e.to_string())?;
+        return Ok(true);
+    }
+    // Keep what this replica lacks.
+    let mut fetch: Vec<(Key, u32)> = Vec::new();
+    let mut deletes: Vec<Key> = Vec::new();
+    let mut seen = BTreeSet::new();
+    for e in &chunk.entries {
+        let Some(key) = Key::from_encoded(&e.key) else { return Err(format!("peer {peer} sent a malformed key")) };
+        let state = replica.state_of(&key);
+        let kind = match e.kind {
+            1 => RecordKind::Put,
+            2 => RecordKind::Delete,
+            3 => RecordKind::TtlUpdate,
+            k => return Err(format!("peer {peer} sent record kind {k}")),
+        };
+        match (kind, state) {
+            (RecordKind::Put, KeyState::Missing) | (RecordKind::TtlUpdate, KeyState::Missing | KeyState::Live { .. }) if seen.insert(key.clone()) => {
+                fetch.push((key, e.record_len));
+            }
+            (RecordKind::Delete, KeyState::Missing | KeyState::Live { .. }) => deletes.push(key),
+            _ => {}
+        }
+    }
+    // Fetch and append, in bounded batches.
+    let mut bytes = 0u64;
+    let mut applied = 0u64;
+    let mut i = 0;
+    while i < fetch.len() {
+        let mut j = i;
+        let mut size = 0u64;
+        while j < fetch.len() {
+            let len = fetch[j].1 as u64;
+            if j > i && (size + len > FETCH_BYTES || j - i >= FETCH_KEYS) {
+                break;
+            }
+            size += len;
+            j += 1;
+        }
+        let keys: Vec<Key> = fetch[i..j].iter().map(|(k, _)| k.clone()).collect();
+        let got = node.rpc().fetch(addr, partition, &keys).await.map_err(|e| e.to_string())?;
+        let mut pending = Vec::new();
+        for (key, (state, data)) in keys.into_iter().zip(got) {
+            match state {
+                Fetched::Live(rec) => {
+                    bytes += data.len() as u64;
+                    let expiry = rec.expiry_ms;
+                    let props: strata_format::PutProps = rec.props.into();
+                    let put_expiry = props.expiry_ms;
+                    if matches!(replica.state_of(&key), KeyState::Missing) {
+                        pending.push(replica.submit(WriteOp::ReplicaPut { key: key.clone(), props, data: Bytes::clone(&data), created_ms: rec.created_ms }));
+                        if expiry != put_expiry {
+                            pending.push(replica.submit(WriteOp::TtlUpdate { key, expiry_ms: expiry }));
+                        }
+                    } else if let KeyState::Live { expiry_ms, .. } = replica.state_of(&key)
+                        && expiry_ms != expiry
+                    {
+                        pending.push(replica.submit(WriteOp::TtlUpdate { key, expiry_ms: expiry }));
+                    }
+                }
+                Fetched::Deleted => pending.push(replica.submit(WriteOp::ReplicaDelete { key })),
+                Fetched::Missing => {}
+            }
+        }
+        for p in pending {
+            match p.await {
+                Ok(_) => applied += 1,
+                Err(EngineError::AlreadyExists | EngineError::Deleted | EngineError::Expired) => {}
+                Err(e) => return Err(format!("applying records from node {peer}: {e}")),
+            }
+        }
+        i = j;
+    }
+    let mut pending = Vec::new();
+    for key in deletes {
+        pending.push(replica.submit(WriteOp::ReplicaDelete { key }));
+    }
+    for p in pending {
+        match p.await {
+            Ok(_) => applied += 1,
+            Err(EngineError::Deleted) => {}
+            Err(e) => return Err(format!("applying deletes from node {peer}: {e}")),
+        }
+    }
+    // Everything is durable here: the token may move.
+    let peer_last = chunk.next_lsn.saturating_sub(1);
+    let new_lsn = if chunk.from_index { peer_last } else { chunk.entries.last().map_or(token.lsn, |e| e.lsn) };
+    rep.set_token(replica, peer, Token { incarnation: chunk.incarnation, lsn: new_lsn }).map_err(|e| format!("persisting the token: {e}"))?;
+    let counter = if intra { &rep.bytes_intra } else { &rep.bytes_inter };
+    counter.fetch_add(bytes, Ordering::Relaxed);
+    rep.records.fetch_add(applied, Ordering::Relaxed);
+    let local_used = replica.status().used_bytes;
+    let behind = peer_last.saturating_sub(new_lsn);
+    rep.record(partition, peer, intra, |l| {
+        l.token_lsn = new_lsn;
+        l.peer_lsn = peer_last;
+        l.lag_records = behind;
+        l.lag_bytes = chunk.used_bytes.saturating_sub(local_used);
+        l.error = None;
+    });
+    Ok(behind > 0)
+}
