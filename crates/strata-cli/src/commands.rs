@@ -38,6 +38,9 @@ pub struct PutArgs {
     /// Owner (service or account).
     #[arg(long)]
     pub owner: Option<String>,
+    /// Acks the put needs: `one`, `majority`, `all` or a count (default: the cluster's policy).
+    #[arg(long)]
+    pub policy: Option<String>,
     #[command(flatten)]
     pub common: Common,
 }
@@ -97,7 +100,7 @@ fn bar(len: u64, verb: &str) -> ProgressBar {
 
 pub async fn put(a: PutArgs) -> Result<()> {
     let client = Client::new(&a.common.server);
-    let args = ClientPutArgs { ttl_secs: a.ttl, content_type: a.content_type, owner: a.owner, meta: a.meta };
+    let args = ClientPutArgs { ttl_secs: a.ttl, content_type: a.content_type, owner: a.owner, meta: a.meta, policy: a.policy };
     let (reader, size): (Box<dyn tokio::io::AsyncRead + Unpin + Send + Sync>, Option<u64>) = if a.file == "-" {
         (Box::new(tokio::io::stdin()), None)
     } else {

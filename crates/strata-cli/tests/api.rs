@@ -66,6 +66,7 @@ async fn operations_and_bad_input() {
         content_type: Some("text/plain".into()),
         owner: Some("team-a".into()),
         meta: vec![("color".into(), "blue".into()), ("lang".into(), "ünïcode ✓".into())],
+        policy: None,
     };
     let data = content(1, 1000);
     let id = c.put_bytes(data.clone(), &args).await.expect("put").id;
@@ -125,6 +126,10 @@ async fn operations_and_bad_input() {
     let bad_ttl = c.send(Method::POST, "/", &[("x-strata-ttl", "soon".into())], full("x")).await;
     assert_eq!(api_err(bad_ttl), (400, "InvalidHeader".into()));
     assert_eq!(api_err(c.update_ttl(&id, "-3").await), (400, "InvalidHeader".into()));
+    for policy in ["0", "most", "-1"] {
+        let bad_policy = c.send(Method::POST, "/", &[("x-strata-policy", policy.into())], full("x")).await;
+        assert_eq!(api_err(bad_policy), (400, "InvalidHeader".into()), "policy {policy:?}");
+    }
     let big_meta = c.send(Method::POST, "/", &[("x-strata-meta-a", "v".repeat(9000))], full("x")).await;
     assert_eq!(api_err(big_meta), (400, "MetadataTooLarge".into()));
     // Non-UTF-8 metadata, sent raw (header values may carry any byte).

@@ -65,6 +65,9 @@ pub struct PutArgs {
     pub owner: Option<String>,
     /// User metadata.
     pub meta: Vec<(String, String)>,
+    /// Acks the put needs (`one`, `majority`, `all` or a count), instead of
+    /// the cluster's put policy.
+    pub policy: Option<String>,
 }
 
 /// A response whose body has not been read yet.
@@ -159,6 +162,9 @@ impl Client {
         }
         if let Some(o) = &args.owner {
             h.push(("x-strata-owner", o.clone()));
+        }
+        if let Some(p) = &args.policy {
+            h.push(("x-strata-policy", p.clone()));
         }
         let meta: Vec<(String, String)> = args.meta.iter().map(|(k, v)| (format!("x-strata-meta-{k}"), v.clone())).collect();
         for (k, v) in &meta {

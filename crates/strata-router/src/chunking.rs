@@ -68,6 +68,7 @@ impl Router {
     {
         let chunk_size = self.config.chunk_size;
         let expiry_ms = opts.ttl_ms.map_or(0, |t| self.now_ms().saturating_add(t.max(1)));
+        let policy = opts.policy.unwrap_or(self.config.policies.put);
         let mut buf = BytesMut::new();
         let mut total = 0u64;
         let mut next_index = 0usize;
@@ -97,7 +98,7 @@ impl Router {
                 buf.extend_from_slice(&frame[..take]);
                 frame = &frame[take..];
                 if buf.len() == chunk_size {
-                    inflight.push(self.spawn_chunk(next_index, buf.split().freeze(), expiry_ms, &opts.owner));
+                    inflight.push(self.spawn_chunk(next_index, buf.split().freeze(), expiry_ms, &opts.owner, policy));
                     next_index += 1;
                     if inflight.len() >= self.config.chunk_window {
                         match inflight.next().await.expect("non-empty") {
@@ -117,10 +118,10 @@ impl Router {
         if failure.is_none() && next_index == 0 {
             // Small blob: one simple put with the user's properties.
             let props = PutProps { expiry_ms, content_type: opts.content_type, owner: opts.owner, meta: opts.meta };
-            return self.put_one(BlobKind::Simple, props, buf.freeze()).await;
+            return self.put_one(BlobKind::Simple, props, buf.freeze(), policy).await;
         }
         if failure.is_none() && !buf.is_empty() {
-            inflight.push(self.spawn_chunk(next_index, buf.split().freeze(), expiry_ms, &opts.owner));
+            inflight.push(self.spawn_chunk(next_index, buf.split().freeze(), expiry_ms, &opts.owner, policy));
         }
         while let Some(r) = inflight.next().await {
             match r {
@@ -135,7 +136,7 @@ impl Router {
         done.sort_by_key(|c| c.0);
         let list = ChunkList { chunk_size: chunk_size as u64, total_size: total, chunks: done.iter().map(|c| (c.1, c.2)).collect() };
         let props = PutProps { expiry_ms, content_type: opts.content_type, owner: opts.owner, meta: opts.meta };
-        match self.put_one(BlobKind::Composite, props, Bytes::from(list.encode())).await {
+        match self.put_one(BlobKind::Composite, props, Bytes::from(list.encode()), policy).await {
             Ok(id) => Ok(id),
             Err(e) => {
                 self.delete_chunks(done.iter().map(|c| c.1)).await;
@@ -158,12 +159,13 @@ impl Router {
         data: Bytes,
         expiry_ms: u64,
         owner: &str,
+        policy: crate::Policy,
     ) -> impl std::future::Future<Output = Result<(usize, BlobId, u64), RouterError>> + use<> {
         let router = self.clone();
         let props = PutProps { expiry_ms, owner: owner.to_owned(), ..PutProps::default() };
         let task = tokio::spawn(async move {
             let len = data.len() as u64;
-            router.put_one(BlobKind::Chunk, props, data).await.map(|id| (index, id, len))
+            router.put_one(BlobKind::Chunk, props, data, policy).await.map(|id| (index, id, len))
         });
         async move { task.await.unwrap_or_else(|e| Err(RouterError::Internal(format!("chunk task failed: {e}")))) }
     }

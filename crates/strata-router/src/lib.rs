@@ -120,6 +120,8 @@ pub struct PutOptions {
     pub owner: String,
     /// User metadata.
     pub meta: Vec<(String, String)>,
+    /// Acks this put needs, overriding the cluster's put policy.
+    pub policy: Option<Policy>,
 }
 
 /// The router.
@@ -164,13 +166,13 @@ impl Router {
     /// Puts one blob of at most one chunk (simple, chunk or composite kind)
     /// on a random writable partition, retrying elsewhere when a partition
     /// is read-only or busy.
-    pub(crate) async fn put_one(&self, kind: BlobKind, props: PutProps, data: Bytes) -> Result<BlobId, RouterError> {
+    pub(crate) async fn put_one(&self, kind: BlobKind, props: PutProps, data: Bytes, policy: Policy) -> Result<BlobId, RouterError> {
         let mut last = RouterError::NoWritablePartition;
         let mut candidates = self.view.writable_partitions();
         for _ in 0..self.config.put_attempts {
             let Some(id) = self.new_id(kind, &candidates) else { break };
             let op = WriteOp::Put { key: id.key(), props: props.clone(), data: data.clone() };
-            match self.write_quorum(id.partition(), op, self.config.policies.put).await {
+            match self.write_quorum(id.partition(), op, policy).await {
                 Ok(()) => return Ok(id),
                 Err(e @ (RouterError::PartitionReadOnly(_) | RouterError::Unavailable(_))) => {
                     candidates.retain(|p| *p != id.partition());
@@ -282,14 +284,20 @@ impl Router {
 
     /// Deletes a blob (and, for a chunked blob, its chunks).
     pub async fn delete(&self, id: BlobId) -> Result<(), RouterError> {
+        self.delete_with(id, None).await
+    }
+
+    /// Deletes a blob, with `policy` acks instead of the cluster's delete policy.
+    pub async fn delete_with(&self, id: BlobId, policy: Option<Policy>) -> Result<(), RouterError> {
+        let policy = policy.unwrap_or(self.config.policies.delete);
         let list = self.chunk_list_if_composite(id).await?;
-        match self.write_quorum(id.partition(), WriteOp::Delete { key: id.key() }, self.config.policies.delete).await {
+        match self.write_quorum(id.partition(), WriteOp::Delete { key: id.key() }, policy).await {
             Ok(()) | Err(RouterError::Deleted) => {}
             Err(e) => return Err(e),
         }
         if let Some(list) = list {
             for (chunk, _) in list.chunks {
-                if let Err(e) = self.write_quorum(chunk.partition(), WriteOp::Delete { key: chunk.key() }, self.config.policies.delete).await {
+                if let Err(e) = self.write_quorum(chunk.partition(), WriteOp::Delete { key: chunk.key() }, policy).await {
                     // The composite is gone, so the chunk is unreachable; compaction
                     // reclaims it once it expires or a later sweep deletes it.
                     tracing::warn!(%chunk, error = %e, "could not delete a chunk of a deleted blob");
@@ -301,15 +309,21 @@ impl Router {
 
     /// Sets a new time to live (None = forever), counted from now.
     pub async fn update_ttl(&self, id: BlobId, ttl_ms: Option<u64>) -> Result<(), RouterError> {
+        self.update_ttl_with(id, ttl_ms, None).await
+    }
+
+    /// Sets a new time to live with `policy` acks instead of the cluster's.
+    pub async fn update_ttl_with(&self, id: BlobId, ttl_ms: Option<u64>, policy: Option<Policy>) -> Result<(), RouterError> {
+        let policy = policy.unwrap_or(self.config.policies.ttl_update);
         let expiry_ms = ttl_ms.map_or(0, |t| self.clock.now_ms().saturating_add(t.max(1)));
         let list = self.chunk_list_if_composite(id).await?;
         // Chunks first: a blob whose composite outlives its chunks would be broken.
         if let Some(list) = list {
             for (chunk, _) in list.chunks {
-                self.write_quorum(chunk.partition(), WriteOp::TtlUpdate { key: chunk.key(), expiry_ms }, self.config.policies.ttl_update).await?;
+                self.write_quorum(chunk.partition(), WriteOp::TtlUpdate { key: chunk.key(), expiry_ms }, policy).await?;
             }
         }
-        self.write_quorum(id.partition(), WriteOp::TtlUpdate { key: id.key(), expiry_ms }, self.config.policies.ttl_update).await
+        self.write_quorum(id.partition(), WriteOp::TtlUpdate { key: id.key(), expiry_ms }, policy).await
     }
 
     async fn chunk_list_if_composite(&self, id: BlobId) -> Result<Option<strata_format::ChunkList>, RouterError> {

@@ -64,6 +64,17 @@ fn parse_ttl(h: &HeaderMap) -> Result<Option<Option<u64>>, ApiError> {
     }
 }
 
+/// `x-strata-policy`: the acks a write needs, overriding the cluster's
+/// policy: `one`, `majority`, `all` or a count (capped at the replicas).
+fn parse_policy(h: &HeaderMap) -> Result<Option<strata_router::Policy>, ApiError> {
+    match header_str(h, "x-strata-policy")? {
+        None => Ok(None),
+        Some(s) => strata_router::Policy::parse(s.trim())
+            .map(Some)
+            .ok_or_else(|| ApiError::BadHeader { name: "x-strata-policy".into(), reason: "expected one, majority, all or a positive count".into() }),
+    }
+}
+
 fn put_options(h: &HeaderMap) -> Result<PutOptions, ApiError> {
     let mut meta = Vec::new();
     let mut meta_bytes = 0;
@@ -83,6 +94,7 @@ fn put_options(h: &HeaderMap) -> Result<PutOptions, ApiError> {
         content_type: header_str(h, "content-type")?.unwrap_or("application/octet-stream").to_string(),
         owner: header_str(h, "x-strata-owner")?.unwrap_or("").to_string(),
         meta,
+        policy: parse_policy(h)?,
     })
 }
 
@@ -241,10 +253,10 @@ async fn blob_info(State(st): S, Path(id): Path<String>) -> Response {
     done(&st, "info", t, r)
 }
 
-async fn delete_blob(State(st): S, Path(id): Path<String>) -> Response {
+async fn delete_blob(State(st): S, Path(id): Path<String>, headers: HeaderMap) -> Response {
     let t = Instant::now();
     let r = async {
-        st.router.delete(BlobId::parse(&id)?).await?;
+        st.router.delete_with(BlobId::parse(&id)?, parse_policy(&headers)?).await?;
         Ok(StatusCode::NO_CONTENT.into_response())
     }
     .await;
@@ -257,7 +269,7 @@ async fn update_ttl(State(st): S, Path(id): Path<String>, headers: HeaderMap) ->
         let id = BlobId::parse(&id)?;
         let ttl = parse_ttl(&headers)?
             .ok_or_else(|| ApiError::BadHeader { name: "x-strata-ttl".into(), reason: "required: seconds from now, or \"never\"".into() })?;
-        st.router.update_ttl(id, ttl).await?;
+        st.router.update_ttl_with(id, ttl, parse_policy(&headers)?).await?;
         Ok(StatusCode::NO_CONTENT.into_response())
     }
     .await;
