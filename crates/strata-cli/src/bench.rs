@@ -324,6 +324,8 @@ pub async fn run(a: BenchArgs) -> Result<()> {
         compaction_interval_secs: 3600,
         node_id: None,
         meta: None,
+        outbound_ip: None,
+        failure_wait_ms: 5000,
         intra_replication_ms: 100,
         inter_replication_ms: 500,
     };

@@ -48,6 +48,12 @@ pub struct ServerArgs {
     /// Cluster mode: the metadata group, `id=host:port,...` (1, 3 or 5 members).
     #[arg(long, requires = "node_id")]
     pub meta: Option<String>,
+    /// Cluster mode: the address node-to-node connections leave from.
+    #[arg(long)]
+    pub outbound_ip: Option<std::net::IpAddr>,
+    /// Failure detection: how long a node marked down is skipped before it is probed again, ms.
+    #[arg(long, default_value_t = 5000)]
+    pub failure_wait_ms: u64,
     /// Idle period of intra-zone replication, ms.
     #[arg(long, default_value_t = 100)]
     pub intra_replication_ms: u64,
@@ -115,6 +121,9 @@ async fn run_cluster(args: ServerArgs, node_id: u64) -> Result<()> {
     use strata_router::{ClusterMapView, FailureDetector, FailureDetectorConfig, LocalReplicas};
     let clock: Arc<dyn strata_types::Clock> = Arc::new(SystemClock);
     let meta_peers = parse_meta(args.meta.as_deref().unwrap_or(""))?;
+    if let Some(ip) = args.outbound_ip {
+        strata_cluster::meta::set_outbound_ip(ip);
+    }
     let listener = tokio::net::TcpListener::bind(&args.listen).await.with_context(|| format!("binding {}", args.listen))?;
     let config = strata_server::ClusterConfig {
         node_id,
@@ -125,7 +134,8 @@ async fn run_cluster(args: ServerArgs, node_id: u64) -> Result<()> {
         inter_period: Duration::from_millis(args.inter_replication_ms.max(1)),
     };
     let node = strata_server::ClusterNode::start(config, clock.clone()).await?;
-    let detector = Arc::new(FailureDetector::new(FailureDetectorConfig::default(), clock.clone()));
+    let fd = FailureDetectorConfig { wait_ms: args.failure_wait_ms, ..FailureDetectorConfig::default() };
+    let detector = Arc::new(FailureDetector::new(fd, clock.clone()));
     let stale = node.clone();
     let view = ClusterMapView::new(
         node.subscribe(),

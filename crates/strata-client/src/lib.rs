@@ -222,4 +222,10 @@ impl Client {
         let resp = self.send(Method::POST, path, &[("content-type", "application/json".to_string())], full(b)).await?;
         serde_json::from_slice(&resp.bytes().await?).map_err(|e| ClientError::Protocol(e.to_string()))
     }
+
+    /// A text endpoint (such as `/metrics`).
+    pub async fn get_text(&self, path: &str) -> Result<String, ClientError> {
+        let resp = self.send(Method::GET, path, &[], full(Bytes::new())).await?;
+        Ok(String::from_utf8_lossy(&resp.bytes().await?).into_owned())
+    }
 }

@@ -9,7 +9,7 @@ mod service;
 mod state_machine;
 
 pub use log_store::LogStore;
-pub use network::{HttpClient, KIND_APPEND, KIND_PROPOSE, KIND_SNAPSHOT, KIND_VOTE, PostError, http_client, post_frame, post_raw};
+pub use network::{HttpClient, KIND_APPEND, KIND_PROPOSE, KIND_SNAPSHOT, KIND_VOTE, PostError, http_client, post_frame, post_raw, set_outbound_ip};
 pub use service::{MetaConfig, MetaError, MetaService, MetaStatus};
 pub use state_machine::StateMachine;
 

@@ -25,9 +25,19 @@ pub const KIND_PROPOSE: u16 = 0x13;
 /// The HTTP client nodes use to talk to each other.
 pub type HttpClient = hyper_util::client::legacy::Client<hyper_util::client::legacy::connect::HttpConnector, Full<Bytes>>;
 
+static OUTBOUND_IP: std::sync::OnceLock<std::net::IpAddr> = std::sync::OnceLock::new();
+
+/// Makes every node-to-node connection of this process leave from `ip`
+/// (a multi-homed host, or nodes sharing one host on 127.0.0.x). Call once,
+/// before the first client is made; later calls are ignored.
+pub fn set_outbound_ip(ip: std::net::IpAddr) {
+    let _ = OUTBOUND_IP.set(ip);
+}
+
 /// A client with short connect timeouts, keeping connections alive.
 pub fn http_client() -> HttpClient {
     let mut c = hyper_util::client::legacy::connect::HttpConnector::new();
+    c.set_local_address(OUTBOUND_IP.get().copied());
     c.set_connect_timeout(Some(Duration::from_secs(1)));
     c.set_nodelay(true);
     hyper_util::client::legacy::Client::builder(hyper_util::rt::TokioExecutor::new()).pool_idle_timeout(Duration::from_secs(30)).build(c)

@@ -1,0 +1,460 @@
+//! Multi-process cluster tests: nine real `strata` processes on 127.x.0.N
+//! addresses in three zones of three nodes, the Raft metadata group on one
+//! node per zone. Nodes reach each other only through a fault-injecting
+//! proxy in this test process (each node's map address is its proxy), so a
+//! zone can be cut off for real: the proxy refuses and breaks every
+//! connection between that zone and the others. Nodes are killed with
+//! SIGKILL and restarted from their data directories.
+
+mod common;
+
+use common::content;
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+use strata_client::{Client, PutArgs};
+use tokio::net::{TcpListener, TcpStream};
+
+const NODES: u8 = 9;
+const PORT: u16 = 7000;
+/// Nodes with a metadata member: one per zone.
+const META: [u8; 3] = [1, 4, 7];
+
+/// The cluster tests share addresses and CPU: run them one at a time.
+static SERIAL: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
+fn zone_of(node: u8) -> u8 {
+    (node - 1) / 3 + 1
+}
+
+/// The proxy in front of every node: forwards `127.x.1.N` to `127.x.0.N`,
+/// refusing and breaking connections across a cut zone.
+struct Proxy {
+    octet: u8,
+    cut: Arc<Mutex<Option<u8>>>,
+    conns: Arc<Mutex<Vec<(u8, u8, tokio::task::AbortHandle)>>>,
+}
+
+impl Proxy {
+    async fn start(octet: u8) -> Arc<Self> {
+        let p = Arc::new(Self { octet, cut: Arc::new(Mutex::new(None)), conns: Arc::new(Mutex::new(Vec::new())) });
+        for n in 1..=NODES {
+            let l = TcpListener::bind((format!("127.{octet}.1.{n}"), PORT)).await.expect("bind proxy");
+            let p = p.clone();
+            tokio::spawn(async move {
+                loop {
+                    let Ok((inbound, from)) = l.accept().await else { return };
+                    // A node's connections leave from its real address; anything else is a client.
+                    let src = match from.ip() {
+                        std::net::IpAddr::V4(ip) if ip.octets()[1] == p.octet && ip.octets()[2] == 0 => zone_of(ip.octets()[3]),
+                        _ => 0,
+                    };
+                    let dst = zone_of(n);
+                    if p.blocked(src, dst) {
+                        drop(inbound);
+                        continue;
+                    }
+                    let upstream = format!("127.{}.0.{n}:{PORT}", p.octet);
+                    let task = tokio::spawn(async move {
+                        let mut inbound = inbound;
+                        if let Ok(mut out) = TcpStream::connect(&upstream).await {
+                            let _ = tokio::io::copy_bidirectional(&mut inbound, &mut out).await;
+                        }
+                    });
+                    let mut conns = p.conns.lock().unwrap();
+                    conns.retain(|(_, _, h)| !h.is_finished());
+                    conns.push((src, dst, task.abort_handle()));
+                }
+            });
+        }
+        p
+    }
+
+    fn blocked(&self, src: u8, dst: u8) -> bool {
+        match *self.cut.lock().unwrap() {
+            Some(z) => src != 0 && src != dst && (src == z || dst == z),
+            None => false,
+        }
+    }
+
+    /// Cuts zone `z` off from the others, breaking open connections too.
+    fn cut(&self, z: u8) {
+        *self.cut.lock().unwrap() = Some(z);
+        for (src, dst, h) in self.conns.lock().unwrap().iter() {
+            if self.blocked(*src, *dst) {
+                h.abort();
+            }
+        }
+    }
+
+    fn heal(&self) {
+        *self.cut.lock().unwrap() = None;
+    }
+}
+
+struct Cluster {
+    octet: u8,
+    dir: PathBuf,
+    procs: BTreeMap<u8, Child>,
+    proxy: Arc<Proxy>,
+    extra: Vec<String>,
+}
+
+impl Cluster {
+    fn real(&self, n: u8) -> String {
+        format!("127.{}.0.{n}:{PORT}", self.octet)
+    }
+    fn mapped(&self, n: u8) -> String {
+        format!("127.{}.1.{n}:{PORT}", self.octet)
+    }
+    fn client(&self, n: u8) -> Client {
+        Client::new(&format!("http://{}", self.real(n)))
+    }
+
+    fn spawn(&mut self, n: u8) {
+        let meta: Vec<String> = META.iter().map(|&m| format!("{m}={}", self.mapped(m))).collect();
+        let data = self.dir.join(format!("n{n}"));
+        let log = std::fs::OpenOptions::new().create(true).append(true).open(self.dir.join(format!("n{n}.log"))).expect("log");
+        let child = Command::new(env!("CARGO_BIN_EXE_strata"))
+            .args(["server", "--data-dir"])
+            .arg(&data)
+            .args(["--listen", &self.real(n), "--node-id", &n.to_string(), "--meta", &meta.join(",")])
+            .args(["--outbound-ip", &format!("127.{}.0.{n}", self.octet)])
+            .args(["--chunk-size", "1MiB", "--segment-size", "16MiB", "--replica-capacity", "256MiB", "--disk-reserve", "0", "--failure-wait-ms", "1000"])
+            .args(&self.extra)
+            .env("STRATA_LOG", "warn")
+            .stdout(Stdio::null())
+            .stderr(Stdio::from(log))
+            .spawn()
+            .expect("spawn strata");
+        self.procs.insert(n, child);
+    }
+
+    fn kill9(&mut self, n: u8) {
+        if let Some(mut c) = self.procs.remove(&n) {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+
+    async fn wait_healthy(&self, n: u8) {
+        let deadline = Instant::now() + Duration::from_secs(60);
+        while self.client(n).json(http::Method::GET, "/health").await.is_err() {
+            assert!(Instant::now() < deadline, "node {n} never became healthy; log:\n{}", self.log(n));
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+
+    fn log(&self, n: u8) -> String {
+        let s = std::fs::read_to_string(self.dir.join(format!("n{n}.log"))).unwrap_or_default();
+        s[s.len().saturating_sub(4000)..].to_string()
+    }
+
+    async fn command(&self, via: u8, cmd: serde_json::Value) -> serde_json::Value {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            match self.client(via).post_json("/admin/cluster/command", &cmd).await {
+                Ok(v) => {
+                    assert!(v.get("Refused").is_none(), "{cmd} refused: {v}");
+                    return v;
+                }
+                Err(e) => {
+                    assert!(Instant::now() < deadline, "{cmd} failed: {e}");
+                    tokio::time::sleep(Duration::from_millis(200)).await;
+                }
+            }
+        }
+    }
+
+    async fn status(&self, n: u8) -> Option<serde_json::Value> {
+        self.client(n).json(http::Method::GET, "/admin/cluster/status").await.ok()
+    }
+
+    /// Starts nine nodes, forms the metadata group, registers the nodes and
+    /// their disks and creates `partitions` partitions with 3 replicas per zone.
+    async fn start(octet: u8, partitions: u32, extra: &[&str]) -> Cluster {
+        let dir = tempfile::Builder::new().prefix("strata-cluster").tempdir().expect("tempdir").keep();
+        let proxy = Proxy::start(octet).await;
+        let mut c = Cluster { octet, dir, procs: BTreeMap::new(), proxy, extra: extra.iter().map(|s| s.to_string()).collect() };
+        for n in 1..=NODES {
+            c.spawn(n);
+        }
+        for n in 1..=NODES {
+            c.wait_healthy(n).await;
+        }
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while let Err(e) = c.client(1).post_json("/admin/cluster/init", &serde_json::json!({})).await {
+            assert!(Instant::now() < deadline, "init failed: {e}");
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+        for n in 1..=NODES {
+            let cmd = serde_json::json!({ "AddNode": { "id": n, "addr": c.mapped(n), "zone": format!("z{}", zone_of(n)), "rack": format!("r{}", (n - 1) % 3 + 1) } });
+            c.command(n, cmd).await;
+            c.command(n, serde_json::json!({ "AddDisk": { "node": n, "path": "d0", "capacity_bytes": 4u64 << 30 } })).await;
+        }
+        c.command(2, serde_json::json!({ "AddPartitions": { "count": partitions, "replicas_per_zone": 3, "capacity_bytes": 256u64 << 20 } })).await;
+        // Every node opens its replicas.
+        for n in 1..=NODES {
+            let deadline = Instant::now() + Duration::from_secs(30);
+            loop {
+                let v = c.client(n).json(http::Method::GET, "/admin/partitions").await.unwrap_or_default();
+                if v.as_array().map_or(0, |a| a.len()) == partitions as usize {
+                    break;
+                }
+                assert!(Instant::now() < deadline, "node {n} did not open its replicas");
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+        }
+        c
+    }
+
+    /// Every replica's index of every partition, per node.
+    async fn indexes(&self, nodes: &[u8]) -> BTreeMap<u8, BTreeMap<u64, Vec<(String, String)>>> {
+        let mut out = BTreeMap::new();
+        for &n in nodes {
+            let mut per = BTreeMap::new();
+            let parts = self.client(n).json(http::Method::GET, "/admin/partitions").await.unwrap_or_default();
+            for p in parts.as_array().into_iter().flatten() {
+                let pid = p["partition"].as_u64().unwrap_or(0);
+                let blobs = self.client(n).json(http::Method::GET, &format!("/admin/partitions/{pid}/blobs")).await.unwrap_or_default();
+                let mut rows: Vec<(String, String)> = blobs
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .map(|b| (b["id"].as_str().unwrap_or("").to_string(), b["state"].as_str().unwrap_or("").to_string()))
+                    .collect();
+                rows.sort();
+                per.insert(pid, rows);
+            }
+            out.insert(n, per);
+        }
+        out
+    }
+
+    /// Waits until every replica of every partition on `nodes` holds the same
+    /// keys in the same states: the checker of replica convergence.
+    async fn converged(&self, nodes: &[u8], within: Duration) {
+        let deadline = Instant::now() + within;
+        loop {
+            let idx = self.indexes(nodes).await;
+            let first = idx.values().next().cloned().unwrap_or_default();
+            let non_empty = first.values().any(|v| !v.is_empty());
+            if non_empty && idx.values().all(|v| *v == first) {
+                return;
+            }
+            if Instant::now() > deadline {
+                let diff: Vec<String> = idx
+                    .iter()
+                    .flat_map(|(n, parts)| parts.iter().filter(|(p, rows)| first.get(p) != Some(rows)).map(move |(p, rows)| format!("node {n} partition {p}: {} keys", rows.len())))
+                    .collect();
+                panic!("replicas did not converge: {diff:?}");
+            }
+            tokio::time::sleep(Duration::from_millis(250)).await;
+        }
+    }
+
+    /// Waits until `via`'s failure detector holds no node down.
+    async fn detector_clear(&self, via: u8) {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            let s = self.status(via).await.unwrap_or_default();
+            let down = s["failure_detector"].as_array().into_iter().flatten().any(|h| h["health"].as_str().is_some_and(|x| x.starts_with("Down")));
+            if !down {
+                return;
+            }
+            assert!(Instant::now() < deadline, "node {via} keeps nodes marked down: {}", s["failure_detector"]);
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+
+    async fn leader(&self) -> Option<u8> {
+        for m in META {
+            if !self.procs.contains_key(&m) {
+                continue;
+            }
+            if let Some(s) = self.status(m).await
+                && let Some(l) = s["meta"]["leader"].as_u64()
+            {
+                return Some(l as u8);
+            }
+        }
+        None
+    }
+}
+
+impl Drop for Cluster {
+    fn drop(&mut self) {
+        for (_, c) in self.procs.iter_mut() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+        if !std::thread::panicking() {
+            let _ = std::fs::remove_dir_all(&self.dir);
+        } else {
+            eprintln!("cluster data and logs kept in {}", self.dir.display());
+        }
+    }
+}
+
+async fn put(c: &Client, data: &[u8], policy: Option<&str>) -> String {
+    let args = PutArgs { policy: policy.map(String::from), ..PutArgs::default() };
+    c.put_bytes(data.to_vec(), &args).await.unwrap_or_else(|e| panic!("put of {} bytes: {e}", data.len())).id
+}
+
+async fn get_ok(c: &Client, id: &str, want: &[u8]) {
+    let got = c.get_bytes(id).await.unwrap_or_else(|e| panic!("get {id} from {}: {e}", c.base()));
+    assert!(got[..] == *want, "get {id} from {} returned different bytes", c.base());
+}
+
+fn metric(text: &str, name: &str) -> f64 {
+    text.lines().filter(|l| l.starts_with(name)).filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok()).sum()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn quorum_durability_availability_catch_up_and_leader_loss() {
+    let _serial = SERIAL.lock().await;
+    let mut c = Cluster::start(61, 4, &["--intra-replication-ms", "50", "--inter-replication-ms", "200"]).await;
+
+    // Policy k = 2 (the default) and k = 3: kill k - 1 nodes of the writing
+    // zone as soon as the put is acknowledged; the blob is still readable.
+    let mut blobs: Vec<(String, Vec<u8>)> = Vec::new();
+    for (k, victims) in [(2u8, vec![2u8]), (3, vec![2, 3])] {
+        for seed in 0..4u64 {
+            let data = content(seed * 10 + k as u64, if seed % 2 == 0 { 3_000 } else { 2_500_000 });
+            let policy = k.to_string();
+            let id = put(&c.client(1), &data, Some(&policy)).await;
+            for &v in &victims {
+                c.kill9(v);
+            }
+            get_ok(&c.client(1), &id, &data).await;
+            for &v in &victims {
+                c.spawn(v);
+            }
+            for &v in &victims {
+                c.wait_healthy(v).await;
+            }
+            c.detector_clear(1).await;
+            blobs.push((id, data));
+        }
+    }
+
+    // One node per zone down: gets and puts keep succeeding everywhere else.
+    for n in [2, 5, 8] {
+        c.kill9(n);
+    }
+    for (i, (id, data)) in blobs.iter().enumerate() {
+        let via = [1, 3, 4, 6, 7, 9][i % 6];
+        get_ok(&c.client(via), id, data).await;
+    }
+    let mut during = Vec::new();
+    for seed in 100..110u64 {
+        let data = content(seed, 20_000 + seed as usize * 1000);
+        let via = [1, 4, 7][seed as usize % 3];
+        during.push((put(&c.client(via), &data, None).await, data));
+    }
+    let deleted = blobs.pop().expect("blobs").0;
+    c.client(4).delete(&deleted).await.expect("delete while nodes are down");
+
+    // The killed nodes restart and catch up: every replica of every
+    // partition ends with the same keys in the same states.
+    for n in [2, 5, 8] {
+        c.spawn(n);
+    }
+    for n in [2, 5, 8] {
+        c.wait_healthy(n).await;
+    }
+    let all: Vec<u8> = (1..=NODES).collect();
+    c.converged(&all, Duration::from_secs(60)).await;
+    for (id, data) in blobs.iter().chain(during.iter()) {
+        get_ok(&c.client(5), id, data).await;
+    }
+    let gone = c.client(8).get_bytes(&deleted).await.map(|b| b.len());
+    assert!(matches!(gone, Err(strata_client::ClientError::Api { status: 410, .. })), "{gone:?}");
+
+    // Killing the metadata leader: the others elect a new one and the map
+    // stays available for changes.
+    let old = c.leader().await.expect("a leader");
+    let epoch = c.status(2).await.expect("status")["map"]["epoch"].as_u64().expect("epoch");
+    c.kill9(old);
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let new = loop {
+        if let Some(l) = c.leader().await
+            && l != old
+        {
+            break l;
+        }
+        assert!(Instant::now() < deadline, "no new leader after killing node {old}");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    };
+    assert!(META.contains(&new));
+    let via = *META.iter().find(|&&m| m != old).expect("a live member");
+    let out = c.command(via, serde_json::json!({ "AddPartitions": { "count": 1, "replicas_per_zone": 3, "capacity_bytes": 256u64 << 20 } })).await;
+    assert!(out["PartitionsAdded"]["epoch"].as_u64().expect("epoch") > epoch, "{out}");
+    // A node that is not a member sees the change.
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while c.status(9).await.map_or(0, |s| s["map"]["epoch"].as_u64().unwrap_or(0)) <= epoch {
+        assert!(Instant::now() < deadline, "node 9 never saw the new map");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    c.spawn(old);
+    c.wait_healthy(old).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_zone_cut_off_serves_locally_proxies_and_converges_after_healing() {
+    let _serial = SERIAL.lock().await;
+    // Slow inter-zone replication, so a read right after a put in another
+    // zone must be proxied.
+    let c = Cluster::start(62, 3, &["--intra-replication-ms", "50", "--inter-replication-ms", "3000"]).await;
+    let mut before = Vec::new();
+    for seed in 0..6u64 {
+        let data = content(seed, 10_000 + seed as usize * 300_000);
+        before.push((put(&c.client(1), &data, None).await, data));
+    }
+    let all: Vec<u8> = (1..=NODES).collect();
+    c.converged(&all, Duration::from_secs(60)).await;
+
+    // A blob written in zone 1 and read at once in zone 2 is proxied.
+    let proxied_before = metric(&c.client(4).get_text("/metrics").await.expect("metrics"), "strata_router_proxied_gets_total");
+    let fresh = content(50, 5_000);
+    let fresh_id = put(&c.client(2), &fresh, None).await;
+    get_ok(&c.client(4), &fresh_id, &fresh).await;
+    let proxied_after = metric(&c.client(4).get_text("/metrics").await.expect("metrics"), "strata_router_proxied_gets_total");
+    assert!(proxied_after > proxied_before, "the get was not proxied ({proxied_before} -> {proxied_after})");
+
+    // Zone 3 is cut off.
+    c.proxy.cut(3);
+    // Local reads in zone 3 keep working.
+    for (id, data) in &before {
+        get_ok(&c.client(8), id, data).await;
+    }
+    // Writes in zone 3 succeed (synchronous in the local zone only).
+    let mut in_cut = Vec::new();
+    for seed in 60..64u64 {
+        let data = content(seed, 40_000);
+        in_cut.push((put(&c.client(7), &data, None).await, data));
+    }
+    // Writes elsewhere succeed and are proxied between the zones still joined.
+    let mut outside = Vec::new();
+    for seed in 70..74u64 {
+        let data = content(seed, 40_000);
+        let id = put(&c.client(5), &data, None).await;
+        get_ok(&c.client(1), &id, &data).await;
+        outside.push((id, data));
+    }
+    // A blob zone 3 cannot reach is "unavailable" (retry), never "not found".
+    let r = c.client(9).get_bytes(&outside[0].0).await.map(|b| b.len());
+    assert!(matches!(r, Err(strata_client::ClientError::Api { status: 503, .. })), "{r:?}");
+
+    // Healing: every replica converges, and each side reads the other's writes.
+    c.proxy.heal();
+    c.converged(&all, Duration::from_secs(90)).await;
+    for (id, data) in &in_cut {
+        get_ok(&c.client(3), id, data).await;
+    }
+    for (id, data) in &outside {
+        get_ok(&c.client(9), id, data).await;
+    }
+}
