@@ -71,14 +71,14 @@ struct Row {
     ratio_to_limit: f64,
 }
 
-const MB: f64 = 1e6;
+pub(crate) const MB: f64 = 1e6;
 
 /// Sustained sequential write for `secs`, split over `streams` files written
 /// in parallel: 1 MiB writes with an fdatasync after every 16 MiB, which is
 /// what group commit does with a batch of 16 one-MiB puts. Measured over the
 /// same time span as a benchmark phase so burst absorption by a virtual
 /// disk's cache affects the limit and the PUTs alike.
-fn disk_write_limit(dir: &Path, secs: f64, streams: usize) -> Result<f64> {
+pub(crate) fn disk_write_limit(dir: &Path, secs: f64, streams: usize) -> Result<f64> {
     let block = 1 << 20;
     let mut buf = vec![0u8; block];
     rand::rng().fill_bytes(&mut buf);
@@ -150,7 +150,7 @@ fn disk_limits(dir: &Path, secs: f64, streams: usize) -> Result<(f64, f64, f64)>
 
 /// Loopback TCP bandwidth: `streams` connections each sending 1 MiB writes
 /// for `secs`, received and counted in the same process (as a GET's bytes are).
-async fn loopback_limit(secs: f64, streams: usize) -> Result<f64> {
+pub(crate) async fn loopback_limit(secs: f64, streams: usize) -> Result<f64> {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
     let addr = listener.local_addr()?;
@@ -254,7 +254,7 @@ impl RawGetter {
     }
 }
 
-fn percentile(sorted: &[u64], p: f64) -> f64 {
+pub(crate) fn percentile(sorted: &[u64], p: f64) -> f64 {
     if sorted.is_empty() {
         return 0.0;
     }
@@ -263,7 +263,7 @@ fn percentile(sorted: &[u64], p: f64) -> f64 {
 }
 
 /// Runs `conc` workers for `secs`; each calls `op(worker, i)` in a loop.
-async fn phase<F, Fut>(conc: usize, secs: f64, op: F) -> Result<(u64, f64, Vec<u64>)>
+pub(crate) async fn phase<F, Fut>(conc: usize, secs: f64, op: F) -> Result<(u64, f64, Vec<u64>)>
 where
     F: Fn(usize, u64) -> Fut + Send + Sync + 'static,
     Fut: std::future::Future<Output = Result<()>> + Send,

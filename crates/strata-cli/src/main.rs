@@ -1,6 +1,7 @@
 //! `strata`: the server, the client commands and the benchmark in one binary.
 
 mod bench;
+mod bench_cluster;
 mod cluster;
 mod commands;
 mod server;
@@ -48,6 +49,8 @@ enum Cmd {
     Partition(cluster::PartitionCmd),
     /// Measures PUT/GET over loopback against this machine's disk and network limits.
     Bench(bench::BenchArgs),
+    /// Measures a cluster of 1, 3 and 6 node processes on this machine: throughput, replication lag, catch-up.
+    BenchCluster(bench_cluster::BenchClusterArgs),
     /// Runs a placement experiment of the papers (CSV, SVG and a summary).
     Sim(sim::SimArgs),
 }
@@ -78,6 +81,7 @@ fn main() -> std::process::ExitCode {
             Cmd::Disk(c) => cluster::disk(c).await,
             Cmd::Partition(c) => cluster::partition(c).await,
             Cmd::Bench(a) => bench::run(a).await,
+            Cmd::BenchCluster(a) => bench_cluster::run(a).await,
             Cmd::Sim(a) => tokio::task::spawn_blocking(move || sim::run(a)).await?,
         }
     });

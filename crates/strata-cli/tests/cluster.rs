@@ -190,7 +190,8 @@ impl Cluster {
             tokio::time::sleep(Duration::from_millis(200)).await;
         }
         for n in 1..=NODES {
-            let cmd = serde_json::json!({ "AddNode": { "id": n, "addr": c.mapped(n), "zone": format!("z{}", zone_of(n)), "rack": format!("r{}", (n - 1) % 3 + 1) } });
+            let cmd =
+                serde_json::json!({ "AddNode": { "id": n, "addr": c.mapped(n), "zone": format!("z{}", zone_of(n)), "rack": format!("r{}", (n - 1) % 3 + 1) } });
             c.command(n, cmd).await;
             c.command(n, serde_json::json!({ "AddDisk": { "node": n, "path": "d0", "capacity_bytes": 4u64 << 30 } })).await;
         }
@@ -247,7 +248,9 @@ impl Cluster {
             if Instant::now() > deadline {
                 let diff: Vec<String> = idx
                     .iter()
-                    .flat_map(|(n, parts)| parts.iter().filter(|(p, rows)| first.get(p) != Some(rows)).map(move |(p, rows)| format!("node {n} partition {p}: {} keys", rows.len())))
+                    .flat_map(|(n, parts)| {
+                        parts.iter().filter(|(p, rows)| first.get(p) != Some(rows)).map(move |(p, rows)| format!("node {n} partition {p}: {} keys", rows.len()))
+                    })
                     .collect();
                 panic!("replicas did not converge: {diff:?}");
             }

@@ -55,16 +55,20 @@ pub struct PairLag {
     pub token_lsn: u64,
     /// The peer's last sequence number.
     pub peer_lsn: u64,
-    /// Records behind.
+    /// Records the peer had beyond the token at the last poll.
     pub lag_records: u64,
-    /// Bytes behind (the peer's log size minus this one's, at least 0).
+    /// Their bytes (for a listing from the peer's index, the difference of
+    /// the two logs' sizes).
     pub lag_bytes: u64,
-    /// Seconds since this replica last had everything the peer had.
+    /// How long those records waited at most before being durable here:
+    /// from the previous poll (when they were not there yet) to the end of
+    /// this round. While the peer cannot be reached: time since the last
+    /// successful round.
     pub lag_seconds: f64,
     /// The last error talking to the peer, if the last round failed.
     pub error: Option<String>,
     #[serde(skip)]
-    caught_up_ms: u64,
+    last_ok_ms: u64,
 }
 
 /// Replication state of a node: lag per pair and counters.
@@ -101,7 +105,9 @@ impl Replication {
             .values()
             .map(|l| {
                 let mut l = l.clone();
-                l.lag_seconds = if l.lag_records == 0 { 0.0 } else { now.saturating_sub(l.caught_up_ms) as f64 / 1000.0 };
+                if l.error.is_some() {
+                    l.lag_seconds = now.saturating_sub(l.last_ok_ms) as f64 / 1000.0;
+                }
                 l
             })
             .collect()
@@ -137,12 +143,12 @@ impl Replication {
             lag_bytes: 0,
             lag_seconds: 0.0,
             error: None,
-            caught_up_ms: now,
+            last_ok_ms: now,
         });
         l.intra_zone = intra_zone;
         f(l);
-        if l.lag_records == 0 && l.error.is_none() {
-            l.caught_up_ms = now;
+        if l.error.is_none() {
+            l.last_ok_ms = now;
         }
     }
 
@@ -213,6 +219,7 @@ fn peers_of(map: &strata_cluster::ClusterMap, me: NodeId) -> BTreeSet<NodeId> {
 }
 
 async fn peer_loop(node: Arc<ClusterNode>, peer: NodeId) {
+    let mut prev_poll_ms = node.clock().now_ms();
     loop {
         let map = node.map();
         let me = node.config.node_id;
@@ -237,6 +244,7 @@ async fn peer_loop(node: Arc<ClusterNode>, peer: NodeId) {
             continue;
         }
         let items: Vec<JournalItem> = shared.iter().map(|(p, r)| JournalItem { partition: *p, after_lsn: rep.token(r, peer).lsn, max: JOURNAL_MAX }).collect();
+        let poll_ms = node.clock().now_ms();
         let answers = match node.rpc().journal(&addr, items).await {
             Ok((epoch, a)) => {
                 node.saw_epoch(epoch);
@@ -255,13 +263,14 @@ async fn peer_loop(node: Arc<ClusterNode>, peer: NodeId) {
         for a in answers {
             let Some(replica) = by_partition.get(&a.partition) else { continue };
             match a.result {
-                Ok(chunk) => match apply_chunk(&node, replica, peer, &addr, intra, chunk).await {
+                Ok(chunk) => match apply_chunk(&node, replica, peer, &addr, intra, chunk, prev_poll_ms).await {
                     Ok(behind) => more |= behind,
                     Err(e) => rep.record(a.partition, peer, intra, |l| l.error = Some(e)),
                 },
                 Err(e) => rep.record(a.partition, peer, intra, |l| l.error = Some(e.to_string())),
             }
         }
+        prev_poll_ms = poll_ms;
         if !more {
             tokio::time::sleep(period).await;
         }
@@ -270,7 +279,15 @@ async fn peer_loop(node: Arc<ClusterNode>, peer: NodeId) {
 
 /// Applies what the peer has after the token; returns whether the peer has
 /// more right away.
-async fn apply_chunk(node: &ClusterNode, replica: &Arc<Replica>, peer: NodeId, addr: &str, intra: bool, chunk: JournalChunk) -> Result<bool, String> {
+async fn apply_chunk(
+    node: &ClusterNode,
+    replica: &Arc<Replica>,
+    peer: NodeId,
+    addr: &str,
+    intra: bool,
+    chunk: JournalChunk,
+    prev_poll_ms: u64,
+) -> Result<bool, String> {
     let rep = &node.replication;
     let partition = replica.partition();
     let token = rep.token(replica, peer);
@@ -370,11 +387,15 @@ async fn apply_chunk(node: &ClusterNode, replica: &Arc<Replica>, peer: NodeId, a
     rep.records.fetch_add(applied, Ordering::Relaxed);
     let local_used = replica.status().used_bytes;
     let behind = peer_last.saturating_sub(new_lsn);
+    let found = peer_last.saturating_sub(token.lsn);
+    let found_bytes = if chunk.from_index { chunk.used_bytes.saturating_sub(local_used) } else { chunk.entries.iter().map(|e| e.record_len as u64).sum() };
+    let waited = if found > 0 { node.clock().now_ms().saturating_sub(prev_poll_ms) as f64 / 1000.0 } else { 0.0 };
     rep.record(partition, peer, intra, |l| {
         l.token_lsn = new_lsn;
         l.peer_lsn = peer_last;
-        l.lag_records = behind;
-        l.lag_bytes = chunk.used_bytes.saturating_sub(local_used);
+        l.lag_records = found;
+        l.lag_bytes = found_bytes;
+        l.lag_seconds = waited;
         l.error = None;
     });
     Ok(behind > 0)

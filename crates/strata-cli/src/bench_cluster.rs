@@ -1,0 +1,383 @@
+//! `strata bench-cluster`: aggregate PUT/GET throughput of 1, 3 and 6 real
+//! node processes on this machine (127.0.x.y addresses, one zone, 3
+//! replicas per partition where there are 3 nodes), the replication lag
+//! seen while the PUTs run, and how fast a wiped node's replicas catch up
+//! through replication, beside the disk's fsync'd write bandwidth and the
+//! loopback TCP bandwidth measured in the same run.
+
+use crate::bench::{MB, disk_write_limit, loopback_limit, percentile, phase};
+use crate::size::{format_size, parse_size};
+use anyhow::{Context, Result, bail};
+use bytes::Bytes;
+use rand::RngCore;
+use serde_json::json;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+use strata_client::{Client, PutArgs};
+
+#[derive(clap::Args, Debug)]
+pub struct BenchClusterArgs {
+    /// Directory for the nodes' data (removed afterwards).
+    #[arg(long, default_value = "./strata-bench-cluster")]
+    pub data_dir: PathBuf,
+    /// Cluster sizes to measure.
+    #[arg(long, value_delimiter = ',', default_value = "1,3,6")]
+    pub nodes: Vec<usize>,
+    /// Blob size.
+    #[arg(long, default_value = "256KiB", value_parser = parse_size)]
+    pub size: u64,
+    /// Concurrent clients (spread over the nodes).
+    #[arg(long, default_value_t = 16)]
+    pub concurrency: usize,
+    /// Seconds per PUT or GET phase.
+    #[arg(long, default_value_t = 5.0)]
+    pub seconds: f64,
+    /// Partitions per node.
+    #[arg(long, default_value_t = 2)]
+    pub partitions_per_node: u32,
+    /// Print JSON instead of tables.
+    #[arg(long)]
+    pub json: bool,
+    /// Keep the data directory.
+    #[arg(long)]
+    pub keep: bool,
+}
+
+struct Nodes {
+    procs: Vec<Child>,
+    addrs: Vec<String>,
+    dirs: Vec<PathBuf>,
+    net: u8,
+}
+
+impl Nodes {
+    fn addr(net: u8, i: usize) -> String {
+        format!("127.0.{net}.{i}:7000")
+    }
+
+    fn spawn(net: u8, i: usize, dir: &Path) -> Result<Child> {
+        let exe = std::env::current_exe().context("finding the strata binary")?;
+        let log = std::fs::File::create(dir.with_extension("log"))?;
+        Command::new(exe)
+            .args(["server", "--data-dir"])
+            .arg(dir)
+            .args(["--listen", &Self::addr(net, i), "--node-id", &i.to_string(), "--meta", &format!("1={}", Self::addr(net, 1))])
+            .args(["--outbound-ip", &format!("127.0.{net}.{i}"), "--intra-replication-ms", "20", "--disk-reserve", "0"])
+            .env("STRATA_LOG", "warn")
+            .stdout(Stdio::null())
+            .stderr(Stdio::from(log))
+            .spawn()
+            .context("spawning a node")
+    }
+
+    async fn start(root: &Path, n: usize, partitions: u32) -> Result<Nodes> {
+        let net = 100 + n as u8;
+        let mut nodes = Nodes { procs: Vec::new(), addrs: Vec::new(), dirs: Vec::new(), net };
+        for i in 1..=n {
+            let dir = root.join(format!("c{n}-node{i}"));
+            let _ = std::fs::remove_dir_all(&dir);
+            std::fs::create_dir_all(&dir)?;
+            nodes.procs.push(Self::spawn(net, i, &dir)?);
+            nodes.addrs.push(Self::addr(net, i));
+            nodes.dirs.push(dir);
+        }
+        for i in 0..n {
+            wait_healthy(&nodes.client(i)).await?;
+        }
+        let c0 = nodes.client(0);
+        let empty = json!({});
+        retry(|| c0.post_json("/admin/cluster/init", &empty)).await?;
+        for i in 1..=n {
+            let add = json!({ "AddNode": { "id": i, "addr": Self::addr(net, i), "zone": "z1", "rack": format!("r{i}") } });
+            command(&c0, add).await?;
+            command(&c0, json!({ "AddDisk": { "node": i, "path": "d0", "capacity_bytes": 1u64 << 40 } })).await?;
+        }
+        let count = partitions * n as u32;
+        command(&c0, json!({ "AddPartitions": { "count": count, "replicas_per_zone": 3, "capacity_bytes": 64u64 << 30 } })).await?;
+        let per_node = count as usize * n.min(3) / n;
+        for i in 0..n {
+            let deadline = Instant::now() + Duration::from_secs(30);
+            while nodes.client(i).json(http::Method::GET, "/admin/partitions").await.map_or(0, |v| v.as_array().map_or(0, |a| a.len())) < per_node {
+                if Instant::now() > deadline {
+                    bail!("node {} did not open its replicas", i + 1);
+                }
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+        }
+        Ok(nodes)
+    }
+
+    fn client(&self, i: usize) -> Client {
+        Client::new(&format!("http://{}", self.addrs[i]))
+    }
+
+    fn kill(&mut self, i: usize) {
+        let _ = self.procs[i].kill();
+        let _ = self.procs[i].wait();
+    }
+}
+
+impl Drop for Nodes {
+    fn drop(&mut self) {
+        for p in &mut self.procs {
+            let _ = p.kill();
+            let _ = p.wait();
+        }
+    }
+}
+
+async fn wait_healthy(c: &Client) -> Result<()> {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while c.json(http::Method::GET, "/health").await.is_err() {
+        if Instant::now() > deadline {
+            bail!("{} never became healthy", c.base());
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    Ok(())
+}
+
+async fn retry<F, Fut>(f: F) -> Result<serde_json::Value>
+where
+    F: Fn() -> Fut,
+    Fut: std::future::Future<Output = Result<serde_json::Value, strata_client::ClientError>>,
+{
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        match f().await {
+            Ok(v) => return Ok(v),
+            Err(e) if Instant::now() > deadline => return Err(e.into()),
+            Err(_) => tokio::time::sleep(Duration::from_millis(100)).await,
+        }
+    }
+}
+
+async fn command(c: &Client, cmd: serde_json::Value) -> Result<serde_json::Value> {
+    let v = retry(|| c.post_json("/admin/cluster/command", &cmd)).await?;
+    if let Some(r) = v.get("Refused") {
+        bail!("{cmd} refused: {r}");
+    }
+    Ok(v)
+}
+
+/// Replication lag across every node: (max bytes, max seconds, records behind in total).
+async fn lag(nodes: &Nodes) -> (u64, f64, u64) {
+    let mut out = (0u64, 0f64, 0u64);
+    for i in 0..nodes.addrs.len() {
+        let Ok(v) = nodes.client(i).json(http::Method::GET, "/admin/replication").await else { continue };
+        for l in v.as_array().into_iter().flatten() {
+            out.0 = out.0.max(l["lag_bytes"].as_u64().unwrap_or(0));
+            out.1 = out.1.max(l["lag_seconds"].as_f64().unwrap_or(0.0));
+            out.2 += l["lag_records"].as_u64().unwrap_or(0);
+        }
+    }
+    out
+}
+
+async fn used_bytes(c: &Client) -> u64 {
+    c.json(http::Method::GET, "/admin/partitions")
+        .await
+        .ok()
+        .and_then(|v| v.as_array().map(|a| a.iter().filter_map(|p| p["used_bytes"].as_u64()).sum()))
+        .unwrap_or(0)
+}
+
+#[derive(serde::Serialize)]
+struct Row {
+    nodes: usize,
+    replicas: usize,
+    put_mbps: f64,
+    put_ops: f64,
+    put_p50_ms: f64,
+    put_p99_ms: f64,
+    get_mbps: f64,
+    get_ops: f64,
+    get_p50_ms: f64,
+    get_p99_ms: f64,
+    lag_max_bytes: u64,
+    lag_max_seconds: f64,
+    drain_seconds: f64,
+}
+
+#[derive(serde::Serialize)]
+struct CatchUp {
+    nodes: usize,
+    bytes: u64,
+    seconds: f64,
+    mbps: f64,
+    disk_write_mbps: f64,
+    ratio_to_disk: f64,
+}
+
+pub async fn run(a: BenchClusterArgs) -> Result<()> {
+    std::fs::create_dir_all(&a.data_dir).with_context(|| format!("creating {}", a.data_dir.display()))?;
+    let disk_write_mbps = disk_write_limit(&a.data_dir, 2.0, 1)?;
+    let _ = std::fs::remove_file(a.data_dir.join("disk-probe-0"));
+    let loopback_mbps = loopback_limit(1.0, a.concurrency.clamp(1, 8)).await?;
+    let mut rows = Vec::new();
+    let mut catch_up = None;
+    let biggest = a.nodes.iter().copied().max().unwrap_or(1);
+    for &n in &a.nodes {
+        if n == 0 || n > 50 {
+            bail!("--nodes takes cluster sizes from 1 to 50, not {n}");
+        }
+        let mut nodes = Nodes::start(&a.data_dir, n, a.partitions_per_node).await?;
+        let mut payload = vec![0u8; a.size as usize];
+        rand::rng().fill_bytes(&mut payload);
+        let payload = Bytes::from(payload);
+        let ids: Arc<Mutex<Vec<String>>> = Arc::new(Mutex::new(Vec::new()));
+        let clients: Arc<Vec<Client>> = Arc::new((0..n).map(|i| nodes.client(i)).collect());
+        // Sample replication lag while the PUTs run.
+        let sampling = Arc::new(AtomicUsize::new(1));
+        let lag_max = Arc::new((AtomicU64::new(0), AtomicU64::new(0)));
+        let sampler = {
+            let (sampling, lag_max) = (sampling.clone(), lag_max.clone());
+            let probe = Nodes { procs: Vec::new(), addrs: nodes.addrs.clone(), dirs: Vec::new(), net: nodes.net };
+            tokio::spawn(async move {
+                while sampling.load(Ordering::Relaxed) == 1 {
+                    let (b, s, _) = lag(&probe).await;
+                    lag_max.0.fetch_max(b, Ordering::Relaxed);
+                    lag_max.1.fetch_max((s * 1000.0) as u64, Ordering::Relaxed);
+                    tokio::time::sleep(Duration::from_millis(200)).await;
+                }
+            })
+        };
+        let (puts, put_secs, put_lat) = {
+            let (ids, clients, payload) = (ids.clone(), clients.clone(), payload.clone());
+            phase(a.concurrency, a.seconds, move |w, i| {
+                let (ids, clients, payload) = (ids.clone(), clients.clone(), payload.clone());
+                async move {
+                    let c = &clients[(w + i as usize) % clients.len()];
+                    let id = c.put_bytes(payload, &PutArgs::default()).await?.id;
+                    ids.lock().unwrap_or_else(|p| p.into_inner()).push(id);
+                    Ok(())
+                }
+            })
+            .await?
+        };
+        sampling.store(0, Ordering::Relaxed);
+        let _ = sampler.await;
+        // Time for replication to drain once the load stops.
+        let t = Instant::now();
+        let drain_deadline = t + Duration::from_secs(120);
+        while n > 1 && lag(&nodes).await.2 > 0 && Instant::now() < drain_deadline {
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        let drain_seconds = t.elapsed().as_secs_f64();
+        let all_ids: Arc<Vec<String>> = Arc::new(ids.lock().unwrap_or_else(|p| p.into_inner()).clone());
+        let (gets, get_secs, get_lat) = {
+            let (ids, clients) = (all_ids.clone(), clients.clone());
+            let size = a.size as usize;
+            phase(a.concurrency, a.seconds, move |w, i| {
+                let (ids, clients) = (ids.clone(), clients.clone());
+                async move {
+                    let c = &clients[(w * 7 + i as usize) % clients.len()];
+                    let id = &ids[(w * 7919 + i as usize * 104_729) % ids.len()];
+                    let b = c.get_bytes(id).await?;
+                    if b.len() != size {
+                        bail!("get {id} returned {} bytes, not {size}", b.len());
+                    }
+                    Ok(())
+                }
+            })
+            .await?
+        };
+        let mb = a.size as f64 / MB;
+        rows.push(Row {
+            nodes: n,
+            replicas: n.min(3),
+            put_mbps: puts as f64 * mb / put_secs,
+            put_ops: puts as f64 / put_secs,
+            put_p50_ms: percentile(&put_lat, 0.5),
+            put_p99_ms: percentile(&put_lat, 0.99),
+            get_mbps: gets as f64 * mb / get_secs,
+            get_ops: gets as f64 / get_secs,
+            get_p50_ms: percentile(&get_lat, 0.5),
+            get_p99_ms: percentile(&get_lat, 0.99),
+            lag_max_bytes: lag_max.0.load(Ordering::Relaxed),
+            lag_max_seconds: lag_max.1.load(Ordering::Relaxed) as f64 / 1000.0,
+            drain_seconds,
+        });
+        // Catch-up: wipe the last node (not the metadata member) and let its
+        // replicas bootstrap from their peers.
+        if n == biggest && n >= 3 {
+            let victim = n - 1;
+            let before = used_bytes(&nodes.client(victim)).await;
+            nodes.kill(victim);
+            std::fs::remove_dir_all(&nodes.dirs[victim])?;
+            std::fs::create_dir_all(&nodes.dirs[victim])?;
+            let t = Instant::now();
+            nodes.procs[victim] = Nodes::spawn(nodes.net, victim + 1, &nodes.dirs[victim])?;
+            wait_healthy(&nodes.client(victim)).await?;
+            let deadline = t + Duration::from_secs(600);
+            loop {
+                let now = used_bytes(&nodes.client(victim)).await;
+                if now >= before {
+                    break;
+                }
+                if Instant::now() > deadline {
+                    bail!("the wiped node holds {now} of {before} bytes after 600 s");
+                }
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+            let seconds = t.elapsed().as_secs_f64();
+            let mbps = before as f64 / MB / seconds;
+            catch_up = Some(CatchUp { nodes: n, bytes: before, seconds, mbps, disk_write_mbps, ratio_to_disk: mbps / disk_write_mbps });
+        }
+        drop(nodes);
+    }
+    if !a.keep {
+        let _ = std::fs::remove_dir_all(&a.data_dir);
+    }
+    if a.json {
+        println!(
+            "{}",
+            json!({ "disk_write_mbps": disk_write_mbps, "loopback_mbps": loopback_mbps, "size": a.size, "concurrency": a.concurrency, "rows": rows, "catch_up": catch_up })
+        );
+        return Ok(());
+    }
+    println!("limits measured in this run: disk fsync'd write {disk_write_mbps:.0} MB/s (one stream), loopback TCP {loopback_mbps:.0} MB/s");
+    println!(
+        "{} blobs, {} clients spread over the nodes, {:.0} s per phase; every node process on this one machine",
+        format_size(a.size),
+        a.concurrency,
+        a.seconds
+    );
+    println!();
+    println!("| nodes | replicas | PUT MB/s | PUT ops/s | PUT p50/p99 ms | GET MB/s | GET ops/s | GET p50/p99 ms | repl. lag max (bytes, s) | drain s |");
+    println!("|---|---|---|---|---|---|---|---|---|---|");
+    for r in &rows {
+        println!(
+            "| {} | {} | {:.1} | {:.0} | {:.1} / {:.1} | {:.1} | {:.0} | {:.1} / {:.1} | {}, {:.2} | {:.2} |",
+            r.nodes,
+            r.replicas,
+            r.put_mbps,
+            r.put_ops,
+            r.put_p50_ms,
+            r.put_p99_ms,
+            r.get_mbps,
+            r.get_ops,
+            r.get_p50_ms,
+            r.get_p99_ms,
+            format!("{:.2} MB", r.lag_max_bytes as f64 / MB),
+            r.lag_max_seconds,
+            r.drain_seconds
+        );
+    }
+    if let Some(c) = catch_up {
+        println!();
+        println!(
+            "catch-up of a wiped node ({} nodes): {:.0} MB in {:.2} s = {:.1} MB/s, {:.2}x the disk's fsync'd write bandwidth ({:.0} MB/s)",
+            c.nodes,
+            c.bytes as f64 / MB,
+            c.seconds,
+            c.mbps,
+            c.ratio_to_disk,
+            c.disk_write_mbps
+        );
+    }
+    Ok(())
+}
