@@ -351,7 +351,7 @@ pub async fn run(a: BenchClusterArgs) -> Result<()> {
     println!("|---|---|---|---|---|---|---|---|---|---|");
     for r in &rows {
         println!(
-            "| {} | {} | {:.1} | {:.0} | {:.1} / {:.1} | {:.1} | {:.0} | {:.1} / {:.1} | {}, {:.2} | {:.2} |",
+            "| {} | {} | {:.1} | {:.0} | {:.1} / {:.1} | {:.1} | {:.0} | {:.1} / {:.1} | {:.2} MB, {:.2} | {:.2} |",
             r.nodes,
             r.replicas,
             r.put_mbps,
@@ -362,7 +362,7 @@ pub async fn run(a: BenchClusterArgs) -> Result<()> {
             r.get_ops,
             r.get_p50_ms,
             r.get_p99_ms,
-            format!("{:.2} MB", r.lag_max_bytes as f64 / MB),
+            r.lag_max_bytes as f64 / MB,
             r.lag_max_seconds,
             r.drain_seconds
         );
