@@ -376,6 +376,18 @@ async fn quorum_durability_availability_catch_up_and_leader_loss() {
     let gone = c.client(8).get_bytes(&deleted).await.map(|b| b.len());
     assert!(matches!(gone, Err(strata_client::ClientError::Api { status: 410, .. })), "{gone:?}");
 
+    // A replaced disk: node 9 loses its data. Its replicas start empty and
+    // bootstrap from their peers (whose tokens against node 9 name the old
+    // incarnation and start over).
+    c.kill9(9);
+    std::fs::remove_dir_all(c.dir.join("n9")).expect("wipe node 9");
+    c.spawn(9);
+    c.wait_healthy(9).await;
+    c.converged(&all, Duration::from_secs(60)).await;
+    for (id, data) in blobs.iter().chain(during.iter()) {
+        get_ok(&c.client(9), id, data).await;
+    }
+
     // Killing the metadata leader: the others elect a new one and the map
     // stays available for changes.
     let old = c.leader().await.expect("a leader");
