@@ -14,6 +14,26 @@ pub enum ClusterCmd {
     Init(Common),
     /// Shows zones, nodes, disks, partitions, the metadata group and replica lag.
     Status(Common),
+    /// Sets the cluster's default quorum policies (`one`, `majority`, `all` or a count); unnamed ones keep their value.
+    Policy(PolicyArgs),
+}
+
+#[derive(clap::Args, Debug)]
+pub struct PolicyArgs {
+    /// Acks a put needs.
+    #[arg(long)]
+    pub put: Option<String>,
+    /// Replicas a get asks.
+    #[arg(long)]
+    pub get: Option<String>,
+    /// Acks a delete needs.
+    #[arg(long)]
+    pub delete: Option<String>,
+    /// Acks a TTL update needs.
+    #[arg(long)]
+    pub ttl: Option<String>,
+    #[command(flatten)]
+    pub common: Common,
 }
 
 #[derive(clap::Subcommand, Debug)]
@@ -121,7 +141,26 @@ pub async fn cluster(cmd: ClusterCmd) -> Result<()> {
             Ok(())
         }
         ClusterCmd::Status(c) => status(c).await,
+        ClusterCmd::Policy(a) => policy(a).await,
     }
+}
+
+async fn policy(a: PolicyArgs) -> Result<()> {
+    let v = Client::new(&a.common.server).json(http::Method::GET, "/admin/cluster/status").await?;
+    let mut policies: strata_types::Policies = serde_json::from_value(v["map"]["policies"].clone())?;
+    for (flag, value, slot) in [
+        ("--put", &a.put, &mut policies.put),
+        ("--get", &a.get, &mut policies.get),
+        ("--delete", &a.delete, &mut policies.delete),
+        ("--ttl", &a.ttl, &mut policies.ttl_update),
+    ] {
+        if let Some(s) = value {
+            *slot = strata_types::Policy::parse(s).ok_or_else(|| anyhow::anyhow!("{flag} takes one, majority, all or a positive count, not {s:?}"))?;
+        }
+    }
+    let out = propose(&a.common, json!({ "SetPolicies": { "policies": policies } })).await?;
+    report(&a.common, &out, &format!("policies set: {policies:?}"));
+    Ok(())
 }
 
 pub async fn node(cmd: NodeCmd) -> Result<()> {
@@ -153,7 +192,7 @@ async fn status(c: Common) -> Result<()> {
         return Ok(());
     }
     let map = &v["map"];
-    println!("cluster map epoch {} (as node {} has it)", map["epoch"], v["node"]);
+    println!("cluster map epoch {} (as node {} has it); default policies {}", map["epoch"], v["node"], map["policies"]);
     if let Some(m) = v["meta"].as_object() {
         println!("metadata group: leader {}, term {}, members {}", m["leader"], m["term"], Value::Object(m.clone())["members"]);
     }

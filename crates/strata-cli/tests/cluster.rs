@@ -343,6 +343,25 @@ async fn quorum_durability_availability_catch_up_and_leader_loss() {
         }
     }
 
+    // The cluster's default put policy, set in the map, applies on every
+    // node: with "all", a put cannot succeed while a replica's node is down.
+    c.command(3, serde_json::json!({ "SetPolicies": { "policies": { "put": "All", "get": "One", "delete": { "Count": 2 }, "ttl_update": { "Count": 2 } } } }))
+        .await;
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    c.kill9(2);
+    let refused = c.client(1).put_bytes(content(999, 100), &PutArgs::default()).await.map(|r| r.id);
+    assert!(matches!(refused, Err(strata_client::ClientError::Api { status: 503, .. })), "{refused:?}");
+    c.command(
+        3,
+        serde_json::json!({ "SetPolicies": { "policies": { "put": { "Count": 2 }, "get": "One", "delete": { "Count": 2 }, "ttl_update": { "Count": 2 } } } }),
+    )
+    .await;
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let data = content(998, 100);
+    blobs.push((put(&c.client(1), &data, None).await, data));
+    c.spawn(2);
+    c.wait_healthy(2).await;
+
     // One node per zone down: gets and puts keep succeeding everywhere else.
     for n in [2, 5, 8] {
         c.kill9(n);

@@ -3,7 +3,7 @@
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet};
 use strata_placement::ambry::{Disk as PlacementDisk, Layout, Replica as PlacementReplica};
-use strata_types::PartitionId;
+use strata_types::{PartitionId, Policies, Policy};
 
 /// A node's id, chosen by the operator and unique in the cluster.
 pub type NodeId = u64;
@@ -83,6 +83,9 @@ pub struct ClusterMap {
     pub nodes: BTreeMap<NodeId, Node>,
     /// Partitions by id.
     pub partitions: BTreeMap<PartitionId, Partition>,
+    /// The cluster's default quorum policies (Ambry's: put 2, get 1,
+    /// delete 2, TTL update 2); requests may override within limits.
+    pub policies: Policies,
 }
 
 /// A change to the map, as the metadata service's log carries it.
@@ -127,6 +130,11 @@ pub enum Command {
         replicas_per_zone: u32,
         /// Capacity of each replica, bytes.
         capacity_bytes: u64,
+    },
+    /// Sets the cluster's default quorum policies.
+    SetPolicies {
+        /// The new defaults.
+        policies: Policies,
     },
     /// Sets a partition read-write or read-only.
     SetPartitionState {
@@ -258,6 +266,17 @@ impl ClusterMap {
                 let n = self.nodes.get_mut(node).ok_or(MapError::NoSuchNode(*node))?;
                 let d = n.disks.get_mut(*disk as usize).ok_or(MapError::NoSuchDisk { node: *node, disk: *disk })?;
                 d.state = *state;
+                Ok(None)
+            }
+            Command::SetPolicies { policies } => {
+                for (op, p) in [("put", policies.put), ("get", policies.get), ("delete", policies.delete), ("ttl update", policies.ttl_update)] {
+                    if let Policy::Count(k) = p
+                        && !(1..=16).contains(&k)
+                    {
+                        return Err(invalid("policy", &format!("{op} needs 1..=16 acks, not {k}")));
+                    }
+                }
+                self.policies = *policies;
                 Ok(None)
             }
             Command::SetPartitionState { partition, state } => {
@@ -413,6 +432,8 @@ mod tests {
             Command::SetDiskState { node: 1, disk: 5, state: DiskState::Down },
             Command::SetPartitionState { partition: 3, state: PartitionState::ReadOnly },
             Command::AddPartitions { count: 0, replicas_per_zone: 3, capacity_bytes: 1 },
+            Command::SetPolicies { policies: strata_types::Policies { put: Policy::Count(0), ..Default::default() } },
+            Command::SetPolicies { policies: strata_types::Policies { get: Policy::Count(17), ..Default::default() } },
             // Three replicas per zone capped at two nodes; but 2 TiB replicas do not fit 1 TiB disks.
             Command::AddPartitions { count: 1, replicas_per_zone: 3, capacity_bytes: 2 << 40 },
         ] {

@@ -68,7 +68,7 @@ impl Router {
     {
         let chunk_size = self.config.chunk_size;
         let expiry_ms = opts.ttl_ms.map_or(0, |t| self.now_ms().saturating_add(t.max(1)));
-        let policy = opts.policy.unwrap_or(self.config.policies.put);
+        let policy = opts.policy.unwrap_or(self.policies().put);
         let mut buf = BytesMut::new();
         let mut total = 0u64;
         let mut next_index = 0usize;
@@ -172,7 +172,7 @@ impl Router {
 
     async fn delete_chunks(&self, ids: impl Iterator<Item = BlobId>) {
         for id in ids {
-            if let Err(e) = self.write_quorum(id.partition(), strata_engine::WriteOp::Delete { key: id.key() }, self.config.policies.delete).await {
+            if let Err(e) = self.write_quorum(id.partition(), strata_engine::WriteOp::Delete { key: id.key() }, self.policies().delete).await {
                 tracing::warn!(chunk = %id, error = %e, "could not delete a chunk of a failed put");
             }
         }

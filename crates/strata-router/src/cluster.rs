@@ -109,6 +109,9 @@ impl ClusterView for ClusterMapView {
     fn has_partition(&self, partition: PartitionId) -> bool {
         self.map.borrow().partitions.contains_key(&partition)
     }
+    fn policies(&self) -> Option<strata_types::Policies> {
+        Some(self.map.borrow().policies)
+    }
 }
 
 struct RemoteReplica {

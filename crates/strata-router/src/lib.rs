@@ -13,14 +13,13 @@ mod cluster;
 mod error;
 mod failure;
 mod local;
-mod policy;
 
 pub use chunking::{BlobBody, BlobData, ByteRange};
 pub use cluster::{ClusterMapView, LocalReplicas};
 pub use error::{ReplicaError, RouterError};
 pub use failure::{FailureDetector, FailureDetectorConfig, NodeHealth};
 pub use local::LocalView;
-pub use policy::{Policies, Policy};
+pub use strata_types::{Policies, Policy};
 
 use bytes::Bytes;
 use futures_util::future::BoxFuture;
@@ -50,6 +49,11 @@ pub trait ClusterView: Send + Sync {
     /// requests, Ambry §4.2.2). None by default.
     fn remote_replicas(&self, _partition: PartitionId) -> Vec<Arc<dyn ReplicaHandle>> {
         Vec::new()
+    }
+    /// The cluster's default policies, if the cluster sets them (the
+    /// router's configuration applies otherwise).
+    fn policies(&self) -> Option<Policies> {
+        None
     }
     /// Whether the partition exists at all (in any zone).
     fn has_partition(&self, partition: PartitionId) -> bool {
@@ -152,6 +156,12 @@ impl Router {
     /// The configuration.
     pub fn config(&self) -> &RouterConfig {
         &self.config
+    }
+
+    /// The policies in force: the cluster's defaults if it sets them, else
+    /// the router's configuration.
+    pub fn policies(&self) -> Policies {
+        self.view.policies().unwrap_or(self.config.policies)
     }
 
     fn new_id(&self, kind: BlobKind, partitions: &[PartitionId]) -> Option<BlobId> {
@@ -289,7 +299,7 @@ impl Router {
 
     /// Deletes a blob, with `policy` acks instead of the cluster's delete policy.
     pub async fn delete_with(&self, id: BlobId, policy: Option<Policy>) -> Result<(), RouterError> {
-        let policy = policy.unwrap_or(self.config.policies.delete);
+        let policy = policy.unwrap_or(self.policies().delete);
         let list = self.chunk_list_if_composite(id).await?;
         match self.write_quorum(id.partition(), WriteOp::Delete { key: id.key() }, policy).await {
             Ok(()) | Err(RouterError::Deleted) => {}
@@ -314,7 +324,7 @@ impl Router {
 
     /// Sets a new time to live with `policy` acks instead of the cluster's.
     pub async fn update_ttl_with(&self, id: BlobId, ttl_ms: Option<u64>, policy: Option<Policy>) -> Result<(), RouterError> {
-        let policy = policy.unwrap_or(self.config.policies.ttl_update);
+        let policy = policy.unwrap_or(self.policies().ttl_update);
         let expiry_ms = ttl_ms.map_or(0, |t| self.clock.now_ms().saturating_add(t.max(1)));
         let list = self.chunk_list_if_composite(id).await?;
         // Chunks first: a blob whose composite outlives its chunks would be broken.

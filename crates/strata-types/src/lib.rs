@@ -5,6 +5,8 @@
 
 pub mod clock;
 pub mod id;
+pub mod policy;
 
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use id::{BlobId, BlobKind, IdError, Key, KeyKind, MAX_KEY_LEN, PartitionId};
+pub use policy::{Policies, Policy};

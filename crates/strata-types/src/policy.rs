@@ -1,7 +1,9 @@
-//! Quorum policies: how many replica acks an operation needs.
+//! Quorum policies: how many replica acks an operation needs. Shared by the
+//! router (which applies them) and the cluster map (which holds the
+//! cluster's defaults).
 
 /// How many replicas must succeed.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub enum Policy {
     /// Any one replica.
     One,
@@ -37,7 +39,7 @@ impl Policy {
 }
 
 /// Per-operation policies (defaults as Ambry ships them).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Policies {
     /// Put acks.
     pub put: Policy,
