@@ -263,16 +263,24 @@ impl Router {
             local.shuffle(&mut *rng);
             remote.shuffle(&mut *rng);
         }
+        // The get policy's count of replicas is asked at once; the next ones
+        // only if none of those has the blob.
+        let fanout = self.policies().get.needed(local.len().max(1));
         let mut errors = Vec::new();
         let remote_start = local.len();
-        for (i, r) in local.into_iter().chain(remote).enumerate() {
-            if i == remote_start && i > 0 {
+        let all: Vec<(usize, Arc<dyn ReplicaHandle>)> = local.into_iter().chain(remote).enumerate().collect();
+        for group in all.chunks(fanout) {
+            if group.iter().any(|(i, _)| *i == remote_start) && remote_start > 0 {
                 self.stats.proxied_gets.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
             }
-            match r.read(id.key(), with_data).await {
-                Ok(rec) => return Ok(rec),
-                Err(ReplicaError::Engine(e @ (EngineError::Deleted | EngineError::Expired))) => return Err(e.into()),
-                Err(e) => errors.push(e),
+            use futures_util::StreamExt;
+            let mut pending: futures_util::stream::FuturesUnordered<_> = group.iter().map(|(_, r)| r.read(id.key(), with_data)).collect();
+            while let Some(r) = pending.next().await {
+                match r {
+                    Ok(rec) => return Ok(rec),
+                    Err(ReplicaError::Engine(e @ (EngineError::Deleted | EngineError::Expired))) => return Err(e.into()),
+                    Err(e) => errors.push(e),
+                }
             }
         }
         if errors.iter().all(|e| matches!(e, ReplicaError::Engine(EngineError::NotFound))) {

@@ -1,0 +1,152 @@
+//! The router over real engine replicas arranged in zones: quorum writes in
+//! the local zone, proxy gets to other zones, 404 only when every replica
+//! answered so, and put acks from replicas that replication reached first.
+
+use bytes::Bytes;
+use futures_util::FutureExt;
+use futures_util::future::BoxFuture;
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use strata_engine::{BlobRecord, EngineConfig, Replica, Store, WriteAck, WriteOp};
+use strata_router::{ClusterView, Policy, PutOptions, ReplicaError, ReplicaHandle, Router, RouterConfig, RouterError};
+use strata_types::{Key, PartitionId, SystemClock};
+
+/// How a replica behaves.
+#[derive(Clone, Copy, PartialEq)]
+enum Mode {
+    Healthy,
+    /// Its node does not answer.
+    Down,
+    /// Replication copies every put here just before the router's write.
+    Raced,
+    /// Another blob already holds the id here.
+    Collides,
+}
+
+struct Handle(Arc<Replica>, Mode);
+
+impl ReplicaHandle for Handle {
+    fn write(&self, op: WriteOp) -> BoxFuture<'static, Result<WriteAck, ReplicaError>> {
+        let (r, mode) = (self.0.clone(), self.1);
+        async move {
+            match (mode, &op) {
+                (Mode::Down, _) => return Err(ReplicaError::Unreachable("node down".into())),
+                (Mode::Raced, WriteOp::Put { key, props, data }) => {
+                    r.submit(WriteOp::ReplicaPut { key: key.clone(), props: props.clone(), data: data.clone(), created_ms: 1 }).await?;
+                }
+                (Mode::Collides, WriteOp::Put { key, props, .. }) => {
+                    r.submit(WriteOp::ReplicaPut { key: key.clone(), props: props.clone(), data: Bytes::from_static(b"other"), created_ms: 1 }).await?;
+                }
+                _ => {}
+            }
+            Ok(r.submit(op).await?)
+        }
+        .boxed()
+    }
+    fn read(&self, key: Key, with_data: bool) -> BoxFuture<'static, Result<BlobRecord, ReplicaError>> {
+        if self.1 == Mode::Down {
+            return futures_util::future::ready(Err(ReplicaError::Unreachable("node down".into()))).boxed();
+        }
+        let r = if with_data { self.0.get(&key) } else { self.0.info(&key) };
+        futures_util::future::ready(r.map_err(ReplicaError::from)).boxed()
+    }
+}
+
+struct Zones {
+    local: Vec<(Arc<Replica>, Mode)>,
+    remote: Vec<(Arc<Replica>, Mode)>,
+}
+
+impl ClusterView for Zones {
+    fn writable_partitions(&self) -> Vec<PartitionId> {
+        vec![1]
+    }
+    fn replicas(&self, p: PartitionId) -> Vec<Arc<dyn ReplicaHandle>> {
+        if p != 1 {
+            return Vec::new();
+        }
+        self.local.iter().map(|(r, m)| Arc::new(Handle(r.clone(), *m)) as Arc<dyn ReplicaHandle>).collect()
+    }
+    fn remote_replicas(&self, p: PartitionId) -> Vec<Arc<dyn ReplicaHandle>> {
+        if p != 1 {
+            return Vec::new();
+        }
+        self.remote.iter().map(|(r, m)| Arc::new(Handle(r.clone(), *m)) as Arc<dyn ReplicaHandle>).collect()
+    }
+}
+
+fn replicas(dir: &std::path::Path, n: usize) -> Vec<Arc<Replica>> {
+    (0..n)
+        .map(|i| {
+            let store =
+                Store::open(&dir.join(format!("s{i}")), EngineConfig { disk_reserve_bytes: 0, ..EngineConfig::default() }, Arc::new(SystemClock)).unwrap();
+            store.create_replica(1).unwrap()
+        })
+        .collect()
+}
+
+fn router(local: Vec<(Arc<Replica>, Mode)>, remote: Vec<(Arc<Replica>, Mode)>) -> Arc<Router> {
+    // A new seed per router, so each draws different ids.
+    static SEED: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
+    let seed = SEED.fetch_add(1, Ordering::Relaxed);
+    Arc::new(Router::new(Arc::new(Zones { local, remote }), RouterConfig::default(), Arc::new(SystemClock), Some(seed)))
+}
+
+fn whole(b: strata_router::BlobBody) -> Bytes {
+    match b.data {
+        strata_router::BlobData::Whole(bytes, _) => bytes,
+        strata_router::BlobData::Stream(_) => panic!("small blobs are simple"),
+    }
+}
+
+async fn put(r: &Arc<Router>, data: &'static [u8], policy: Option<Policy>) -> Result<strata_types::BlobId, RouterError> {
+    r.put_bytes(PutOptions { policy, ..PutOptions::default() }, Bytes::from_static(data)).await
+}
+
+#[tokio::test]
+async fn quorum_in_the_local_zone() {
+    let dir = tempfile::tempdir().unwrap();
+    let rs = replicas(dir.path(), 3);
+    let r = router(vec![(rs[0].clone(), Mode::Healthy), (rs[1].clone(), Mode::Healthy), (rs[2].clone(), Mode::Down)], vec![]);
+    let id = put(&r, b"two of three", None).await.expect("2 acks of 3 is the default");
+    assert_eq!(&r.get(id, None).await.map(whole).unwrap()[..], b"two of three");
+    let all = put(&r, b"needs three", Some(Policy::All)).await;
+    assert!(matches!(all, Err(RouterError::Unavailable(_))), "{all:?}");
+}
+
+#[tokio::test]
+async fn gets_proxy_to_other_zones_and_404_only_when_everyone_said_so() {
+    let dir = tempfile::tempdir().unwrap();
+    let rs = replicas(dir.path(), 3);
+    // Written in the remote zone only (replication has not copied it yet).
+    let writer = router(vec![(rs[2].clone(), Mode::Healthy)], vec![]);
+    let id = put(&writer, b"written elsewhere", None).await.unwrap();
+
+    let reader = router(vec![(rs[0].clone(), Mode::Healthy), (rs[1].clone(), Mode::Healthy)], vec![(rs[2].clone(), Mode::Healthy)]);
+    assert_eq!(&reader.get(id, None).await.map(whole).unwrap()[..], b"written elsewhere");
+    assert_eq!(reader.stats().proxied_gets.load(Ordering::Relaxed), 1);
+
+    // The remote zone unreachable: unknown, not "not found".
+    let cut = router(vec![(rs[0].clone(), Mode::Healthy), (rs[1].clone(), Mode::Healthy)], vec![(rs[2].clone(), Mode::Down)]);
+    assert!(matches!(cut.get(id, None).await.map(|_| ()), Err(RouterError::Unavailable(_))));
+    // Every replica answered "not found": 404.
+    let other = put(&router(vec![(rs[0].clone(), Mode::Healthy)], vec![]), b"x", None).await.unwrap();
+    let missing = router(vec![(rs[1].clone(), Mode::Healthy)], vec![(rs[2].clone(), Mode::Healthy)]);
+    let r = missing.get(other, None).await.map(|_| ());
+    assert!(matches!(r, Err(RouterError::NotFound)), "{r:?}");
+}
+
+#[tokio::test]
+async fn replication_racing_a_put_is_an_ack_but_a_different_blob_is_not() {
+    let dir = tempfile::tempdir().unwrap();
+    let rs = replicas(dir.path(), 3);
+    let r = router(vec![(rs[0].clone(), Mode::Raced), (rs[1].clone(), Mode::Raced), (rs[2].clone(), Mode::Down)], vec![]);
+    let id = put(&r, b"raced", None).await.expect("raced replicas hold this very blob");
+    assert_eq!(r.stats().put_replication_races.load(Ordering::Relaxed), 2);
+    assert_eq!(&rs[0].get(&id.key()).unwrap().data[..], b"raced");
+
+    let c = router(vec![(rs[0].clone(), Mode::Collides), (rs[1].clone(), Mode::Collides), (rs[2].clone(), Mode::Down)], vec![]);
+    let e = put(&c, b"mine", None).await;
+    assert!(e.is_err(), "a different blob under the id is a collision, not an ack: {e:?}");
+    assert_eq!(c.stats().put_replication_races.load(Ordering::Relaxed), 0);
+}
