@@ -362,6 +362,23 @@ async fn quorum_durability_availability_catch_up_and_leader_loss() {
     c.spawn(2);
     c.wait_healthy(2).await;
 
+    // A paused node (SIGSTOP: connections open, no answers) holds up
+    // neither puts (2 acks of 3) nor gets (hedged to the next replica).
+    let paused = c.procs[&3].id() as i32;
+    // SAFETY: kill(2) on our own child's pid.
+    unsafe { libc::kill(paused, libc::SIGSTOP) };
+    for seed in 200..204u64 {
+        let data = content(seed, 50_000);
+        let id = put(&c.client(1), &data, None).await;
+        get_ok(&c.client(1), &id, &data).await;
+        blobs.push((id, data));
+    }
+    for (id, data) in &blobs {
+        get_ok(&c.client(2), id, data).await;
+    }
+    // SAFETY: as above.
+    unsafe { libc::kill(paused, libc::SIGCONT) };
+
     // One node per zone down: gets and puts keep succeeding everywhere else.
     for n in [2, 5, 8] {
         c.kill9(n);

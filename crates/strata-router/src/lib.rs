@@ -84,11 +84,22 @@ pub struct RouterConfig {
     pub policies: Policies,
     /// Partitions tried for one put before giving up.
     pub put_attempts: usize,
+    /// A get waits this long for the replicas it asked before also asking
+    /// the next ones (a slow or paused node delays a get by this much, not
+    /// by the RPC deadline).
+    pub hedge_after: std::time::Duration,
 }
 
 impl Default for RouterConfig {
     fn default() -> Self {
-        Self { chunk_size: 4 << 20, chunk_window: 4, blob_bytes_max: 64 << 30, policies: Policies::default(), put_attempts: 4 }
+        Self {
+            chunk_size: 4 << 20,
+            chunk_window: 4,
+            blob_bytes_max: 64 << 30,
+            policies: Policies::default(),
+            put_attempts: 4,
+            hedge_after: std::time::Duration::from_millis(250),
+        }
     }
 }
 
@@ -264,23 +275,49 @@ impl Router {
             remote.shuffle(&mut *rng);
         }
         // The get policy's count of replicas is asked at once; the next ones
-        // only if none of those has the blob.
+        // when those all miss, or when none has answered within
+        // `hedge_after` (a slow node must not hold the get up).
         let fanout = self.policies().get.needed(local.len().max(1));
         let mut errors = Vec::new();
         let remote_start = local.len();
-        let all: Vec<(usize, Arc<dyn ReplicaHandle>)> = local.into_iter().chain(remote).enumerate().collect();
-        for group in all.chunks(fanout) {
-            if group.iter().any(|(i, _)| *i == remote_start) && remote_start > 0 {
-                self.stats.proxied_gets.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let all: Vec<Arc<dyn ReplicaHandle>> = local.into_iter().chain(remote).collect();
+        let mut next = 0;
+        let mut pending = futures_util::stream::FuturesUnordered::new();
+        loop {
+            if pending.is_empty() || next < all.len() && pending.len() < fanout {
+                if next >= all.len() {
+                    break;
+                }
+                let end = (next + fanout).min(all.len());
+                if next <= remote_start && remote_start < end && remote_start > 0 {
+                    self.stats.proxied_gets.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                }
+                pending.extend(all[next..end].iter().map(|r| r.read(id.key(), with_data)));
+                next = end;
             }
             use futures_util::StreamExt;
-            let mut pending: futures_util::stream::FuturesUnordered<_> = group.iter().map(|(_, r)| r.read(id.key(), with_data)).collect();
-            while let Some(r) = pending.next().await {
-                match r {
-                    Ok(rec) => return Ok(rec),
-                    Err(ReplicaError::Engine(e @ (EngineError::Deleted | EngineError::Expired))) => return Err(e.into()),
-                    Err(e) => errors.push(e),
+            let answer = if next < all.len() {
+                match tokio::time::timeout(self.config.hedge_after, pending.next()).await {
+                    Ok(a) => a,
+                    Err(_) => {
+                        // Hedge: ask the next group too, keep waiting for all.
+                        let end = (next + fanout).min(all.len());
+                        if next <= remote_start && remote_start < end && remote_start > 0 {
+                            self.stats.proxied_gets.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                        }
+                        pending.extend(all[next..end].iter().map(|r| r.read(id.key(), with_data)));
+                        next = end;
+                        continue;
+                    }
                 }
+            } else {
+                pending.next().await
+            };
+            match answer {
+                Some(Ok(rec)) => return Ok(rec),
+                Some(Err(ReplicaError::Engine(e @ (EngineError::Deleted | EngineError::Expired)))) => return Err(e.into()),
+                Some(Err(e)) => errors.push(e),
+                None => {}
             }
         }
         if errors.iter().all(|e| matches!(e, ReplicaError::Engine(EngineError::NotFound))) {

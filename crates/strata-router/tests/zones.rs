@@ -21,6 +21,8 @@ enum Mode {
     Raced,
     /// Another blob already holds the id here.
     Collides,
+    /// Its node accepts the request and never answers (paused).
+    Paused,
 }
 
 struct Handle(Arc<Replica>, Mode);
@@ -46,6 +48,9 @@ impl ReplicaHandle for Handle {
     fn read(&self, key: Key, with_data: bool) -> BoxFuture<'static, Result<BlobRecord, ReplicaError>> {
         if self.1 == Mode::Down {
             return futures_util::future::ready(Err(ReplicaError::Unreachable("node down".into()))).boxed();
+        }
+        if self.1 == Mode::Paused {
+            return futures_util::future::pending().boxed();
         }
         let r = if with_data { self.0.get(&key) } else { self.0.info(&key) };
         futures_util::future::ready(r.map_err(ReplicaError::from)).boxed()
@@ -149,4 +154,21 @@ async fn replication_racing_a_put_is_an_ack_but_a_different_blob_is_not() {
     let e = put(&c, b"mine", None).await;
     assert!(e.is_err(), "a different blob under the id is a collision, not an ack: {e:?}");
     assert_eq!(c.stats().put_replication_races.load(Ordering::Relaxed), 0);
+}
+
+/// A paused node (accepts, never answers) does not hold a get up: after a
+/// short wait the router asks the next replica too. Without hedging this
+/// get would wait forever; the 30 s bound only turns a hang into a failure.
+#[tokio::test]
+async fn a_paused_replica_does_not_hold_up_gets() {
+    let dir = tempfile::tempdir().unwrap();
+    let rs = replicas(dir.path(), 2);
+    let writer = router(vec![(rs[0].clone(), Mode::Healthy), (rs[1].clone(), Mode::Healthy)], vec![]);
+    let id = put(&writer, b"both have it", Some(Policy::All)).await.unwrap();
+    for _ in 0..8 {
+        // Random order: some gets ask the paused replica first.
+        let r = router(vec![(rs[0].clone(), Mode::Paused), (rs[1].clone(), Mode::Healthy)], vec![]);
+        let got = tokio::time::timeout(std::time::Duration::from_secs(30), r.get(id, None)).await.expect("the get hung on the paused replica");
+        assert_eq!(&got.map(whole).unwrap()[..], b"both have it");
+    }
 }
