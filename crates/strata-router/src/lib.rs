@@ -283,30 +283,30 @@ impl Router {
         let all: Vec<Arc<dyn ReplicaHandle>> = local.into_iter().chain(remote).collect();
         let mut next = 0;
         let mut pending = futures_util::stream::FuturesUnordered::new();
+        // Asks the next group of replicas; counts a proxy get when the group
+        // reaches the first replica of another zone.
+        let ask_next = |next: &mut usize, pending: &mut futures_util::stream::FuturesUnordered<_>| {
+            let end = (*next + fanout).min(all.len());
+            if *next <= remote_start && remote_start < end && remote_start > 0 {
+                self.stats.proxied_gets.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            }
+            pending.extend(all[*next..end].iter().map(|r| r.read(id.key(), with_data)));
+            *next = end;
+        };
         loop {
             if pending.is_empty() || next < all.len() && pending.len() < fanout {
                 if next >= all.len() {
                     break;
                 }
-                let end = (next + fanout).min(all.len());
-                if next <= remote_start && remote_start < end && remote_start > 0 {
-                    self.stats.proxied_gets.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                }
-                pending.extend(all[next..end].iter().map(|r| r.read(id.key(), with_data)));
-                next = end;
+                ask_next(&mut next, &mut pending);
             }
             use futures_util::StreamExt;
             let answer = if next < all.len() {
                 match tokio::time::timeout(self.config.hedge_after, pending.next()).await {
                     Ok(a) => a,
                     Err(_) => {
-                        // Hedge: ask the next group too, keep waiting for all.
-                        let end = (next + fanout).min(all.len());
-                        if next <= remote_start && remote_start < end && remote_start > 0 {
-                            self.stats.proxied_gets.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                        }
-                        pending.extend(all[next..end].iter().map(|r| r.read(id.key(), with_data)));
-                        next = end;
+                        // Hedge: ask the next group too, and keep waiting for all.
+                        ask_next(&mut next, &mut pending);
                         continue;
                     }
                 }

@@ -124,7 +124,7 @@ impl ClusterNode {
         if map.epoch <= self.map().epoch && self.map().epoch != 0 {
             return;
         }
-        if let Err(e) = write_file(&self.config.data_dir.join("cluster-map"), &encode_map(&map)) {
+        if let Err(e) = strata_engine::fsutil::write_atomic(&self.config.data_dir.join("cluster-map"), &encode_map(&map)) {
             tracing::warn!(error = %e, "could not cache the cluster map");
         }
         self.map_tx.send_replace(map);
@@ -252,13 +252,4 @@ async fn fetch_map(http: &strata_cluster::meta::HttpClient, addr: &str) -> Resul
     }
     let b = resp.into_body().collect().await.map_err(|e| e.to_string())?.to_bytes();
     decode_map(&b).map_err(|e| e.to_string())
-}
-
-fn write_file(path: &std::path::Path, bytes: &[u8]) -> std::io::Result<()> {
-    use std::io::Write;
-    let tmp = path.with_extension("tmp");
-    let mut f = std::fs::File::create(&tmp)?;
-    f.write_all(bytes)?;
-    f.sync_all()?;
-    std::fs::rename(&tmp, path)
 }

@@ -127,7 +127,7 @@ impl Replication {
         }
         t.insert(peer, token);
         let payload = postcard::to_stdvec(&*t).map_err(std::io::Error::other)?;
-        write_atomic(&replica.dir().join(TOKENS_FILE), &encode_frame(KIND_TOKENS, &payload))
+        strata_engine::fsutil::write_atomic(&replica.dir().join(TOKENS_FILE), &encode_frame(KIND_TOKENS, &payload)).map_err(std::io::Error::other)
     }
 
     fn record(&self, partition: PartitionId, peer: NodeId, intra_zone: bool, f: impl FnOnce(&mut PairLag)) {
@@ -168,19 +168,6 @@ fn load_tokens(replica: &Replica) -> BTreeMap<NodeId, Token> {
             BTreeMap::new()
         }
     }
-}
-
-fn write_atomic(path: &std::path::Path, bytes: &[u8]) -> std::io::Result<()> {
-    use std::io::Write;
-    let tmp = path.with_extension("tmp");
-    let mut f = std::fs::File::create(&tmp)?;
-    f.write_all(bytes)?;
-    f.sync_all()?;
-    std::fs::rename(&tmp, path)?;
-    if let Some(dir) = path.parent() {
-        std::fs::File::open(dir)?.sync_all()?;
-    }
-    Ok(())
 }
 
 /// Starts replication: a manager that spawns one task per peer node on the
