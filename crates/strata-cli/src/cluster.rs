@@ -64,6 +64,23 @@ pub struct NodeAddArgs {
 pub enum DiskCmd {
     /// Adds a disk to a node.
     Add(DiskAddArgs),
+    /// Marks a disk up or down (a down disk gets no new replicas, and routers skip its replicas).
+    SetState(DiskStateArgs),
+}
+
+#[derive(clap::Args, Debug)]
+pub struct DiskStateArgs {
+    /// Node.
+    #[arg(long)]
+    pub node: u64,
+    /// Disk index on the node (from `cluster status --json`).
+    #[arg(long)]
+    pub disk: u32,
+    /// `up` or `down`.
+    #[arg(long)]
+    pub state: String,
+    #[command(flatten)]
+    pub common: Common,
 }
 
 #[derive(clap::Args, Debug)]
@@ -85,6 +102,20 @@ pub struct DiskAddArgs {
 pub enum PartitionCmd {
     /// Creates partitions, placed greedily across zones, nodes and racks.
     Add(PartitionAddArgs),
+    /// Marks a partition read-write or read-only.
+    SetState(PartitionStateArgs),
+}
+
+#[derive(clap::Args, Debug)]
+pub struct PartitionStateArgs {
+    /// Partition.
+    #[arg(long)]
+    pub id: u64,
+    /// `read-write` or `read-only`.
+    #[arg(long)]
+    pub state: String,
+    #[command(flatten)]
+    pub common: Common,
 }
 
 #[derive(clap::Args, Debug)]
@@ -171,14 +202,38 @@ pub async fn node(cmd: NodeCmd) -> Result<()> {
 }
 
 pub async fn disk(cmd: DiskCmd) -> Result<()> {
-    let DiskCmd::Add(a) = cmd;
+    let a = match cmd {
+        DiskCmd::Add(a) => a,
+        DiskCmd::SetState(s) => {
+            let state = match s.state.as_str() {
+                "up" => "Up",
+                "down" => "Down",
+                other => bail!("--state takes up or down, not {other:?}"),
+            };
+            let out = propose(&s.common, json!({ "SetDiskState": { "node": s.node, "disk": s.disk, "state": state } })).await?;
+            report(&s.common, &out, &format!("disk {} of node {} is {}", s.disk, s.node, s.state));
+            return Ok(());
+        }
+    };
     let out = propose(&a.common, json!({ "AddDisk": { "node": a.node, "path": a.path, "capacity_bytes": a.capacity } })).await?;
     report(&a.common, &out, &format!("disk {} added to node {}", a.path, a.node));
     Ok(())
 }
 
 pub async fn partition(cmd: PartitionCmd) -> Result<()> {
-    let PartitionCmd::Add(a) = cmd;
+    let a = match cmd {
+        PartitionCmd::Add(a) => a,
+        PartitionCmd::SetState(s) => {
+            let state = match s.state.as_str() {
+                "read-write" => "ReadWrite",
+                "read-only" => "ReadOnly",
+                other => bail!("--state takes read-write or read-only, not {other:?}"),
+            };
+            let out = propose(&s.common, json!({ "SetPartitionState": { "partition": s.id, "state": state } })).await?;
+            report(&s.common, &out, &format!("partition {} is {}", s.id, s.state));
+            return Ok(());
+        }
+    };
     let out =
         propose(&a.common, json!({ "AddPartitions": { "count": a.count, "replicas_per_zone": a.replicas_per_zone, "capacity_bytes": a.capacity } })).await?;
     report(&a.common, &out, "added");

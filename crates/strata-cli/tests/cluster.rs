@@ -122,7 +122,8 @@ impl Cluster {
             .arg(&data)
             .args(["--listen", &self.real(n), "--node-id", &n.to_string(), "--meta", &meta.join(",")])
             .args(["--outbound-ip", &format!("127.{}.0.{n}", self.octet)])
-            .args(["--chunk-size", "1MiB", "--segment-size", "16MiB", "--replica-capacity", "256MiB", "--disk-reserve", "0", "--failure-wait-ms", "1000"])
+            .args(["--chunk-size", "1MiB", "--segment-size", "16MiB", "--disk-reserve", "0", "--failure-wait-ms", "1000"])
+            .args(if self.extra.iter().any(|a| a == "--replica-capacity") { &[][..] } else { &["--replica-capacity", "256MiB"][..] })
             .args(&self.extra)
             .env("STRATA_LOG", "warn")
             .stdout(Stdio::null())
@@ -508,4 +509,43 @@ async fn a_zone_cut_off_serves_locally_proxies_and_converges_after_healing() {
     for (id, data) in &outside {
         get_ok(&c.client(9), id, data).await;
     }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_full_partition_turns_read_only_in_the_map_and_new_ones_take_puts() {
+    let _serial = SERIAL.lock().await;
+    // One partition whose replicas hold 4 MiB (read-only past 85%).
+    let c = Cluster::start(63, 1, &["--replica-capacity", "4MiB"]).await;
+    let mut stored = Vec::new();
+    let refused = loop {
+        let data = content(stored.len() as u64, 600_000);
+        match c.client(1).put_bytes(data.clone(), &PutArgs::default()).await {
+            Ok(r) => stored.push((r.id, data)),
+            Err(e) => break e,
+        }
+        assert!(stored.len() < 20, "capacity never enforced");
+    };
+    assert!(matches!(refused, strata_client::ClientError::Api { status: 507, .. }), "{refused:?}");
+    // The full partition becomes read-only in the map, for every node.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while c.status(9).await.map_or(true, |s| s["map"]["partitions"]["0"]["state"] != "ReadOnly") {
+        assert!(Instant::now() < deadline, "partition 0 never turned read-only in the map");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    for (id, data) in &stored {
+        get_ok(&c.client(5), id, data).await;
+    }
+    // A new partition takes the puts.
+    c.command(4, serde_json::json!({ "AddPartitions": { "count": 1, "replicas_per_zone": 3, "capacity_bytes": 4u64 << 20 } })).await;
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let data = content(77, 100_000);
+    let id = loop {
+        match c.client(7).put_bytes(data.clone(), &PutArgs::default()).await {
+            Ok(r) => break r.id,
+            Err(e) => assert!(Instant::now() < deadline, "puts never resumed: {e}"),
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    };
+    assert_eq!(strata_types::BlobId::parse(&id).expect("an id").partition(), 1, "the put went to the full partition");
+    get_ok(&c.client(2), &id, &data).await;
 }

@@ -89,6 +89,7 @@ impl ClusterNode {
         node.reconcile(&node.map());
         node.clone().spawn_map_feed();
         node.clone().spawn_reconciler();
+        node.clone().spawn_full_partition_reporter();
         crate::replication::spawn(node.clone());
         Ok(node)
     }
@@ -171,6 +172,30 @@ impl ClusterNode {
                 let me = self.clone();
                 if tokio::task::spawn_blocking(move || me.reconcile(&map)).await.is_err() {
                     tracing::error!("reconciler panicked");
+                }
+            }
+        });
+    }
+
+    /// Every 5 s: a local replica full by policy (past its capacity
+    /// fraction) makes its partition read-only in the map, so routers stop
+    /// choosing it for puts (Ambry's partition states). Disk-full and I/O
+    /// failures are this node's own trouble and stay local.
+    fn spawn_full_partition_reporter(self: Arc<Self>) {
+        tokio::spawn(async move {
+            loop {
+                tokio::time::sleep(Duration::from_secs(5)).await;
+                let map = self.map();
+                for r in self.disks.replicas() {
+                    let full = r.status().read_only == Some(strata_engine::ReadOnlyReason::Capacity);
+                    let listed_rw = map.partitions.get(&r.partition()).is_some_and(|p| p.state == strata_cluster::PartitionState::ReadWrite);
+                    if full && listed_rw {
+                        let cmd = Command::SetPartitionState { partition: r.partition(), state: strata_cluster::PartitionState::ReadOnly };
+                        match self.propose(cmd).await {
+                            Ok(_) => tracing::info!(partition = r.partition(), "partition is full: marked read-only in the cluster map"),
+                            Err(e) => tracing::warn!(partition = r.partition(), error = %e, "could not mark a full partition read-only"),
+                        }
+                    }
                 }
             }
         });
