@@ -528,7 +528,7 @@ async fn a_full_partition_turns_read_only_in_the_map_and_new_ones_take_puts() {
     assert!(matches!(refused, strata_client::ClientError::Api { status: 507, .. }), "{refused:?}");
     // The full partition becomes read-only in the map, for every node.
     let deadline = Instant::now() + Duration::from_secs(30);
-    while c.status(9).await.map_or(true, |s| s["map"]["partitions"]["0"]["state"] != "ReadOnly") {
+    while c.status(9).await.is_none_or(|s| s["map"]["partitions"]["0"]["state"] != "ReadOnly") {
         assert!(Instant::now() < deadline, "partition 0 never turned read-only in the map");
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
