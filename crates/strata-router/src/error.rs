@@ -89,6 +89,11 @@ impl RouterError {
 
     /// Combines the failures of a quorum write that did not reach its count.
     pub(crate) fn from_replica_errors(partition: PartitionId, needed: usize, acks: usize, errors: Vec<ReplicaError>) -> Self {
+        // A replica full by policy or out of disk makes the whole partition
+        // unfit for puts: the router moves on to another partition.
+        if errors.iter().any(|e| matches!(e, ReplicaError::Engine(EngineError::ReadOnly { reason: ReadOnlyReason::Capacity | ReadOnlyReason::DiskFull, .. }))) {
+            return Self::PartitionReadOnly(partition);
+        }
         // An authoritative answer shared by every replica is the answer.
         let engine: Vec<&EngineError> = errors.iter().filter_map(|e| if let ReplicaError::Engine(e) = e { Some(e) } else { None }).collect();
         if !errors.is_empty() && acks == 0 && engine.len() == errors.len() {

@@ -76,6 +76,11 @@ pub struct Replication {
     clock: Arc<dyn Clock>,
     lag: Mutex<BTreeMap<(PartitionId, NodeId), PairLag>>,
     tokens: Mutex<HashMap<PartitionId, BTreeMap<NodeId, Token>>>,
+    /// Puts being fetched per partition, by whichever peer task claimed
+    /// them first: the other peers' tasks leave them alone, so a replica
+    /// catching up from several peers fetches each blob once, from
+    /// whichever peer gets to it first.
+    inflight: Mutex<HashMap<PartitionId, BTreeSet<Key>>>,
     /// Bytes of blob data copied from peers in this zone.
     pub bytes_intra: AtomicU64,
     /// Bytes of blob data copied from peers in other zones.
@@ -90,6 +95,7 @@ impl Replication {
             clock,
             lag: Mutex::new(BTreeMap::new()),
             tokens: Mutex::new(HashMap::new()),
+            inflight: Mutex::new(HashMap::new()),
             bytes_intra: AtomicU64::new(0),
             bytes_inter: AtomicU64::new(0),
             records: AtomicU64::new(0),
@@ -154,6 +160,34 @@ impl Replication {
 
     fn lag_of(&self, partition: PartitionId, peer: NodeId) -> u64 {
         self.lag.lock().unwrap_or_else(|p| p.into_inner()).get(&(partition, peer)).map_or(u64::MAX, |l| l.lag_records)
+    }
+}
+
+/// Keys this task claimed for fetching; released when dropped.
+struct Claims<'a> {
+    rep: &'a Replication,
+    partition: PartitionId,
+    keys: Vec<Key>,
+}
+
+impl Replication {
+    /// Claims `key` for fetching unless another task has.
+    fn claim(&self, partition: PartitionId, key: &Key) -> bool {
+        self.inflight.lock().unwrap_or_else(|p| p.into_inner()).entry(partition).or_default().insert(key.clone())
+    }
+    fn in_flight(&self, partition: PartitionId, key: &Key) -> bool {
+        self.inflight.lock().unwrap_or_else(|p| p.into_inner()).get(&partition).is_some_and(|s| s.contains(key))
+    }
+}
+
+impl Drop for Claims<'_> {
+    fn drop(&mut self) {
+        let mut g = self.rep.inflight.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(set) = g.get_mut(&self.partition) {
+            for k in &self.keys {
+                set.remove(k);
+            }
+        }
     }
 }
 
@@ -288,6 +322,9 @@ async fn apply_chunk(
     let mut fetch: Vec<(Key, u32)> = Vec::new();
     let mut deletes: Vec<Key> = Vec::new();
     let mut seen = BTreeSet::new();
+    let mut claims = Claims { rep, partition, keys: Vec::new() };
+    // Puts another peer's task is fetching: checked before the token moves.
+    let mut theirs: Vec<Key> = Vec::new();
     for e in &chunk.entries {
         let Some(key) = Key::from_encoded(&e.key) else { return Err(format!("peer {peer} sent a malformed key")) };
         let state = replica.state_of(&key);
@@ -298,7 +335,15 @@ async fn apply_chunk(
             k => return Err(format!("peer {peer} sent record kind {k}")),
         };
         match (kind, state) {
-            (RecordKind::Put, KeyState::Missing) | (RecordKind::TtlUpdate, KeyState::Missing | KeyState::Live { .. }) if seen.insert(key.clone()) => {
+            (RecordKind::Put, KeyState::Missing) if seen.insert(key.clone()) => {
+                if rep.claim(partition, &key) {
+                    claims.keys.push(key.clone());
+                    fetch.push((key, e.record_len));
+                } else {
+                    theirs.push(key);
+                }
+            }
+            (RecordKind::TtlUpdate, KeyState::Missing | KeyState::Live { .. }) if seen.insert(key.clone()) => {
                 fetch.push((key, e.record_len));
             }
             (RecordKind::Delete, KeyState::Missing | KeyState::Live { .. }) => deletes.push(key),
@@ -363,6 +408,18 @@ async fn apply_chunk(
             Ok(_) => applied += 1,
             Err(EngineError::Deleted) => {}
             Err(e) => return Err(format!("applying deletes from node {peer}: {e}")),
+        }
+    }
+    drop(claims);
+    // The token may pass a put another task was fetching only once it is
+    // here: if that task failed, this one fetches it next round.
+    for key in &theirs {
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
+        while rep.in_flight(partition, key) && tokio::time::Instant::now() < deadline {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        if matches!(replica.state_of(key), KeyState::Missing) {
+            return Err(format!("a put another peer's task was fetching did not arrive ({key:?}); retrying"));
         }
     }
     // Everything is durable here: the token may move.
