@@ -8,12 +8,12 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
-use strata_cluster::meta::{MetaConfig, MetaError, MetaService, http_client};
+use strata_cluster::meta::{MapFeed, MetaConfig, MetaError, MetaService, http_client};
 use strata_cluster::{ClusterMap, Command, NodeId, Outcome, decode_map, encode_map};
 use strata_engine::{EngineConfig, Replica, Store};
 use strata_rpc::{ReplicaHost, RpcClient};
 use strata_types::{Clock, PartitionId};
-use tokio::sync::{Notify, watch};
+use tokio::sync::watch;
 
 /// How a cluster node is set up.
 #[derive(Debug, Clone)]
@@ -57,7 +57,7 @@ pub struct ClusterNode {
     /// Replication state (lag, counters).
     pub replication: Arc<Replication>,
     map_tx: watch::Sender<Arc<ClusterMap>>,
-    refresh: Notify,
+    feed: std::sync::OnceLock<MapFeed>,
     clock: Arc<dyn Clock>,
     rpc: RpcClient,
 }
@@ -81,7 +81,7 @@ impl ClusterNode {
             meta,
             replication: Arc::new(Replication::new(clock.clone())),
             map_tx,
-            refresh: Notify::new(),
+            feed: std::sync::OnceLock::new(),
             clock,
             rpc: RpcClient::new(Duration::from_secs(10)),
             config,
@@ -106,8 +106,8 @@ impl ClusterNode {
 
     /// A node reported epoch `epoch`: refresh the map if it is newer.
     pub fn saw_epoch(&self, epoch: u64) {
-        if epoch > self.map().epoch {
-            self.refresh.notify_one();
+        if let Some(feed) = self.feed.get() {
+            feed.saw_epoch(epoch);
         }
     }
 
@@ -145,20 +145,17 @@ impl ClusterNode {
             });
             return;
         }
+        // Not a member: pull from the members, and publish what is newer.
+        let members: Vec<String> = self.config.meta_peers.values().cloned().collect();
+        let feed = MapFeed::pull(members, self.map(), Duration::from_secs(2));
+        let _ = self.feed.set(feed.clone());
+        let mut rx = feed.subscribe();
         tokio::spawn(async move {
-            let http = http_client();
             loop {
-                for addr in self.config.meta_peers.values() {
-                    if let Ok(map) = fetch_map(&http, addr).await {
-                        if map.epoch > self.map().epoch {
-                            self.publish(Arc::new(map));
-                        }
-                        break;
-                    }
-                }
-                tokio::select! {
-                    _ = tokio::time::sleep(Duration::from_secs(2)) => {}
-                    _ = self.refresh.notified() => {}
+                let m = rx.borrow_and_update().clone();
+                self.publish(m);
+                if rx.changed().await.is_err() {
+                    return;
                 }
             }
         });
@@ -266,15 +263,4 @@ impl ReplicaHost for ClusterNode {
     fn replica(&self, partition: PartitionId) -> Option<Arc<Replica>> {
         self.disks.replica(partition)
     }
-}
-
-async fn fetch_map(http: &strata_cluster::meta::HttpClient, addr: &str) -> Result<ClusterMap, String> {
-    use http_body_util::BodyExt;
-    let req = http::Request::get(format!("http://{addr}/meta/v1/map")).body(http_body_util::Full::new(bytes::Bytes::new())).map_err(|e| e.to_string())?;
-    let resp = tokio::time::timeout(Duration::from_secs(3), http.request(req)).await.map_err(|_| "timed out".to_string())?.map_err(|e| e.to_string())?;
-    if !resp.status().is_success() {
-        return Err(format!("HTTP {}", resp.status()));
-    }
-    let b = resp.into_body().collect().await.map_err(|e| e.to_string())?.to_bytes();
-    decode_map(&b).map_err(|e| e.to_string())
 }

@@ -3,11 +3,13 @@
 //! frames; the state machine is the map, snapshotted to a file. Raft
 //! messages travel over HTTP as frames (docs/formats.md, "Frame").
 
+mod feed;
 mod log_store;
 mod network;
 mod service;
 mod state_machine;
 
+pub use feed::{MapFeed, fetch_map};
 pub use log_store::LogStore;
 pub use network::{HttpClient, KIND_APPEND, KIND_PROPOSE, KIND_SNAPSHOT, KIND_VOTE, PostError, http_client, post_frame, post_raw, set_outbound_ip};
 pub use service::{MetaConfig, MetaError, MetaService, MetaStatus};
