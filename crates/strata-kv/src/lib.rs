@@ -1,0 +1,17 @@
+//! Read-only key-value stores, served the way LinkedIn's Spock/Voldemort
+//! read-only stores are (Spock §4): data sets are built offline into
+//! sorted, immutable chunk files, shipped, and swapped in whole.
+//!
+//! - [`format`]: the chunk files (`.index`: sorted MD5 prefixes and data
+//!   offsets; `.data`: collided tuples with their raw keys), written from
+//!   sorted tuples and read from memory maps.
+//! - [`placement`]: which (partition, replica) bucket and chunk a key
+//!   belongs to.
+//!
+//! Must not depend on: the blob engine, the router or the server.
+
+pub mod format;
+pub mod placement;
+
+pub use format::{ChunkReader, ChunkWriter, FormatError, Search};
+pub use placement::{KeyHash, Md5Hash, chunk_of};
