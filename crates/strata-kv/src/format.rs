@@ -80,6 +80,9 @@ pub struct ChunkStats {
     pub data_bytes: u64,
 }
 
+/// A prefix and the (key, value) tuples sharing it.
+type Group = (u64, Vec<(Vec<u8>, Vec<u8>)>);
+
 /// Writes one chunk from tuples given in (prefix, key) order.
 pub struct ChunkWriter {
     index_path: PathBuf,
@@ -87,7 +90,8 @@ pub struct ChunkWriter {
     index: BufWriter<File>,
     data: BufWriter<File>,
     data_pos: u64,
-    group: Option<(u64, Vec<(Vec<u8>, Vec<u8>)>)>,
+    /// The prefix being written and its tuples (more than one: a collision).
+    group: Option<Group>,
     stats: ChunkStats,
 }
 
@@ -260,7 +264,7 @@ impl ChunkReader {
                     return None;
                 }
                 let span = (b - a) as u128;
-                let guess = if span == 0 { lo } else { lo + ((prefix - a) as u128 * (hi - 1 - lo) as u128 / span) as usize };
+                let guess = lo + ((prefix - a) as u128 * (hi - 1 - lo) as u128).checked_div(span).unwrap_or(0) as usize;
                 let p = self.prefix_at(guess);
                 match p.cmp(&prefix) {
                     std::cmp::Ordering::Equal => return Some(guess),
