@@ -10,8 +10,14 @@
 //!
 //! Must not depend on: the blob engine, the router or the server.
 
+pub mod build;
 pub mod format;
 pub mod placement;
+pub mod store;
+pub mod version;
 
+pub use build::{BuildReport, Duplicates, build_in_memory};
 pub use format::{ChunkReader, ChunkWriter, FormatError, Search};
-pub use placement::{KeyHash, Md5Hash, chunk_of};
+pub use placement::{KeyHash, Md5Hash, chunk_of, partition_of};
+pub use store::ReadOnlyStore;
+pub use version::{Metadata, StoreDef, Version, VersionError};

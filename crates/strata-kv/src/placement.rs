@@ -26,6 +26,14 @@ pub fn prefix(digest: &[u8; 16]) -> u64 {
     u64::from_be_bytes(digest[..8].try_into().expect("8 bytes"))
 }
 
+/// The master partition of a key: the ring (the 64-bit space of the
+/// digest's last 8 bytes, big-endian) split into `partitions` equal ranges.
+/// Independent of the prefix and chunk bits, which come from the first 8.
+pub fn partition_of(digest: &[u8; 16], partitions: u32) -> u32 {
+    let pos = u64::from_be_bytes(digest[8..].try_into().expect("8 bytes"));
+    ((pos as u128 * partitions.max(1) as u128) >> 64) as u32
+}
+
 /// The chunk of a key in its bucket.
 pub fn chunk_of(digest: &[u8; 16], chunks: u32) -> u32 {
     u32::from_be_bytes(digest[..4].try_into().expect("4 bytes")) % chunks.max(1)
@@ -44,5 +52,8 @@ mod tests {
         let d = Md5Hash.digest(b"abc");
         assert_eq!(prefix(&d), 0x9001_5098_3cd2_4fb0);
         assert_eq!(chunk_of(&d, 7), 0x9001_5098 % 7);
+        assert_eq!(partition_of(&d, 1), 0);
+        assert_eq!(partition_of(&[0xff; 16], 10), 9);
+        assert_eq!(partition_of(&[0; 16], 10), 0);
     }
 }

@@ -1,0 +1,206 @@
+//! A store on a node: versions side by side, one live.
+//!
+//! ```text
+//! <root>/
+//!   store.json         the store definition (name, ring, chunks)
+//!   version-1/ ...     chunk files and .metadata
+//!   version-2/ ...
+//!   latest             "version-2\n": the live version, replaced atomically
+//! ```
+//!
+//! A version is verified and mapped before it goes live; going live is one
+//! pointer swap under a write lock, so it takes microseconds whatever the
+//! size. Readers take the live version (an `Arc`) under the read lock and
+//! read without it: a read never fails during a swap and never sees two
+//! versions, and an old version's maps last until its last reader is done.
+
+use crate::Search;
+use crate::version::{StoreDef, Version, VersionError};
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, RwLock};
+
+const LATEST: &str = "latest";
+const DEF_FILE: &str = "store.json";
+
+fn io(path: &Path) -> impl FnOnce(std::io::Error) -> VersionError + '_ {
+    move |source| VersionError::Io { path: path.to_path_buf(), source }
+}
+
+fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), VersionError> {
+    use std::io::Write;
+    let tmp = path.with_extension("tmp");
+    let mut f = std::fs::File::create(&tmp).map_err(io(&tmp))?;
+    f.write_all(bytes).and_then(|()| f.sync_all()).map_err(io(&tmp))?;
+    std::fs::rename(&tmp, path).map_err(io(path))?;
+    let dir = path.parent().unwrap_or(Path::new("."));
+    std::fs::File::open(dir).and_then(|f| f.sync_all()).map_err(io(dir))
+}
+
+/// A read-only store on this node.
+pub struct ReadOnlyStore {
+    def: StoreDef,
+    root: PathBuf,
+    keep: usize,
+    search: Search,
+    live: RwLock<Option<Arc<Version>>>,
+    admin: Mutex<()>,
+}
+
+impl ReadOnlyStore {
+    /// Opens (or creates) the store in `root`; serves its live version if
+    /// it has one. `keep` old versions are kept for rollbacks.
+    pub fn open(root: &Path, def: StoreDef, keep: usize, search: Search) -> Result<Self, VersionError> {
+        def.validate()?;
+        std::fs::create_dir_all(root).map_err(io(root))?;
+        let def_path = root.join(DEF_FILE);
+        match std::fs::read(&def_path) {
+            Ok(b) => {
+                let have: StoreDef = serde_json::from_slice(&b).map_err(|e| VersionError::Invalid(format!("{}: {e}", def_path.display())))?;
+                if have != def {
+                    return Err(VersionError::Invalid(format!("{} holds store {:?}, not the definition given ({:?})", root.display(), have, def)));
+                }
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                write_atomic(&def_path, &serde_json::to_vec(&def).map_err(|e| VersionError::Invalid(e.to_string()))?)?;
+            }
+            Err(e) => return Err(io(&def_path)(e)),
+        }
+        let store = Self { def, root: root.to_path_buf(), keep, search, live: RwLock::new(None), admin: Mutex::new(()) };
+        if let Ok(text) = std::fs::read_to_string(root.join(LATEST)) {
+            let n = parse_version(text.trim()).ok_or_else(|| VersionError::Invalid(format!("{}/latest names {:?}", root.display(), text.trim())))?;
+            let v = Version::open(n, &store.version_dir(n), &store.def)?;
+            *store.live.write().unwrap_or_else(|p| p.into_inner()) = Some(Arc::new(v));
+        }
+        Ok(store)
+    }
+
+    /// The definition.
+    pub fn def(&self) -> &StoreDef {
+        &self.def
+    }
+
+    fn version_dir(&self, n: u64) -> PathBuf {
+        self.root.join(format!("version-{n}"))
+    }
+
+    /// Version numbers present, ascending.
+    pub fn versions(&self) -> Vec<u64> {
+        let mut v: Vec<u64> =
+            std::fs::read_dir(&self.root).into_iter().flatten().filter_map(|e| parse_version(&e.ok()?.file_name().to_string_lossy())).collect();
+        v.sort_unstable();
+        v
+    }
+
+    /// The live version, for a consistent set of reads.
+    pub fn snapshot(&self) -> Option<Arc<Version>> {
+        self.live.read().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+
+    /// The live version's number.
+    pub fn live_version(&self) -> Option<u64> {
+        self.snapshot().map(|v| v.number)
+    }
+
+    /// Looks a key up in the live version (`None`: no live version or no key).
+    pub fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>, VersionError> {
+        match self.snapshot() {
+            Some(v) => Ok(v.get(key, self.search)?.map(<[u8]>::to_vec)),
+            None => Ok(None),
+        }
+    }
+
+    /// Looks several keys up in one version.
+    pub fn multi_get(&self, keys: &[Vec<u8>]) -> Result<Vec<Option<Vec<u8>>>, VersionError> {
+        let Some(v) = self.snapshot() else { return Ok(vec![None; keys.len()]) };
+        keys.iter().map(|k| Ok(v.get(k, self.search)?.map(<[u8]>::to_vec))).collect()
+    }
+
+    /// Copies a built version from `src` into the store as version `number`
+    /// (default: the highest present + 1; it must exceed every present
+    /// one), after checking it against the store. Does not make it live.
+    pub fn load(&self, src: &Path, number: Option<u64>) -> Result<u64, VersionError> {
+        let _g = self.admin.lock().unwrap_or_else(|p| p.into_inner());
+        crate::version::Metadata::verify(src, &self.def)?;
+        let max = self.versions().last().copied().unwrap_or(0);
+        let n = number.unwrap_or(max + 1);
+        if n <= max {
+            return Err(VersionError::Invalid(format!("version {n} is not above the highest present ({max})")));
+        }
+        let tmp = self.root.join(format!(".loading-{n}"));
+        let _ = std::fs::remove_dir_all(&tmp);
+        std::fs::create_dir_all(&tmp).map_err(io(&tmp))?;
+        for e in std::fs::read_dir(src).map_err(io(src))? {
+            let e = e.map_err(io(src))?;
+            let name = e.file_name();
+            let s = name.to_string_lossy();
+            if s.ends_with(".index") || s.ends_with(".data") || s == crate::version::METADATA_FILE {
+                let to = tmp.join(&name);
+                std::fs::copy(e.path(), &to).map_err(io(&to))?;
+                std::fs::File::open(&to).and_then(|f| f.sync_all()).map_err(io(&to))?;
+            }
+        }
+        std::fs::File::open(&tmp).and_then(|f| f.sync_all()).map_err(io(&tmp))?;
+        let dir = self.version_dir(n);
+        std::fs::rename(&tmp, &dir).map_err(io(&dir))?;
+        std::fs::File::open(&self.root).and_then(|f| f.sync_all()).map_err(io(&self.root))?;
+        Ok(n)
+    }
+
+    /// Makes version `n` live: verifies and maps it first, then swaps the
+    /// pointer under the write lock, then drops versions beyond `keep`.
+    pub fn swap(&self, n: u64) -> Result<(), VersionError> {
+        let _g = self.admin.lock().unwrap_or_else(|p| p.into_inner());
+        self.swap_locked(n)
+    }
+
+    fn swap_locked(&self, n: u64) -> Result<(), VersionError> {
+        let dir = self.version_dir(n);
+        if !dir.is_dir() {
+            return Err(VersionError::Invalid(format!("store {} has no version {n}", self.def.name)));
+        }
+        let v = Arc::new(Version::open(n, &dir, &self.def)?);
+        write_atomic(&self.root.join(LATEST), format!("version-{n}\n").as_bytes())?;
+        *self.live.write().unwrap_or_else(|p| p.into_inner()) = Some(v);
+        self.collect_old(n);
+        Ok(())
+    }
+
+    /// Makes an older version live again: `to`, or the newest one below the
+    /// live version.
+    pub fn rollback(&self, to: Option<u64>) -> Result<u64, VersionError> {
+        let _g = self.admin.lock().unwrap_or_else(|p| p.into_inner());
+        let live = self.live_version().ok_or_else(|| VersionError::Invalid(format!("store {} has no live version", self.def.name)))?;
+        let target = match to {
+            Some(t) => t,
+            None => self
+                .versions()
+                .into_iter()
+                .rev()
+                .find(|&v| v < live)
+                .ok_or_else(|| VersionError::Invalid(format!("store {} keeps no version older than {live}", self.def.name)))?,
+        };
+        self.swap_locked(target)?;
+        Ok(target)
+    }
+
+    /// Deletes versions older than the live one beyond the `keep` newest of
+    /// them, in the background.
+    fn collect_old(&self, live: u64) {
+        let old: Vec<u64> = self.versions().into_iter().filter(|&v| v < live).collect();
+        let doomed: Vec<PathBuf> = old.iter().rev().skip(self.keep).map(|&v| self.version_dir(v)).collect();
+        if doomed.is_empty() {
+            return;
+        }
+        std::thread::spawn(move || {
+            for d in doomed {
+                if let Err(e) = std::fs::remove_dir_all(&d) {
+                    tracing::warn!(dir = %d.display(), error = %e, "could not delete an old version");
+                }
+            }
+        });
+    }
+}
+
+fn parse_version(name: &str) -> Option<u64> {
+    name.strip_prefix("version-")?.parse().ok()
+}

@@ -1,0 +1,262 @@
+//! A version of a store: a directory of chunk files and its `.metadata`
+//! (docs/formats.md, "Read-only store metadata"), which names the store and
+//! its ring, counts what the version holds, and lists every chunk file with
+//! its size and CRC32C. A version is checked against it, file by file,
+//! before it can go live.
+
+use crate::format::{ChunkReader, FormatError};
+use serde::{Deserialize, Serialize};
+use std::collections::HashMap;
+use std::io::Read;
+use std::path::{Path, PathBuf};
+
+/// The metadata file's name in a version directory.
+pub const METADATA_FILE: &str = ".metadata";
+/// Version of the metadata layout.
+pub const METADATA_FORMAT: u16 = 1;
+
+/// What defines a store's layout: a version built for another layout cannot
+/// serve it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StoreDef {
+    /// Name.
+    pub name: String,
+    /// Partitions of the ring.
+    pub partitions: u32,
+    /// Replicas of each key.
+    pub replication: u32,
+    /// Chunks per (partition, replica) bucket.
+    pub chunks: u32,
+}
+
+impl StoreDef {
+    /// Checks the numbers.
+    pub fn validate(&self) -> Result<(), VersionError> {
+        let bad = |d: &str| VersionError::Invalid(format!("store {}: {d}", self.name));
+        if self.name.is_empty() || !self.name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_') {
+            return Err(bad("a name is letters, digits, '-' and '_'"));
+        }
+        if self.partitions == 0 || self.partitions > 1 << 16 {
+            return Err(bad("partitions must be 1..=65536"));
+        }
+        if self.replication == 0 || self.replication > 16 {
+            return Err(bad("replication must be 1..=16"));
+        }
+        if self.chunks == 0 || self.chunks > 1 << 16 {
+            return Err(bad("chunks must be 1..=65536"));
+        }
+        Ok(())
+    }
+
+    /// The file stem of a chunk.
+    pub fn chunk_name(partition: u32, replica: u32, chunk: u32) -> String {
+        format!("{partition}_{replica}_{chunk}")
+    }
+}
+
+/// One chunk file as the metadata lists it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FileSum {
+    /// File name.
+    pub name: String,
+    /// Size.
+    pub bytes: u64,
+    /// CRC32C of its bytes.
+    pub crc32c: u32,
+}
+
+/// The `.metadata` of a version.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Metadata {
+    /// Layout version of this file and of the chunk files.
+    pub format: u16,
+    /// The store and ring the version was built for.
+    pub store: StoreDef,
+    /// Key digest (`md5`).
+    pub hash: String,
+    /// Tuples in all chunks.
+    pub records: u64,
+    /// Digest prefixes shared by more than one key.
+    pub collided_prefixes: u64,
+    /// Every chunk file, sorted by name.
+    pub files: Vec<FileSum>,
+    /// CRC32C over the list: each file's name, size and CRC in order.
+    pub checksum: u32,
+}
+
+/// Why a version cannot go live.
+#[derive(Debug, thiserror::Error)]
+pub enum VersionError {
+    /// A chunk file is damaged.
+    #[error(transparent)]
+    Format(#[from] FormatError),
+    /// I/O.
+    #[error("{path}: {source}")]
+    Io {
+        /// File.
+        path: PathBuf,
+        /// Error.
+        source: std::io::Error,
+    },
+    /// The metadata or the files disagree, or the version does not fit the store.
+    #[error("{0}")]
+    Invalid(String),
+}
+
+fn io(path: &Path) -> impl FnOnce(std::io::Error) -> VersionError + '_ {
+    move |source| VersionError::Io { path: path.to_path_buf(), source }
+}
+
+fn list_checksum(files: &[FileSum]) -> u32 {
+    let mut crc = 0u32;
+    for f in files {
+        crc = crc32c::crc32c_append(crc, f.name.as_bytes());
+        crc = crc32c::crc32c_append(crc, &f.bytes.to_le_bytes());
+        crc = crc32c::crc32c_append(crc, &f.crc32c.to_le_bytes());
+    }
+    crc
+}
+
+fn sum_file(path: &Path) -> Result<(u64, u32), VersionError> {
+    let mut f = std::fs::File::open(path).map_err(io(path))?;
+    let mut buf = vec![0u8; 1 << 20];
+    let (mut crc, mut n) = (0u32, 0u64);
+    loop {
+        let k = f.read(&mut buf).map_err(io(path))?;
+        if k == 0 {
+            return Ok((n, crc));
+        }
+        crc = crc32c::crc32c_append(crc, &buf[..k]);
+        n += k as u64;
+    }
+}
+
+impl Metadata {
+    /// Sums every chunk file in `dir` and writes `.metadata` (fsync'd).
+    pub fn write(dir: &Path, store: &StoreDef, records: u64, collided_prefixes: u64) -> Result<Metadata, VersionError> {
+        let mut names: Vec<String> = std::fs::read_dir(dir)
+            .map_err(io(dir))?
+            .filter_map(|e| e.ok()?.file_name().into_string().ok())
+            .filter(|n| n.ends_with(".index") || n.ends_with(".data"))
+            .collect();
+        names.sort();
+        let mut files = Vec::with_capacity(names.len());
+        for name in names {
+            let (bytes, crc32c) = sum_file(&dir.join(&name))?;
+            files.push(FileSum { name, bytes, crc32c });
+        }
+        let checksum = list_checksum(&files);
+        let m = Metadata { format: METADATA_FORMAT, store: store.clone(), hash: "md5".into(), records, collided_prefixes, files, checksum };
+        let path = dir.join(METADATA_FILE);
+        let mut text = serde_json::to_vec(&m).map_err(|e| VersionError::Invalid(e.to_string()))?;
+        text.push(b'\n');
+        std::fs::write(&path, &text).map_err(io(&path))?;
+        std::fs::File::open(&path).and_then(|f| f.sync_all()).map_err(io(&path))?;
+        std::fs::File::open(dir).and_then(|f| f.sync_all()).map_err(io(dir))?;
+        Ok(m)
+    }
+
+    /// Reads `.metadata` and checks it against the files and against
+    /// `store`: the same ring, every chunk file present (for replica 0 of
+    /// every partition on a single node), sizes and CRCs matching, no
+    /// stray chunk files.
+    pub fn verify(dir: &Path, store: &StoreDef) -> Result<Metadata, VersionError> {
+        let path = dir.join(METADATA_FILE);
+        let text = std::fs::read(&path).map_err(io(&path))?;
+        let m: Metadata = serde_json::from_slice(&text).map_err(|e| VersionError::Invalid(format!("{}: not valid metadata: {e}", path.display())))?;
+        if m.format != METADATA_FORMAT {
+            return Err(VersionError::Invalid(format!("{}: format {} (this build reads {METADATA_FORMAT})", path.display(), m.format)));
+        }
+        if m.hash != "md5" {
+            return Err(VersionError::Invalid(format!("{}: hash {:?}, only md5 is served", path.display(), m.hash)));
+        }
+        if m.store != *store {
+            return Err(VersionError::Invalid(format!(
+                "{}: built for store {:?} with {} partitions, {} replicas, {} chunks; the store is {:?} with {}, {}, {}",
+                dir.display(),
+                m.store.name,
+                m.store.partitions,
+                m.store.replication,
+                m.store.chunks,
+                store.name,
+                store.partitions,
+                store.replication,
+                store.chunks
+            )));
+        }
+        if list_checksum(&m.files) != m.checksum {
+            return Err(VersionError::Invalid(format!("{}: the file list's checksum does not match", path.display())));
+        }
+        let listed: HashMap<&str, &FileSum> = m.files.iter().map(|f| (f.name.as_str(), f)).collect();
+        for p in 0..store.partitions {
+            for c in 0..store.chunks {
+                for ext in ["index", "data"] {
+                    let name = format!("{}.{ext}", StoreDef::chunk_name(p, 0, c));
+                    if !listed.contains_key(name.as_str()) {
+                        return Err(VersionError::Invalid(format!("{}: chunk file {name} is missing from the metadata", dir.display())));
+                    }
+                }
+            }
+        }
+        for f in &m.files {
+            let p = dir.join(&f.name);
+            let (bytes, crc) = sum_file(&p).map_err(|e| match e {
+                VersionError::Io { source, .. } if source.kind() == std::io::ErrorKind::NotFound => {
+                    VersionError::Invalid(format!("{}: chunk file is missing", p.display()))
+                }
+                e => e,
+            })?;
+            if bytes != f.bytes {
+                return Err(VersionError::Invalid(format!("{}: {bytes} bytes, the metadata says {} (truncated or replaced)", p.display(), f.bytes)));
+            }
+            if crc != f.crc32c {
+                return Err(VersionError::Invalid(format!("{}: checksum {crc:#010x}, the metadata says {:#010x} (corrupt)", p.display(), f.crc32c)));
+            }
+        }
+        for e in std::fs::read_dir(dir).map_err(io(dir))? {
+            let name = e.map_err(io(dir))?.file_name().to_string_lossy().into_owned();
+            if (name.ends_with(".index") || name.ends_with(".data")) && !listed.contains_key(name.as_str()) {
+                return Err(VersionError::Invalid(format!("{}: chunk file {name} is not in the metadata", dir.display())));
+            }
+        }
+        Ok(m)
+    }
+}
+
+/// A verified version, mapped and ready to serve.
+pub struct Version {
+    /// Its number.
+    pub number: u64,
+    /// Its directory.
+    pub dir: PathBuf,
+    /// Its metadata.
+    pub meta: Metadata,
+    chunks: HashMap<(u32, u32), ChunkReader>,
+}
+
+impl Version {
+    /// Verifies `dir` against `store` and maps every chunk of replica 0.
+    pub fn open(number: u64, dir: &Path, store: &StoreDef) -> Result<Self, VersionError> {
+        let meta = Metadata::verify(dir, store)?;
+        let mut chunks = HashMap::new();
+        for p in 0..store.partitions {
+            for c in 0..store.chunks {
+                let stem = StoreDef::chunk_name(p, 0, c);
+                let r = ChunkReader::open(&dir.join(format!("{stem}.index")), &dir.join(format!("{stem}.data")))?;
+                chunks.insert((p, c), r);
+            }
+        }
+        Ok(Self { number, dir: dir.to_path_buf(), meta, chunks })
+    }
+
+    /// The value of `key`.
+    pub fn get(&self, key: &[u8], search: crate::Search) -> Result<Option<&[u8]>, FormatError> {
+        use crate::placement::{KeyHash, Md5Hash, chunk_of, partition_of, prefix};
+        let d = Md5Hash.digest(key);
+        let s = &self.meta.store;
+        match self.chunks.get(&(partition_of(&d, s.partitions), chunk_of(&d, s.chunks))) {
+            Some(r) => r.get(prefix(&d), key, search),
+            None => Ok(None),
+        }
+    }
+}

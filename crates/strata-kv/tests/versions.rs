@@ -1,0 +1,145 @@
+//! Versions of a store: build, load, swap and roll back while readers run
+//! (no failed read, no read seeing two versions, no return to version 1
+//! after version 2 was seen until the rollback), and every kind of damaged
+//! version rejected with the file named while the live one keeps serving.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use strata_kv::{Duplicates, ReadOnlyStore, Search, StoreDef, VersionError, build_in_memory};
+
+fn def() -> StoreDef {
+    StoreDef { name: "profiles".into(), partitions: 4, replication: 1, chunks: 3 }
+}
+
+fn records(version: u8, n: u32) -> Vec<(Vec<u8>, Vec<u8>)> {
+    (0..n).map(|i| (format!("member-{i}").into_bytes(), format!("v{version}:{i}").into_bytes())).collect()
+}
+
+#[test]
+fn swap_and_rollback_under_concurrent_readers() {
+    let tmp = tempfile::tempdir().unwrap();
+    let n = 2_000;
+    for v in [1u8, 2] {
+        build_in_memory(&def(), records(v, n), &tmp.path().join(format!("built-{v}")), Duplicates::Fail).unwrap();
+    }
+    let store = Arc::new(ReadOnlyStore::open(&tmp.path().join("store"), def(), 2, Search::Interpolation).unwrap());
+    assert_eq!(store.get(b"member-1").unwrap(), None, "no live version yet");
+    let v1 = store.load(&tmp.path().join("built-1"), None).unwrap();
+    store.swap(v1).unwrap();
+    let v2 = store.load(&tmp.path().join("built-2"), None).unwrap();
+    assert_eq!((v1, v2), (1, 2));
+
+    let stop = Arc::new(AtomicBool::new(false));
+    let rolled_back = Arc::new(AtomicBool::new(false));
+    let reads = Arc::new(AtomicU64::new(0));
+    let readers: Vec<_> = (0..4)
+        .map(|t| {
+            let (store, stop, rolled_back, reads) = (store.clone(), stop.clone(), rolled_back.clone(), reads.clone());
+            std::thread::spawn(move || {
+                let mut saw_two = false;
+                let mut i = t;
+                while !stop.load(Ordering::Relaxed) {
+                    // A multi-get: all from one version.
+                    let keys: Vec<Vec<u8>> = (0..8).map(|j| format!("member-{}", (i * 31 + j * 97) % n).into_bytes()).collect();
+                    let vals = store.multi_get(&keys).expect("a read failed");
+                    let version: Vec<u8> = vals.iter().map(|v| v.as_ref().expect("a key went missing")[1]).collect();
+                    assert!(version.iter().all(|&b| b == version[0]), "one multi-get saw two versions: {version:?}");
+                    if version[0] == b'2' {
+                        saw_two = true;
+                    } else if saw_two && !rolled_back.load(Ordering::SeqCst) {
+                        panic!("a reader saw version 2 and then version 1 before any rollback");
+                    }
+                    reads.fetch_add(1, Ordering::Relaxed);
+                    i += 1;
+                }
+            })
+        })
+        .collect();
+    std::thread::sleep(std::time::Duration::from_millis(100));
+    store.swap(v2).unwrap();
+    assert_eq!(store.get(b"member-7").unwrap().unwrap(), b"v2:7");
+    std::thread::sleep(std::time::Duration::from_millis(100));
+    rolled_back.store(true, Ordering::SeqCst);
+    assert_eq!(store.rollback(None).unwrap(), 1);
+    assert_eq!(store.get(b"member-7").unwrap().unwrap(), b"v1:7");
+    std::thread::sleep(std::time::Duration::from_millis(100));
+    stop.store(true, Ordering::Relaxed);
+    for r in readers {
+        r.join().expect("a reader failed");
+    }
+    assert!(reads.load(Ordering::Relaxed) > 100);
+    // The live version survives a reopen.
+    drop(store);
+    let again = ReadOnlyStore::open(&tmp.path().join("store"), def(), 2, Search::Binary).unwrap();
+    assert_eq!(again.live_version(), Some(1));
+    assert_eq!(again.get(b"member-1999").unwrap().unwrap(), b"v1:1999");
+    assert_eq!(again.get(b"not-a-member").unwrap(), None);
+}
+
+fn rejected(store: &ReadOnlyStore, src: &std::path::Path, what: &str) -> String {
+    let e = store.load(src, None).expect_err(what);
+    let msg = e.to_string();
+    assert_eq!(store.get(b"member-3").unwrap().unwrap(), b"v1:3", "the live version stopped serving after {what}");
+    msg
+}
+
+#[test]
+fn damaged_versions_are_rejected_and_the_live_one_keeps_serving() {
+    let tmp = tempfile::tempdir().unwrap();
+    let good = tmp.path().join("good");
+    build_in_memory(&def(), records(1, 500), &good, Duplicates::Fail).unwrap();
+    let store = ReadOnlyStore::open(&tmp.path().join("store"), def(), 1, Search::Binary).unwrap();
+    store.swap(store.load(&good, None).unwrap()).unwrap();
+
+    let copy = |name: &str| {
+        let d = tmp.path().join(name);
+        build_in_memory(&def(), records(2, 500), &d, Duplicates::Fail).unwrap();
+        d
+    };
+    // Truncated chunk file.
+    let d = copy("truncated");
+    let f = d.join("1_0_2.data");
+    let b = std::fs::read(&f).unwrap();
+    std::fs::write(&f, &b[..b.len() - 10]).unwrap();
+    let m = rejected(&store, &d, "a truncated chunk");
+    assert!(m.contains("1_0_2.data") && m.contains("truncated"), "{m}");
+    // A flipped byte: the checksum.
+    let d = copy("flipped");
+    let f = d.join("0_0_1.index");
+    let mut b = std::fs::read(&f).unwrap();
+    let last = b.len() - 1;
+    b[last] ^= 0x55;
+    std::fs::write(&f, &b).unwrap();
+    let m = rejected(&store, &d, "a corrupt chunk");
+    assert!(m.contains("0_0_1.index") && m.contains("corrupt"), "{m}");
+    // A missing chunk.
+    let d = copy("missing");
+    std::fs::remove_file(d.join("3_0_0.index")).unwrap();
+    let m = rejected(&store, &d, "a missing chunk");
+    assert!(m.contains("3_0_0.index") && m.contains("missing"), "{m}");
+    // A different ring.
+    let d = tmp.path().join("other-ring");
+    build_in_memory(&StoreDef { partitions: 8, ..def() }, records(2, 100), &d, Duplicates::Fail).unwrap();
+    let m = rejected(&store, &d, "another ring");
+    assert!(m.contains("8 partitions"), "{m}");
+    // No metadata.
+    let d = copy("no-metadata");
+    std::fs::remove_file(d.join(".metadata")).unwrap();
+    let m = rejected(&store, &d, "no metadata");
+    assert!(m.contains(".metadata"), "{m}");
+    assert_eq!(store.versions(), vec![1]);
+}
+
+#[test]
+fn duplicate_keys_fail_the_build_or_last_wins() {
+    let tmp = tempfile::tempdir().unwrap();
+    let mut recs = records(1, 50);
+    recs.push((b"member-7".to_vec(), b"again".to_vec()));
+    let e = build_in_memory(&def(), recs.clone(), &tmp.path().join("a"), Duplicates::Fail).unwrap_err();
+    assert!(matches!(&e, VersionError::Format(strata_kv::FormatError::DuplicateKey(k)) if k == b"member-7"), "{e}");
+    let r = build_in_memory(&def(), recs, &tmp.path().join("b"), Duplicates::LastWins).unwrap();
+    assert_eq!((r.records, r.duplicates_dropped), (50, 1));
+    let store = ReadOnlyStore::open(&tmp.path().join("s"), def(), 1, Search::Binary).unwrap();
+    store.swap(store.load(&tmp.path().join("b"), None).unwrap()).unwrap();
+    assert_eq!(store.get(b"member-7").unwrap().unwrap(), b"again");
+}
