@@ -34,6 +34,9 @@ pub struct BuildReport {
     pub output_bytes: u64,
 }
 
+/// A record on its way to a chunk: digest prefix, key, value, input position.
+type Tuple = (u64, Vec<u8>, Vec<u8>, u64);
+
 /// Builds a version of `store` in `out` (created, must be empty) from
 /// `records`, held in memory.
 pub fn build_in_memory(
@@ -45,7 +48,7 @@ pub fn build_in_memory(
     store.validate()?;
     std::fs::create_dir_all(out).map_err(|source| VersionError::Io { path: out.to_path_buf(), source })?;
     let buckets = store.partitions as usize * store.chunks as usize;
-    let mut by_bucket: Vec<Vec<(u64, Vec<u8>, Vec<u8>, u64)>> = vec![Vec::new(); buckets];
+    let mut by_bucket: Vec<Vec<Tuple>> = vec![Vec::new(); buckets];
     let mut report = BuildReport::default();
     for (seq, (k, v)) in records.into_iter().enumerate() {
         let d = Md5Hash.digest(&k);
