@@ -16,7 +16,7 @@ pub mod placement;
 pub mod store;
 pub mod version;
 
-pub use build::{BuildReport, Duplicates, build_in_memory};
+pub use build::{BuildReport, Builder, Duplicates, build_in_memory, build_with_memory};
 pub use format::{ChunkReader, ChunkWriter, FormatError, Search};
 pub use placement::{KeyHash, Md5Hash, chunk_of, partition_of};
 pub use store::ReadOnlyStore;

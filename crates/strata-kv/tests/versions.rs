@@ -143,3 +143,31 @@ fn duplicate_keys_fail_the_build_or_last_wins() {
     store.swap(store.load(&tmp.path().join("b"), None).unwrap()).unwrap();
     assert_eq!(store.get(b"member-7").unwrap().unwrap(), b"again");
 }
+
+fn dir_bytes(d: &std::path::Path) -> std::collections::BTreeMap<String, Vec<u8>> {
+    std::fs::read_dir(d).unwrap().map(|e| e.unwrap()).map(|e| (e.file_name().to_string_lossy().into_owned(), std::fs::read(e.path()).unwrap())).collect()
+}
+
+/// The output depends only on the records: spilling to sorted runs under a
+/// small memory limit, and shuffling the input, give the same bytes as an
+/// in-memory build.
+#[test]
+fn external_sort_gives_the_same_bytes_as_memory() {
+    let tmp = tempfile::tempdir().unwrap();
+    let mut recs: Vec<(Vec<u8>, Vec<u8>)> = (0..20_000u32).map(|i| (format!("k{i}").into_bytes(), vec![(i % 251) as u8; (i % 97) as usize])).collect();
+    recs.push((b"k5".to_vec(), b"last".to_vec()));
+    let a = strata_kv::build_in_memory(&def(), recs.clone(), &tmp.path().join("mem"), Duplicates::LastWins).unwrap();
+    let mut shuffled = recs.clone();
+    // A fixed permutation that keeps the duplicate after its first copy.
+    let dup = shuffled.pop().unwrap();
+    shuffled.reverse();
+    shuffled.push(dup);
+    let b = strata_kv::build_with_memory(&def(), shuffled, &tmp.path().join("ext"), Duplicates::LastWins, 64 << 10).unwrap();
+    assert!(b.runs > 5, "the small limit should spill ({} runs)", b.runs);
+    assert_eq!((a.records, a.duplicates_dropped), (b.records, b.duplicates_dropped));
+    assert_eq!(dir_bytes(&tmp.path().join("mem")), dir_bytes(&tmp.path().join("ext")));
+    let store = ReadOnlyStore::open(&tmp.path().join("s"), def(), 1, Search::Binary).unwrap();
+    store.swap(store.load(&tmp.path().join("ext"), None).unwrap()).unwrap();
+    assert_eq!(store.get(b"k5").unwrap().unwrap(), b"last");
+    assert_eq!(store.get(b"k19999").unwrap().unwrap(), vec![(19_999 % 251) as u8; 19_999 % 97]);
+}
