@@ -12,6 +12,7 @@
 
 pub mod build;
 pub mod format;
+pub mod input;
 pub mod placement;
 pub mod store;
 pub mod version;
