@@ -4,6 +4,7 @@ mod bench;
 mod bench_cluster;
 mod cluster;
 mod commands;
+mod kv;
 mod server;
 mod sim;
 mod size;
@@ -47,6 +48,9 @@ enum Cmd {
     /// Creates partitions.
     #[command(subcommand)]
     Partition(cluster::PartitionCmd),
+    /// Read-only key-value stores: build versions offline.
+    #[command(subcommand)]
+    Kv(kv::KvCmd),
     /// Measures PUT/GET over loopback against this machine's disk and network limits.
     Bench(bench::BenchArgs),
     /// Measures a cluster of 1, 3 and 6 node processes on this machine: throughput, replication lag, catch-up.
@@ -80,6 +84,7 @@ fn main() -> std::process::ExitCode {
             Cmd::Node(c) => cluster::node(c).await,
             Cmd::Disk(c) => cluster::disk(c).await,
             Cmd::Partition(c) => cluster::partition(c).await,
+            Cmd::Kv(c) => kv::run(c).await,
             Cmd::Bench(a) => bench::run(a).await,
             Cmd::BenchCluster(a) => bench_cluster::run(a).await,
             Cmd::Sim(a) => tokio::task::spawn_blocking(move || sim::run(a)).await?,

@@ -57,8 +57,16 @@ pub enum FormatError {
     #[error("{0}")]
     Order(String),
     /// The same key twice in the input.
-    #[error("duplicate key {0:?}")]
+    #[error("duplicate key {} (use last-wins to keep the last value)", show_key(.0))]
     DuplicateKey(Vec<u8>),
+}
+
+/// A key for messages: quoted text if it is UTF-8, else hex.
+pub fn show_key(k: &[u8]) -> String {
+    match std::str::from_utf8(k) {
+        Ok(s) => format!("{s:?}"),
+        Err(_) => format!("0x{}", k.iter().map(|b| format!("{b:02x}")).collect::<String>()),
+    }
 }
 
 fn io(path: &Path) -> impl FnOnce(std::io::Error) -> FormatError + '_ {

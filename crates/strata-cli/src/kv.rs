@@ -1,0 +1,105 @@
+//! `strata kv ...`: read-only key-value stores (Spock/Voldemort). `build`
+//! turns a CSV or JSON Lines file into a version directory offline, with
+//! bounded memory, a progress bar and a summary.
+
+use crate::size::parse_size;
+use anyhow::{Context, Result};
+use indicatif::{ProgressBar, ProgressStyle};
+use std::path::PathBuf;
+use std::time::Instant;
+use strata_kv::input::{InputFormat, read};
+use strata_kv::{Builder, Duplicates, StoreDef};
+
+#[derive(clap::Subcommand, Debug)]
+pub enum KvCmd {
+    /// Builds a version of a store from a CSV or JSON Lines file.
+    Build(BuildArgs),
+}
+
+#[derive(clap::Args, Debug)]
+pub struct BuildArgs {
+    /// Store name.
+    #[arg(long)]
+    pub store: String,
+    /// Input file.
+    #[arg(long)]
+    pub input: PathBuf,
+    /// Output directory (the version's chunk files and .metadata).
+    #[arg(long)]
+    pub out: PathBuf,
+    /// Input format: csv or jsonl (default: from the extension).
+    #[arg(long)]
+    pub format: Option<String>,
+    /// Column holding the key.
+    #[arg(long, default_value = "key")]
+    pub key_field: String,
+    /// Column holding the value.
+    #[arg(long, default_value = "value")]
+    pub value_field: String,
+    /// Partitions of the store's ring.
+    #[arg(long, default_value_t = 8)]
+    pub partitions: u32,
+    /// Chunks per partition.
+    #[arg(long, default_value_t = 2)]
+    pub chunks: u32,
+    /// Memory for records before they are sorted and spilled to disk.
+    #[arg(long, default_value = "512MiB", value_parser = parse_size)]
+    pub memory: u64,
+    /// Keep the last value of a key given twice (default: fail, naming it).
+    #[arg(long)]
+    pub last_wins: bool,
+    /// Print the summary as JSON.
+    #[arg(long)]
+    pub json: bool,
+}
+
+pub async fn run(cmd: KvCmd) -> Result<()> {
+    match cmd {
+        KvCmd::Build(a) => tokio::task::spawn_blocking(move || build(a)).await?,
+    }
+}
+
+fn build(a: BuildArgs) -> Result<()> {
+    let def = StoreDef { name: a.store.clone(), partitions: a.partitions, replication: 1, chunks: a.chunks };
+    let format = InputFormat::pick(a.format.as_deref(), &a.input)?;
+    let size = std::fs::metadata(&a.input).with_context(|| format!("reading {}", a.input.display()))?.len();
+    if a.out.exists() && std::fs::read_dir(&a.out)?.next().is_some() {
+        anyhow::bail!("{} is not empty: a version is built into a new directory", a.out.display());
+    }
+    let dup = if a.last_wins { Duplicates::LastWins } else { Duplicates::Fail };
+    let t = Instant::now();
+    let mut b = Builder::new(&def, &a.out, dup, a.memory as usize)?;
+    let pb = if a.json { ProgressBar::hidden() } else { ProgressBar::new(size) };
+    if let Ok(s) = ProgressStyle::with_template("reading [{bar:40}] {bytes}/{total_bytes} {bytes_per_sec} eta {eta}") {
+        pb.set_style(s.progress_chars("=> "));
+    }
+    let mut read_bytes = 0u64;
+    for r in read(&a.input, format, &a.key_field, &a.value_field)? {
+        let (k, v) = r?;
+        read_bytes += (k.len() + v.len() + 2) as u64;
+        b.add(k, v)?;
+        if b.added() % 4096 == 0 {
+            pb.set_position(read_bytes.min(size));
+        }
+    }
+    pb.finish_and_clear();
+    let report = b.finish()?;
+    let secs = t.elapsed().as_secs_f64();
+    if a.json {
+        println!("{}", serde_json::json!({ "store": a.store, "out": a.out, "report": report, "seconds": secs }));
+    } else {
+        println!(
+            "built {} for store {}: {} records, {} collided prefixes, {} runs spilled, {:.1} MB in, {:.1} MB of chunks, {:.2} s ({:.0} records/s)",
+            a.out.display(),
+            a.store,
+            report.records,
+            report.collided_prefixes,
+            report.runs,
+            report.input_bytes as f64 / 1e6,
+            report.output_bytes as f64 / 1e6,
+            secs,
+            report.records as f64 / secs.max(1e-9)
+        );
+    }
+    Ok(())
+}
