@@ -14,6 +14,94 @@ use strata_kv::{Builder, Duplicates, StoreDef};
 pub enum KvCmd {
     /// Builds a version of a store from a CSV or JSON Lines file.
     Build(BuildArgs),
+    /// Creates a store on a node.
+    Create(CreateArgs),
+    /// Copies a built version onto a node after checking it (not live yet).
+    Load(LoadArgs),
+    /// Makes a loaded version live.
+    Swap(SwapArgs),
+    /// Makes an older version live again (default: the one before the live one).
+    Rollback(RollbackArgs),
+    /// Lists a node's stores, their versions and the live one.
+    Versions(crate::commands::Common),
+    /// Looks a key up (given as text, or as base64url with --base64).
+    Get(GetArgs),
+}
+
+#[derive(clap::Args, Debug)]
+pub struct CreateArgs {
+    /// Store name.
+    #[arg(long)]
+    pub store: String,
+    /// Partitions of its ring (must match the versions built for it).
+    #[arg(long, default_value_t = 8)]
+    pub partitions: u32,
+    /// Chunks per partition.
+    #[arg(long, default_value_t = 2)]
+    pub chunks: u32,
+    #[command(flatten)]
+    pub common: crate::commands::Common,
+}
+
+#[derive(clap::Args, Debug)]
+pub struct LoadArgs {
+    /// Store name.
+    #[arg(long)]
+    pub store: String,
+    /// Directory `strata kv build` wrote (on the node's filesystem).
+    #[arg(long)]
+    pub dir: PathBuf,
+    /// Version number (default: the highest present + 1).
+    #[arg(long)]
+    pub version: Option<u64>,
+    #[command(flatten)]
+    pub common: crate::commands::Common,
+}
+
+#[derive(clap::Args, Debug)]
+pub struct SwapArgs {
+    /// Store name.
+    #[arg(long)]
+    pub store: String,
+    /// Version to make live.
+    #[arg(long)]
+    pub version: u64,
+    #[command(flatten)]
+    pub common: crate::commands::Common,
+}
+
+#[derive(clap::Args, Debug)]
+pub struct RollbackArgs {
+    /// Store name.
+    #[arg(long)]
+    pub store: String,
+    /// Version to go back to.
+    #[arg(long)]
+    pub version: Option<u64>,
+    #[command(flatten)]
+    pub common: crate::commands::Common,
+}
+
+#[derive(clap::Args, Debug)]
+pub struct GetArgs {
+    /// Store name.
+    #[arg(long)]
+    pub store: String,
+    /// The key.
+    pub key: String,
+    /// The key is base64url already.
+    #[arg(long)]
+    pub base64: bool,
+    #[command(flatten)]
+    pub common: crate::commands::Common,
+}
+
+fn show(common: &crate::commands::Common, v: &serde_json::Value, text: String) {
+    if common.json {
+        println!("{v}");
+    } else {
+        println!("{text}");
+    }
 }
 
 #[derive(clap::Args, Debug)]
@@ -54,8 +142,58 @@ pub struct BuildArgs {
 }
 
 pub async fn run(cmd: KvCmd) -> Result<()> {
+    use serde_json::json;
+    use strata_client::Client;
     match cmd {
         KvCmd::Build(a) => tokio::task::spawn_blocking(move || build(a)).await?,
+        KvCmd::Create(a) => {
+            let v =
+                Client::new(&a.common.server).post_json(&format!("/admin/kv/{}", a.store), &json!({ "partitions": a.partitions, "chunks": a.chunks })).await?;
+            show(&a.common, &v, format!("store {} created ({} partitions, {} chunks)", a.store, a.partitions, a.chunks));
+            Ok(())
+        }
+        KvCmd::Load(a) => {
+            let dir = std::path::absolute(&a.dir)?;
+            let v = Client::new(&a.common.server).post_json(&format!("/admin/kv/{}/load", a.store), &json!({ "dir": dir, "version": a.version })).await?;
+            show(&a.common, &v, format!("loaded {} as version {} of {} (not live until swapped)", dir.display(), v["version"], a.store));
+            Ok(())
+        }
+        KvCmd::Swap(a) => {
+            let v = Client::new(&a.common.server).post_json(&format!("/admin/kv/{}/swap", a.store), &json!({ "version": a.version })).await?;
+            show(&a.common, &v, format!("version {} of {} is live", a.version, a.store));
+            Ok(())
+        }
+        KvCmd::Rollback(a) => {
+            let v = Client::new(&a.common.server).post_json(&format!("/admin/kv/{}/rollback", a.store), &json!({ "version": a.version })).await?;
+            show(&a.common, &v, format!("rolled {} back: version {} is live", a.store, v["live"]));
+            Ok(())
+        }
+        KvCmd::Versions(c) => {
+            let v = Client::new(&c.server).json(http::Method::GET, "/admin/kv").await?;
+            let mut text = format!("{:<20} {:>6} {:>10} {:>12}  VERSIONS", "STORE", "LIVE", "PARTITIONS", "RECORDS");
+            for s in v.as_array().into_iter().flatten() {
+                text.push_str(&format!(
+                    "\n{:<20} {:>6} {:>10} {:>12}  {}",
+                    s["store"].as_str().unwrap_or(""),
+                    s["live"].as_u64().map_or("-".into(), |n| n.to_string()),
+                    s["partitions"],
+                    s["records"].as_u64().map_or("-".into(), |n| n.to_string()),
+                    s["versions"]
+                ));
+            }
+            show(&c, &v, text);
+            Ok(())
+        }
+        KvCmd::Get(a) => {
+            use base64::Engine;
+            let key = if a.base64 { a.key.clone() } else { base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(a.key.as_bytes()) };
+            let resp =
+                Client::new(&a.common.server).send(http::Method::GET, &format!("/kv/{}/{key}", a.store), &[], strata_client::full(bytes::Bytes::new())).await?;
+            let body = resp.bytes().await?;
+            use std::io::Write;
+            std::io::stdout().write_all(&body)?;
+            Ok(())
+        }
     }
 }
 

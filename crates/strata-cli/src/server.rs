@@ -148,7 +148,8 @@ async fn run_cluster(args: ServerArgs, node_id: u64) -> Result<()> {
     );
     let rconfig = RouterConfig { chunk_size: args.chunk_size as usize, blob_bytes_max: args.max_blob_size, ..RouterConfig::default() };
     let router = Arc::new(Router::new(Arc::new(view), rconfig, clock, None));
-    let state = strata_server::AppState::clustered(router, node.clone(), detector);
+    let kv = strata_server::KvStores::open(args.data_dir.join("kv")).context("opening the read-only stores")?;
+    let state = strata_server::AppState::clustered(router, node.clone(), detector, kv);
     strata_server::spawn_compactor(node.disks.clone(), Duration::from_secs(args.compaction_interval_secs.max(1)));
     strata_server::spawn_space_monitor(node.disks.clone());
     println!("Strata node {node_id} is serving http://{} (data in {})", listener.local_addr()?, args.data_dir.display());
@@ -178,7 +179,8 @@ pub async fn run(args: ServerArgs) -> Result<()> {
     let listener = tokio::net::TcpListener::bind(&args.listen).await.with_context(|| format!("binding {}", args.listen))?;
     let addr = listener.local_addr()?;
     let disks = strata_server::Disks::single(store.clone());
-    let state = strata_server::AppState::new(router, disks.clone());
+    let kv = strata_server::KvStores::open(args.data_dir.join("kv")).context("opening the read-only stores")?;
+    let state = strata_server::AppState::new(router, disks.clone(), kv);
     strata_server::spawn_compactor(disks.clone(), Duration::from_secs(args.compaction_interval_secs.max(1)));
     strata_server::spawn_space_monitor(disks.clone());
     println!("Strata is serving http://{addr} (data in {}, {} partitions)", args.data_dir.display(), store.replicas().len());

@@ -1,10 +1,10 @@
 //! HTTP endpoints of cluster mode: replica RPCs, Raft messages, the map,
 //! and the admin calls behind `strata cluster|node|disk|partition`.
 
-use crate::AppState;
+use crate::{ApiError, AppState};
 use axum::body::Bytes;
 use axum::extract::State;
-use axum::http::{StatusCode, header};
+use axum::http::header;
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
@@ -25,12 +25,8 @@ pub(crate) fn routes() -> Router<Arc<AppState>> {
         .route("/admin/replication", get(replication))
 }
 
-fn json_error(status: StatusCode, code: &str, message: impl std::fmt::Display) -> Response {
-    (status, Json(serde_json::json!({ "code": code, "message": message.to_string() }))).into_response()
-}
-
 fn not_clustered() -> Response {
-    json_error(StatusCode::NOT_FOUND, "NotClustered", "this node runs as a single node (start it with --node-id and --meta)")
+    ApiError::NotClustered.into_response()
 }
 
 async fn rpc(State(st): S, body: Bytes) -> Response {
@@ -42,11 +38,11 @@ async fn rpc(State(st): S, body: Bytes) -> Response {
 async fn raft(State(st): S, body: Bytes) -> Response {
     let Some(n) = st.cluster.clone() else { return not_clustered() };
     let Some(meta) = n.meta.clone() else {
-        return json_error(StatusCode::NOT_FOUND, "NotAMetadataMember", "this node is not a member of the metadata group");
+        return ApiError::NotAMetadataMember.into_response();
     };
     match meta.handle(&body).await {
         Ok(frame) => ([(header::CONTENT_TYPE, "application/x-strata-frame")], frame).into_response(),
-        Err(e) => json_error(StatusCode::BAD_REQUEST, "BadFrame", e),
+        Err(e) => ApiError::BadRequest(format!("bad Raft frame: {e}")).into_response(),
     }
 }
 
@@ -78,12 +74,12 @@ async fn status(State(st): S) -> Response {
 async fn init(State(st): S) -> Response {
     let Some(n) = st.cluster.clone() else { return not_clustered() };
     let Some(meta) = n.meta.clone() else {
-        return json_error(StatusCode::BAD_REQUEST, "NotAMetadataMember", "run init on a member of the metadata group");
+        return ApiError::NotAMetadataMember.into_response();
     };
     match meta.initialize(n.config.meta_peers.clone()).await {
         Ok(()) => Json(serde_json::json!({ "initialized": true, "members": n.config.meta_peers })).into_response(),
-        Err(e @ strata_cluster::meta::MetaError::AlreadyInitialized) => json_error(StatusCode::CONFLICT, "AlreadyInitialized", e),
-        Err(e) => json_error(StatusCode::SERVICE_UNAVAILABLE, "MetaUnavailable", e),
+        Err(strata_cluster::meta::MetaError::AlreadyInitialized) => ApiError::AlreadyInitialized.into_response(),
+        Err(e) => ApiError::MetaUnavailable(e.to_string()).into_response(),
     }
 }
 
@@ -91,11 +87,11 @@ async fn command(State(st): S, body: Bytes) -> Response {
     let Some(n) = st.cluster.clone() else { return not_clustered() };
     let cmd: Command = match serde_json::from_slice(&body) {
         Ok(c) => c,
-        Err(e) => return json_error(StatusCode::BAD_REQUEST, "BadCommand", format!("not a cluster command: {e}")),
+        Err(e) => return ApiError::BadRequest(format!("not a cluster command: {e}")).into_response(),
     };
     match n.propose(cmd).await {
         Ok(outcome) => Json(outcome).into_response(),
-        Err(e) => json_error(StatusCode::SERVICE_UNAVAILABLE, "MetaUnavailable", e),
+        Err(e) => ApiError::MetaUnavailable(e.to_string()).into_response(),
     }
 }
 

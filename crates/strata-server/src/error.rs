@@ -37,6 +37,34 @@ pub enum ApiError {
     /// Unknown partition in an admin call.
     #[error("partition {0} does not exist on this node")]
     NoSuchPartition(u64),
+    /// A malformed request body or parameter.
+    #[error("{0}")]
+    BadRequest(String),
+    /// No read-only store of that name.
+    #[error("no read-only store named {0:?}")]
+    NoSuchStore(String),
+    /// The store has no such key (or no live version).
+    #[error("no such key in store {0:?}")]
+    NoSuchKey(String),
+    /// A store of that name exists.
+    #[error("read-only store {0:?} exists")]
+    StoreExists(String),
+    /// A read-only store operation failed: a version rejected (the message
+    /// names the file and the problem), or its files unreadable.
+    #[error(transparent)]
+    Kv(#[from] strata_kv::VersionError),
+    /// A cluster call on a single node.
+    #[error("this node runs as a single node (start it with --node-id and --meta)")]
+    NotClustered,
+    /// A metadata call on a node outside the metadata group.
+    #[error("this node is not a member of the metadata group")]
+    NotAMetadataMember,
+    /// The metadata group was initialized already.
+    #[error("the metadata group is already initialized")]
+    AlreadyInitialized,
+    /// The metadata group did not answer.
+    #[error("metadata service unavailable: {0}")]
+    MetaUnavailable(String),
     /// An internal failure outside the router.
     #[error("internal error: {0}")]
     Internal(String),
@@ -65,6 +93,16 @@ impl ApiError {
             Self::MetadataTooLarge { .. } => (StatusCode::BAD_REQUEST, "MetadataTooLarge"),
             Self::BadRange(_) => (StatusCode::RANGE_NOT_SATISFIABLE, "InvalidRange"),
             Self::NoSuchPartition(_) => (StatusCode::NOT_FOUND, "NoSuchPartition"),
+            Self::BadRequest(_) => (StatusCode::BAD_REQUEST, "BadRequest"),
+            Self::NoSuchStore(_) => (StatusCode::NOT_FOUND, "NoSuchStore"),
+            Self::NoSuchKey(_) => (StatusCode::NOT_FOUND, "NoSuchKey"),
+            Self::StoreExists(_) => (StatusCode::CONFLICT, "StoreExists"),
+            Self::Kv(strata_kv::VersionError::Io { .. }) => (StatusCode::INTERNAL_SERVER_ERROR, "StoreIoError"),
+            Self::Kv(_) => (StatusCode::UNPROCESSABLE_ENTITY, "VersionRejected"),
+            Self::NotClustered => (StatusCode::NOT_FOUND, "NotClustered"),
+            Self::NotAMetadataMember => (StatusCode::BAD_REQUEST, "NotAMetadataMember"),
+            Self::AlreadyInitialized => (StatusCode::CONFLICT, "AlreadyInitialized"),
+            Self::MetaUnavailable(_) => (StatusCode::SERVICE_UNAVAILABLE, "MetaUnavailable"),
             Self::Internal(_) => (StatusCode::INTERNAL_SERVER_ERROR, "InternalError"),
         }
     }

@@ -13,12 +13,14 @@ mod conn;
 mod disks;
 mod error;
 mod handlers;
+mod kv_api;
 mod metrics;
 mod replication;
 
 pub use cluster::{ClusterConfig, ClusterError, ClusterNode};
 pub use disks::Disks;
 pub use error::ApiError;
+pub use kv_api::KvStores;
 pub use metrics::Metrics;
 pub use replication::{PairLag, Replication};
 
@@ -41,25 +43,27 @@ pub struct AppState {
     pub cluster: Option<Arc<ClusterNode>>,
     /// The router's failure detector, in cluster mode.
     pub router_detector: Option<Arc<strata_router::FailureDetector>>,
+    /// Read-only key-value stores.
+    pub kv: Arc<KvStores>,
 }
 
 impl AppState {
     /// State for a router over a node's stores.
-    pub fn new(router: Arc<Router>, disks: Arc<Disks>) -> Arc<Self> {
+    pub fn new(router: Arc<Router>, disks: Arc<Disks>, kv: Arc<KvStores>) -> Arc<Self> {
         let metrics = Metrics::new(disks.clone(), router.clone(), None);
-        Arc::new(Self { router, disks, metrics, cluster: None, router_detector: None })
+        Arc::new(Self { router, disks, metrics, cluster: None, router_detector: None, kv })
     }
 
     /// State for a cluster node, its router and the router's failure detector.
-    pub fn clustered(router: Arc<Router>, node: Arc<ClusterNode>, detector: Arc<strata_router::FailureDetector>) -> Arc<Self> {
+    pub fn clustered(router: Arc<Router>, node: Arc<ClusterNode>, detector: Arc<strata_router::FailureDetector>, kv: Arc<KvStores>) -> Arc<Self> {
         let metrics = Metrics::new(node.disks.clone(), router.clone(), Some((node.clone(), detector.clone())));
-        Arc::new(Self { router, disks: node.disks.clone(), metrics, cluster: Some(node), router_detector: Some(detector) })
+        Arc::new(Self { router, disks: node.disks.clone(), metrics, cluster: Some(node), router_detector: Some(detector), kv })
     }
 }
 
 /// The axum application.
 pub fn app(state: Arc<AppState>) -> axum::Router {
-    handlers::routes().merge(cluster_api::routes()).with_state(state)
+    handlers::routes().merge(cluster_api::routes()).merge(kv_api::routes()).with_state(state)
 }
 
 pub use conn::serve;

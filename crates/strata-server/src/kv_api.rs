@@ -1,0 +1,214 @@
+//! Read-only key-value stores on a node: the stores in `<data>/kv/`, and
+//! their HTTP API.
+//!
+//! - `GET /kv/{store}/{key}`: the value; the key is base64url (no padding),
+//!   so any bytes can be a key.
+//! - `POST /kv/{store}/multi-get`: `{"keys": [base64url, ...]}` →
+//!   `{"values": [base64url or null, ...]}`, all from one version.
+//! - `GET /admin/kv`: stores, versions, live version, load progress.
+//! - `POST /admin/kv/{store}`: creates a store (`{"partitions", "chunks"}`).
+//! - `POST /admin/kv/{store}/load`: `{"dir", "version"?}` copies a built
+//!   version in after checking it (not live yet).
+//! - `POST /admin/kv/{store}/swap`: `{"version"}` makes it live.
+//! - `POST /admin/kv/{store}/rollback`: `{"version"?}` back to an older one.
+
+use crate::{ApiError, AppState};
+use axum::body::Bytes;
+use axum::extract::{Path, State};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use axum::{Json, Router};
+use base64::Engine;
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::sync::{Arc, RwLock};
+use strata_kv::{ReadOnlyStore, Search, StoreDef};
+
+/// Old versions kept for rollbacks.
+const KEEP: usize = 2;
+
+/// The read-only stores of a node.
+pub struct KvStores {
+    root: PathBuf,
+    stores: RwLock<BTreeMap<String, Arc<ReadOnlyStore>>>,
+}
+
+impl KvStores {
+    /// Opens every store under `root` (`<root>/<name>/store.json`).
+    pub fn open(root: PathBuf) -> Result<Arc<Self>, strata_kv::VersionError> {
+        let mut stores = BTreeMap::new();
+        if let Ok(dir) = std::fs::read_dir(&root) {
+            for e in dir.flatten() {
+                let path = e.path();
+                let Ok(b) = std::fs::read(path.join("store.json")) else { continue };
+                let def: StoreDef = serde_json::from_slice(&b).map_err(|e| strata_kv::VersionError::Invalid(format!("{}: {e}", path.display())))?;
+                let name = def.name.clone();
+                stores.insert(name, Arc::new(ReadOnlyStore::open(&path, def, KEEP, Search::Binary)?));
+            }
+        }
+        Ok(Arc::new(Self { root, stores: RwLock::new(stores) }))
+    }
+
+    fn get(&self, name: &str) -> Result<Arc<ReadOnlyStore>, ApiError> {
+        self.stores.read().unwrap_or_else(|p| p.into_inner()).get(name).cloned().ok_or_else(|| ApiError::NoSuchStore(name.to_string()))
+    }
+
+    fn create(&self, def: StoreDef) -> Result<(), ApiError> {
+        let mut g = self.stores.write().unwrap_or_else(|p| p.into_inner());
+        if g.contains_key(&def.name) {
+            return Err(ApiError::StoreExists(def.name));
+        }
+        let name = def.name.clone();
+        let store = ReadOnlyStore::open(&self.root.join(&name), def, KEEP, Search::Binary)?;
+        g.insert(name, Arc::new(store));
+        Ok(())
+    }
+}
+
+pub(crate) fn routes() -> Router<Arc<AppState>> {
+    Router::new()
+        .route("/kv/{store}/multi-get", post(multi_get))
+        .route("/kv/{store}/{key}", get(get_key))
+        .route("/admin/kv", get(list))
+        .route("/admin/kv/{store}", post(create))
+        .route("/admin/kv/{store}/load", post(load))
+        .route("/admin/kv/{store}/swap", post(swap))
+        .route("/admin/kv/{store}/rollback", post(rollback))
+}
+
+type S = State<Arc<AppState>>;
+
+fn b64() -> base64::engine::GeneralPurpose {
+    base64::engine::general_purpose::URL_SAFE_NO_PAD
+}
+
+fn decode_key(k: &str) -> Result<Vec<u8>, ApiError> {
+    b64().decode(k).map_err(|e| ApiError::BadRequest(format!("key {k:?} is not base64url: {e}")))
+}
+
+fn json_body<T: serde::de::DeserializeOwned>(b: &[u8]) -> Result<T, ApiError> {
+    serde_json::from_slice(b).map_err(|e| ApiError::BadRequest(format!("bad JSON body: {e}")))
+}
+
+/// Runs blocking store work (file copies, checksums, maps) off the async threads.
+async fn blocking<T: Send + 'static>(f: impl FnOnce() -> Result<T, ApiError> + Send + 'static) -> Result<T, ApiError> {
+    tokio::task::spawn_blocking(f).await.map_err(|e| ApiError::Internal(e.to_string()))?
+}
+
+async fn get_key(State(st): S, Path((store, key)): Path<(String, String)>) -> Response {
+    let r = (|| {
+        let s = st.kv.get(&store)?;
+        let k = decode_key(&key)?;
+        let v = s.snapshot().ok_or_else(|| ApiError::NoSuchKey(store.clone()))?;
+        let value = v.get(&k, Search::Binary).map_err(strata_kv::VersionError::from)?.ok_or_else(|| ApiError::NoSuchKey(store.clone()))?;
+        Ok::<_, ApiError>(([("content-type", "application/octet-stream"), ("x-strata-kv-version", &v.number.to_string())], value.to_vec()).into_response())
+    })();
+    r.unwrap_or_else(|e| e.into_response())
+}
+
+#[derive(serde::Deserialize)]
+struct MultiGet {
+    keys: Vec<String>,
+}
+
+async fn multi_get(State(st): S, Path(store): Path<String>, body: Bytes) -> Response {
+    let r = (|| {
+        let s = st.kv.get(&store)?;
+        let req: MultiGet = json_body(&body)?;
+        let keys: Vec<Vec<u8>> = req.keys.iter().map(|k| decode_key(k)).collect::<Result<_, _>>()?;
+        let Some(v) = s.snapshot() else {
+            return Ok(Json(serde_json::json!({ "version": null, "values": vec![serde_json::Value::Null; keys.len()] })).into_response());
+        };
+        let mut values = Vec::with_capacity(keys.len());
+        for k in &keys {
+            let val = v.get(k, Search::Binary).map_err(strata_kv::VersionError::from)?;
+            values.push(val.map_or(serde_json::Value::Null, |x| serde_json::Value::String(b64().encode(x))));
+        }
+        Ok::<_, ApiError>(Json(serde_json::json!({ "version": v.number, "values": values })).into_response())
+    })();
+    r.unwrap_or_else(|e| e.into_response())
+}
+
+async fn list(State(st): S) -> Response {
+    let stores = st.kv.stores.read().unwrap_or_else(|p| p.into_inner()).clone();
+    let rows: Vec<serde_json::Value> = stores
+        .values()
+        .map(|s| {
+            let d = s.def();
+            serde_json::json!({
+                "store": d.name, "partitions": d.partitions, "chunks": d.chunks,
+                "live": s.live_version(), "versions": s.versions(),
+                "records": s.snapshot().map(|v| v.meta.records),
+            })
+        })
+        .collect();
+    Json(rows).into_response()
+}
+
+#[derive(serde::Deserialize)]
+struct Create {
+    partitions: u32,
+    chunks: u32,
+}
+
+async fn create(State(st): S, Path(store): Path<String>, body: Bytes) -> Response {
+    let r = async {
+        let c: Create = json_body(&body)?;
+        let def = StoreDef { name: store.clone(), partitions: c.partitions, replication: 1, chunks: c.chunks };
+        def.validate()?;
+        let kv = st.kv.clone();
+        blocking(move || kv.create(def)).await?;
+        Ok::<_, ApiError>(Json(serde_json::json!({ "store": store, "created": true })).into_response())
+    }
+    .await;
+    r.unwrap_or_else(|e| e.into_response())
+}
+
+#[derive(serde::Deserialize)]
+struct Load {
+    dir: PathBuf,
+    version: Option<u64>,
+}
+
+async fn load(State(st): S, Path(store): Path<String>, body: Bytes) -> Response {
+    let r = async {
+        let req: Load = json_body(&body)?;
+        let s = st.kv.get(&store)?;
+        let n = blocking(move || Ok(s.load(&req.dir, req.version)?)).await?;
+        Ok::<_, ApiError>(Json(serde_json::json!({ "store": store, "version": n })).into_response())
+    }
+    .await;
+    r.unwrap_or_else(|e| e.into_response())
+}
+
+#[derive(serde::Deserialize)]
+struct Swap {
+    version: u64,
+}
+
+async fn swap(State(st): S, Path(store): Path<String>, body: Bytes) -> Response {
+    let r = async {
+        let req: Swap = json_body(&body)?;
+        let s = st.kv.get(&store)?;
+        blocking(move || Ok(s.swap(req.version)?)).await?;
+        Ok::<_, ApiError>(Json(serde_json::json!({ "store": store, "live": req.version })).into_response())
+    }
+    .await;
+    r.unwrap_or_else(|e| e.into_response())
+}
+
+#[derive(serde::Deserialize, Default)]
+struct Rollback {
+    version: Option<u64>,
+}
+
+async fn rollback(State(st): S, Path(store): Path<String>, body: Bytes) -> Response {
+    let r = async {
+        let req: Rollback = if body.is_empty() { Rollback::default() } else { json_body(&body)? };
+        let s = st.kv.get(&store)?;
+        let n = blocking(move || Ok(s.rollback(req.version)?)).await?;
+        Ok::<_, ApiError>(Json(serde_json::json!({ "store": store, "live": n })).into_response())
+    }
+    .await;
+    r.unwrap_or_else(|e| e.into_response())
+}
