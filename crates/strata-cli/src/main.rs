@@ -2,6 +2,7 @@
 
 mod bench;
 mod bench_cluster;
+mod bench_kv;
 mod cluster;
 mod commands;
 mod kv;
@@ -55,6 +56,8 @@ enum Cmd {
     Bench(bench::BenchArgs),
     /// Measures a cluster of 1, 3 and 6 node processes on this machine: throughput, replication lag, catch-up.
     BenchCluster(bench_cluster::BenchClusterArgs),
+    /// Measures read-only stores against SQLite on the same data: build, lookups in-process and over HTTP.
+    BenchKv(bench_kv::BenchKvArgs),
     /// Runs a placement experiment of the papers (CSV, SVG and a summary).
     Sim(sim::SimArgs),
 }
@@ -87,6 +90,7 @@ fn main() -> std::process::ExitCode {
             Cmd::Kv(c) => kv::run(c).await,
             Cmd::Bench(a) => bench::run(a).await,
             Cmd::BenchCluster(a) => bench_cluster::run(a).await,
+            Cmd::BenchKv(a) => bench_kv::run(a).await,
             Cmd::Sim(a) => tokio::task::spawn_blocking(move || sim::run(a)).await?,
         }
     });

@@ -80,6 +80,28 @@ pub fn parse_meta(s: &str) -> Result<std::collections::BTreeMap<u64, String>> {
 }
 
 impl ServerArgs {
+    /// Defaults for a node a benchmark runs in-process.
+    pub fn for_bench(data_dir: PathBuf) -> Self {
+        Self {
+            data_dir,
+            listen: "127.0.0.1:0".into(),
+            partitions: 4,
+            chunk_size: 4 << 20,
+            segment_size: 512 << 20,
+            replica_capacity: 64 << 30,
+            disk_reserve: 256 << 20,
+            flush: "every-batch".into(),
+            max_blob_size: 64 << 30,
+            compaction_interval_secs: 3600,
+            node_id: None,
+            meta: None,
+            outbound_ip: None,
+            failure_wait_ms: 5000,
+            intra_replication_ms: 100,
+            inter_replication_ms: 500,
+        }
+    }
+
     /// The engine configuration these flags describe.
     pub fn engine_config(&self) -> Result<EngineConfig> {
         let flush = match self.flush.as_str() {
