@@ -72,4 +72,16 @@ async fn serve_swap_rollback_and_bad_input() {
     assert_eq!(list[0]["versions"], serde_json::json!([n1, n2]));
     assert_eq!(status(c.post_json("/admin/kv/scores/swap", &serde_json::json!({ "version": 99 })).await).0, 422);
     assert_eq!(status(c.post_json("/admin/kv/scores/load", &serde_json::json!({ "nodir": 1 })).await).0, 400);
+
+    // A connection that only GETs is answered straight from the socket
+    // (op kv_get in the metrics); a miss on it still gets the handler's 404.
+    let fresh = strata_client::Client::new(&node.url);
+    let path = format!("/kv/scores/{}", b64(&42u32.to_be_bytes()));
+    let r = fresh.send(Method::GET, &path, &[], full(bytes::Bytes::new())).await.unwrap();
+    assert_eq!(r.head.headers["x-strata-kv-version"], n1.to_string().as_str());
+    assert_eq!(&r.bytes().await.unwrap()[..], b"v1:42");
+    let miss = fresh.send(Method::GET, &format!("/kv/scores/{}", b64(b"nope")), &[], full(bytes::Bytes::new())).await.map(|_| serde_json::Value::Null);
+    assert_eq!(status(miss).1, "NoSuchKey");
+    let m = c.get_text("/metrics").await.unwrap();
+    assert!(m.lines().any(|l| l.starts_with("strata_http_requests_total{op=\"kv_get\",status=\"200\"}")), "no fast-path lookups counted");
 }

@@ -74,6 +74,8 @@ pub async fn serve(listener: TcpListener, state: Arc<AppState>, shutdown: impl s
 enum Head {
     /// A complete GET of `/{id}` the fast path may serve; `len` bytes of head.
     Fast { id: String, len: usize },
+    /// A complete GET of `/kv/{store}/{key}`: a read-only store lookup.
+    Kv { store: String, key: String, len: usize },
     /// Anything else, complete or malformed: hyper's job.
     Other,
     /// Not all of the head has arrived.
@@ -86,7 +88,8 @@ fn parse_head(buf: &[u8]) -> Head {
     match req.parse(buf) {
         Ok(httparse::Status::Complete(len)) => {
             let path = req.path.unwrap_or("");
-            let plain = req.method == Some("GET") && req.version == Some(1) && path.len() == 1 + BlobId::TEXT_LEN && !path.contains('?');
+            let get = req.method == Some("GET") && req.version == Some(1) && !path.contains('?');
+            let plain = get && path.len() == 1 + BlobId::TEXT_LEN;
             let simple_headers = req.headers.iter().all(|h| {
                 let n = h.name;
                 !(n.eq_ignore_ascii_case("range")
@@ -96,7 +99,22 @@ fn parse_head(buf: &[u8]) -> Head {
                     || (n.eq_ignore_ascii_case("connection") && !h.value.eq_ignore_ascii_case(b"keep-alive"))
                     || (n.eq_ignore_ascii_case("content-length") && h.value != b"0"))
             });
-            if plain && simple_headers { Head::Fast { id: path[1..].to_string(), len } } else { Head::Other }
+            if !simple_headers {
+                return Head::Other;
+            }
+            if plain {
+                return Head::Fast { id: path[1..].to_string(), len };
+            }
+            if get
+                && let Some(rest) = path.strip_prefix("/kv/")
+                && let Some((store, key)) = rest.split_once('/')
+                && !store.is_empty()
+                && !key.is_empty()
+                && !key.contains('/')
+            {
+                return Head::Kv { store: store.to_string(), key: key.to_string(), len };
+            }
+            Head::Other
         }
         Ok(httparse::Status::Partial) => Head::Partial,
         Err(_) => Head::Other,
@@ -116,6 +134,14 @@ async fn connection(mut stream: TcpStream, state: Arc<AppState>, service: Servic
             if !buf.is_empty() {
                 match parse_head(&buf) {
                     Head::Fast { id, len } => break Some((id, len)),
+                    Head::Kv { store, key, len } => match fast_kv(&mut stream, &state, &store, &key).await {
+                        Fast::Served => {
+                            buf.advance(len);
+                            continue;
+                        }
+                        Fast::NotApplicable => break None,
+                        Fast::Broken => return,
+                    },
                     Head::Other => break None,
                     Head::Partial if buf.len() >= HEAD_BYTES_MAX => break None,
                     Head::Partial => {}
@@ -149,6 +175,24 @@ async fn connection(mut stream: TcpStream, state: Arc<AppState>, service: Servic
         }
         return;
     }
+}
+
+/// Serves a read-only store lookup that finds its key straight from the
+/// socket: one write of head and value. Anything else (unknown store or
+/// key, bad key) goes to the axum handler, which answers it the same way
+/// with its error.
+async fn fast_kv(stream: &mut TcpStream, state: &AppState, store: &str, key: &str) -> Fast {
+    let t = Instant::now();
+    let Some((version, value)) = state.kv.lookup(store, key) else { return Fast::NotApplicable };
+    let mut out =
+        format!("HTTP/1.1 200 OK\r\ncontent-type: application/octet-stream\r\ncontent-length: {}\r\nx-strata-kv-version: {version}\r\n\r\n", value.len())
+            .into_bytes();
+    out.extend_from_slice(&value);
+    if stream.write_all(&out).await.is_err() {
+        return Fast::Broken;
+    }
+    state.metrics.observe("kv_get", 200, t.elapsed().as_secs_f64());
+    Fast::Served
 }
 
 /// Serves a GET of a simple, locally stored blob with `sendfile(2)`.

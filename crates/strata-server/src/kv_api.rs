@@ -53,6 +53,16 @@ impl KvStores {
         self.stores.read().unwrap_or_else(|p| p.into_inner()).get(name).cloned().ok_or_else(|| ApiError::NoSuchStore(name.to_string()))
     }
 
+    /// A found value for the connection fast path: the key in base64url;
+    /// `None` for anything the handler must answer (errors included).
+    pub(crate) fn lookup(&self, store: &str, key_b64: &str) -> Option<(u64, Vec<u8>)> {
+        let s = self.stores.read().unwrap_or_else(|p| p.into_inner()).get(store).cloned()?;
+        let key = b64().decode(key_b64).ok()?;
+        let v = s.snapshot()?;
+        let value = v.get(&key, Search::Binary).ok()??.to_vec();
+        Some((v.number, value))
+    }
+
     fn create(&self, def: StoreDef) -> Result<(), ApiError> {
         let mut g = self.stores.write().unwrap_or_else(|p| p.into_inner());
         if g.contains_key(&def.name) {
