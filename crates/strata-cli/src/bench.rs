@@ -209,21 +209,21 @@ async fn loopback_for(conc: usize, secs: f64) -> Result<f64> {
 /// connection, one reused 1 MiB buffer, bytes counted and dropped, like the
 /// loopback probe's receiver. A general client's per-frame allocations would
 /// otherwise be charged to the server, since both share this machine's cores.
-struct RawGetter {
+pub(crate) struct RawGetter {
     stream: tokio::net::TcpStream,
     host: String,
     buf: Vec<u8>,
 }
 
 impl RawGetter {
-    async fn connect(addr: std::net::SocketAddr) -> Result<Self> {
+    pub(crate) async fn connect(addr: std::net::SocketAddr) -> Result<Self> {
         let stream = tokio::net::TcpStream::connect(addr).await?;
         stream.set_nodelay(true)?;
         Ok(Self { stream, host: addr.to_string(), buf: vec![0u8; 1 << 20] })
     }
 
     /// GETs `/id`, checks the status is 200, and returns the body length read.
-    async fn get(&mut self, id: &str) -> Result<u64> {
+    pub(crate) async fn get(&mut self, id: &str) -> Result<u64> {
         use tokio::io::{AsyncReadExt, AsyncWriteExt};
         self.stream.write_all(format!("GET /{id} HTTP/1.1\r\nHost: {}\r\n\r\n", self.host).as_bytes()).await?;
         // Read until the end of the head; the rest of the buffer is body.

@@ -141,10 +141,13 @@ fn throughput(threads: usize, secs: f64, keys: Arc<Vec<u64>>, f: impl Fn(usize, 
     done.load(Ordering::Relaxed) as f64 / t.elapsed().as_secs_f64()
 }
 
-/// Latency at a fixed request rate, and throughput with 16 clients, over HTTP.
-async fn http(base: String, path: impl Fn(u64) -> String + Send + Sync + 'static, keys: Arc<Vec<u64>>, secs: f64) -> Result<(f64, f64)> {
+/// Latency at a fixed request rate, and throughput with 16 connections,
+/// over HTTP, with a lean raw HTTP/1.1 client (so the load generator, on
+/// the same 2 cores, takes as little as it can from the servers).
+async fn http(addr: std::net::SocketAddr, path: impl Fn(u64) -> String + Send + Sync + 'static, keys: Arc<Vec<u64>>, secs: f64) -> Result<(f64, f64)> {
+    use crate::bench::RawGetter;
     let path = Arc::new(path);
-    let c = strata_client::Client::new(&base);
+    let mut c = RawGetter::connect(addr).await?;
     let mut lat = Vec::new();
     let start = Instant::now();
     let mut i = 0usize;
@@ -153,8 +156,9 @@ async fn http(base: String, path: impl Fn(u64) -> String + Send + Sync + 'static
         if let Some(wait) = slot.checked_duration_since(Instant::now()) {
             tokio::time::sleep(wait).await;
         }
+        let p = path(keys[i % keys.len()]);
         let t = Instant::now();
-        c.send(http::Method::GET, &path(keys[i % keys.len()]), &[], strata_client::full(bytes::Bytes::new())).await?.bytes().await?;
+        c.get(&p).await?;
         lat.push(t.elapsed().as_nanos() as u64);
         i += 1;
     }
@@ -164,13 +168,15 @@ async fn http(base: String, path: impl Fn(u64) -> String + Send + Sync + 'static
     let t = Instant::now();
     let mut tasks = Vec::new();
     for w in 0..16usize {
-        let (c, keys, done, path) = (strata_client::Client::new(&base), keys.clone(), done.clone(), path.clone());
+        let (keys, done, path) = (keys.clone(), done.clone(), path.clone());
+        let mut c = RawGetter::connect(addr).await?;
         tasks.push(tokio::spawn(async move {
             let mut i = w * 7919;
             while t.elapsed().as_secs_f64() < secs {
-                if c.send(http::Method::GET, &path(keys[i % keys.len()]), &[], strata_client::full(bytes::Bytes::new())).await.is_ok() {
-                    done.fetch_add(1, Ordering::Relaxed);
+                if c.get(&path(keys[i % keys.len()])).await.is_err() {
+                    return;
                 }
+                done.fetch_add(1, Ordering::Relaxed);
                 i += 1;
             }
         }));
@@ -300,19 +306,19 @@ pub async fn run(a: BenchKvArgs) -> Result<()> {
             }),
         );
         let sl = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
-        let sqlite_base = format!("http://{}", sl.local_addr()?);
+        let sqlite_addr = sl.local_addr()?;
         let sqlite_srv = tokio::spawn(async move { axum::serve(sl, sqlite_app).await });
         let (router_store, router) = crate::server::open_node(&crate::server::ServerArgs::for_bench(dir.join("node")))?;
         let state = strata_server::AppState::new(router, strata_server::Disks::single(router_store), kv);
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
-        let strata_base = format!("http://{}", listener.local_addr()?);
+        let strata_addr = listener.local_addr()?;
         let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
         let srv = tokio::spawn(strata_server::serve(listener, state, async move {
             let _ = stop_rx.await;
         }));
         let b64 = |k: u64| base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(key(k));
-        let (s_http_p50, s_http_ops) = http(strata_base, move |k| format!("/kv/bench/{}", b64(k)), uni.clone(), a.seconds).await?;
-        let (q_http_p50, q_http_ops) = http(sqlite_base, move |k| format!("/sqlite/{}", b64(k)), uni.clone(), a.seconds).await?;
+        let (s_http_p50, s_http_ops) = http(strata_addr, move |k| format!("kv/bench/{}", b64(k)), uni.clone(), a.seconds).await?;
+        let (q_http_p50, q_http_ops) = http(sqlite_addr, move |k| format!("sqlite/{}", b64(k)), uni.clone(), a.seconds).await?;
         let _ = stop_tx.send(());
         let _ = srv.await;
         sqlite_srv.abort();
