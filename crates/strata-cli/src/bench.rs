@@ -311,24 +311,7 @@ pub async fn run(a: BenchArgs) -> Result<()> {
     let loopback_mbps = loopback_one.max(loopback_many);
     let limits = Limits { disk_write_mbps, disk_write_parallel_mbps, disk_read_mbps, loopback_mbps, loopback_one, loopback_many, streams_max };
 
-    let server_args = ServerArgs {
-        data_dir: a.data_dir.join("node"),
-        listen: "127.0.0.1:0".into(),
-        partitions: a.partitions,
-        chunk_size: 4 << 20,
-        segment_size: 512 << 20,
-        replica_capacity: 64 << 30,
-        disk_reserve: 256 << 20,
-        flush: "every-batch".into(),
-        max_blob_size: 64 << 30,
-        compaction_interval_secs: 3600,
-        node_id: None,
-        meta: None,
-        outbound_ip: None,
-        failure_wait_ms: 5000,
-        intra_replication_ms: 100,
-        inter_replication_ms: 500,
-    };
+    let server_args = ServerArgs { partitions: a.partitions, ..ServerArgs::for_bench(a.data_dir.join("node")) };
     let _ = std::fs::remove_dir_all(&server_args.data_dir);
     let (store, router) = open_node(&server_args)?;
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;

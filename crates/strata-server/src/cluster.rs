@@ -131,25 +131,18 @@ impl ClusterNode {
         self.map_tx.send_replace(map);
     }
 
+    /// Publishes the maps of the node's metadata member, or, on a node
+    /// outside the group, the maps pulled from the members.
     fn spawn_map_feed(self: Arc<Self>) {
-        if let Some(meta) = self.meta.clone() {
-            let mut rx = meta.subscribe();
-            tokio::spawn(async move {
-                loop {
-                    let m = rx.borrow_and_update().clone();
-                    self.publish(m);
-                    if rx.changed().await.is_err() {
-                        return;
-                    }
-                }
-            });
-            return;
-        }
-        // Not a member: pull from the members, and publish what is newer.
-        let members: Vec<String> = self.config.meta_peers.values().cloned().collect();
-        let feed = MapFeed::pull(members, self.map(), Duration::from_secs(2));
-        let _ = self.feed.set(feed.clone());
-        let mut rx = feed.subscribe();
+        let mut rx = match self.meta.clone() {
+            Some(meta) => meta.subscribe(),
+            None => {
+                let members: Vec<String> = self.config.meta_peers.values().cloned().collect();
+                let feed = MapFeed::pull(members, self.map(), Duration::from_secs(2));
+                let _ = self.feed.set(feed.clone());
+                feed.subscribe()
+            }
+        };
         tokio::spawn(async move {
             loop {
                 let m = rx.borrow_and_update().clone();
