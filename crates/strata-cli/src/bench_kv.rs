@@ -202,8 +202,11 @@ pub async fn run(a: BenchKvArgs) -> Result<()> {
         let def2 = def.clone();
         tokio::task::spawn_blocking(move || -> Result<()> {
             let mut b = strata_kv::Builder::new(&def2, &d2.join("built"), strata_kv::Duplicates::Fail, 1 << 30)?;
-            for i in 0..n {
-                b.add(key(i), value(i, vs))?;
+            let mut i = 0;
+            while i < n {
+                let end = (i + strata_kv::build::BATCH as u64).min(n);
+                b.add_batch((i..end).map(|j| (key(j), value(j, vs))).collect())?;
+                i = end;
             }
             b.finish()?;
             Ok(())

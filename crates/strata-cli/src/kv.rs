@@ -212,14 +212,17 @@ fn build(a: BuildArgs) -> Result<()> {
         pb.set_style(s.progress_chars("=> "));
     }
     let mut read_bytes = 0u64;
+    let mut batch = Vec::with_capacity(strata_kv::build::BATCH);
     for r in read(&a.input, format, &a.key_field, &a.value_field)? {
         let (k, v) = r?;
         read_bytes += (k.len() + v.len() + 2) as u64;
-        b.add(k, v)?;
-        if b.added() % 4096 == 0 {
+        batch.push((k, v));
+        if batch.len() == strata_kv::build::BATCH {
+            b.add_batch(std::mem::replace(&mut batch, Vec::with_capacity(strata_kv::build::BATCH)))?;
             pb.set_position(read_bytes.min(size));
         }
     }
+    b.add_batch(batch)?;
     pb.finish_and_clear();
     let report = b.finish()?;
     let secs = t.elapsed().as_secs_f64();

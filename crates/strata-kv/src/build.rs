@@ -127,8 +127,42 @@ impl Builder {
     pub fn add(&mut self, key: Vec<u8>, value: Vec<u8>) -> Result<(), VersionError> {
         let d = Md5Hash.digest(&key);
         let bucket = partition_of(&d, self.store.partitions) * self.store.chunks + chunk_of(&d, self.store.chunks);
+        self.push(bucket, prefix(&d), key, value)
+    }
+
+    /// Adds many records, hashing them on every core first.
+    pub fn add_batch(&mut self, batch: Vec<(Vec<u8>, Vec<u8>)>) -> Result<(), VersionError> {
+        let threads = std::thread::available_parallelism().map_or(1, |n| n.get()).min(8);
+        let (parts, chunks) = (self.store.partitions, self.store.chunks);
+        let per = batch.len().div_ceil(threads).max(1);
+        let placed: Vec<(u32, u64)> = std::thread::scope(|sc| {
+            let hs: Vec<_> = batch
+                .chunks(per)
+                .map(|part| {
+                    sc.spawn(move || {
+                        part.iter()
+                            .map(|(k, _)| {
+                                let d = Md5Hash.digest(k);
+                                (partition_of(&d, parts) * chunks + chunk_of(&d, chunks), prefix(&d))
+                            })
+                            .collect::<Vec<_>>()
+                    })
+                })
+                .collect();
+            hs.into_iter().flat_map(|h| h.join().unwrap_or_default()).collect()
+        });
+        if placed.len() != batch.len() {
+            return Err(VersionError::Invalid("a hashing thread panicked".into()));
+        }
+        for ((key, value), (bucket, prefix)) in batch.into_iter().zip(placed) {
+            self.push(bucket, prefix, key, value)?;
+        }
+        Ok(())
+    }
+
+    fn push(&mut self, bucket: u32, prefix: u64, key: Vec<u8>, value: Vec<u8>) -> Result<(), VersionError> {
         self.report.input_bytes += (key.len() + value.len()) as u64;
-        let t = Tuple { bucket, prefix: prefix(&d), key, seq: self.seq, value };
+        let t = Tuple { bucket, prefix, key, seq: self.seq, value };
         self.seq += 1;
         self.buffered += t.bytes();
         self.buffer.push(t);
@@ -274,6 +308,9 @@ impl Iterator for Merge {
     }
 }
 
+/// Records hashed together by `add_batch` in the helpers.
+pub const BATCH: usize = 65_536;
+
 /// Builds a version of `store` in `out` from `records` held in memory.
 pub fn build_in_memory(
     store: &StoreDef,
@@ -293,8 +330,13 @@ pub fn build_with_memory(
     memory_limit: usize,
 ) -> Result<BuildReport, VersionError> {
     let mut b = Builder::new(store, out, duplicates, memory_limit)?;
-    for (k, v) in records {
-        b.add(k, v)?;
+    let mut batch = Vec::with_capacity(BATCH);
+    for r in records {
+        batch.push(r);
+        if batch.len() == BATCH {
+            b.add_batch(std::mem::replace(&mut batch, Vec::with_capacity(BATCH)))?;
+        }
     }
+    b.add_batch(batch)?;
     b.finish()
 }

@@ -88,9 +88,6 @@ pub struct ChunkStats {
     pub data_bytes: u64,
 }
 
-/// A prefix and the (key, value) tuples sharing it.
-type Group = (u64, Vec<(Vec<u8>, Vec<u8>)>);
-
 /// Writes one chunk from tuples given in (prefix, key) order.
 pub struct ChunkWriter {
     index_path: PathBuf,
@@ -98,8 +95,13 @@ pub struct ChunkWriter {
     index: BufWriter<File>,
     data: BufWriter<File>,
     data_pos: u64,
-    /// The prefix being written and its tuples (more than one: a collision).
-    group: Option<Group>,
+    /// The prefix being written, its tuple count, its tuples already laid
+    /// out (reused across groups: no allocation per record), and its last
+    /// key (for the order check).
+    group: Option<u64>,
+    group_count: u32,
+    group_bytes: Vec<u8>,
+    last_key: Vec<u8>,
     stats: ChunkStats,
 }
 
@@ -119,7 +121,18 @@ impl ChunkWriter {
         d[..8].copy_from_slice(DATA_MAGIC);
         d[8..10].copy_from_slice(&FORMAT_VERSION.to_le_bytes());
         data.write_all(&d).map_err(io(&data_path))?;
-        Ok(Self { index_path, data_path, index, data, data_pos: DATA_HEADER_BYTES as u64, group: None, stats: ChunkStats::default() })
+        Ok(Self {
+            index_path,
+            data_path,
+            index,
+            data,
+            data_pos: DATA_HEADER_BYTES as u64,
+            group: None,
+            group_count: 0,
+            group_bytes: Vec::new(),
+            last_key: Vec::new(),
+            stats: ChunkStats::default(),
+        })
     }
 
     /// Adds a tuple. Tuples must come sorted by prefix, then by key; the
@@ -128,47 +141,45 @@ impl ChunkWriter {
         if key.len() > u32::MAX as usize || value.len() > u32::MAX as usize {
             return Err(FormatError::Order(format!("key or value of key {key:?} is over 4 GiB")));
         }
-        match &mut self.group {
-            Some((p, tuples)) if *p == prefix => {
-                let last = &tuples.last().expect("groups are never empty").0;
-                match last.as_slice().cmp(key) {
-                    std::cmp::Ordering::Less => tuples.push((key.to_vec(), value.to_vec())),
-                    std::cmp::Ordering::Equal => return Err(FormatError::DuplicateKey(key.to_vec())),
-                    std::cmp::Ordering::Greater => return Err(FormatError::Order(format!("key {key:?} after {last:?} under one prefix"))),
-                }
-            }
-            Some((p, _)) if *p > prefix => return Err(FormatError::Order(format!("prefix {prefix:016x} after {p:016x}"))),
+        match self.group {
+            Some(p) if p == prefix => match self.last_key.as_slice().cmp(key) {
+                std::cmp::Ordering::Less => {}
+                std::cmp::Ordering::Equal => return Err(FormatError::DuplicateKey(key.to_vec())),
+                std::cmp::Ordering::Greater => return Err(FormatError::Order(format!("key {key:?} after {:?} under one prefix", self.last_key))),
+            },
+            Some(p) if p > prefix => return Err(FormatError::Order(format!("prefix {prefix:016x} after {p:016x}"))),
             _ => {
                 self.flush_group()?;
-                self.group = Some((prefix, vec![(key.to_vec(), value.to_vec())]));
+                self.group = Some(prefix);
             }
         }
+        self.group_count += 1;
+        self.group_bytes.extend_from_slice(&(key.len() as u32).to_le_bytes());
+        self.group_bytes.extend_from_slice(&(value.len() as u32).to_le_bytes());
+        self.group_bytes.extend_from_slice(key);
+        self.group_bytes.extend_from_slice(value);
+        self.last_key.clear();
+        self.last_key.extend_from_slice(key);
         self.stats.records += 1;
         Ok(())
     }
 
     fn flush_group(&mut self) -> Result<(), FormatError> {
-        let Some((prefix, tuples)) = self.group.take() else { return Ok(()) };
+        let Some(prefix) = self.group.take() else { return Ok(()) };
         let mut entry = [0u8; ENTRY_BYTES];
         entry[..8].copy_from_slice(&prefix.to_be_bytes());
         entry[8..].copy_from_slice(&self.data_pos.to_le_bytes());
         self.index.write_all(&entry).map_err(io(&self.index_path))?;
-        let d = &mut self.data;
         let dp = &self.data_path;
-        d.write_all(&(tuples.len() as u32).to_le_bytes()).map_err(io(dp))?;
-        let mut len = 4u64;
-        for (k, v) in &tuples {
-            d.write_all(&(k.len() as u32).to_le_bytes()).map_err(io(dp))?;
-            d.write_all(&(v.len() as u32).to_le_bytes()).map_err(io(dp))?;
-            d.write_all(k).map_err(io(dp))?;
-            d.write_all(v).map_err(io(dp))?;
-            len += 8 + k.len() as u64 + v.len() as u64;
-        }
-        self.data_pos += len;
+        self.data.write_all(&self.group_count.to_le_bytes()).map_err(io(dp))?;
+        self.data.write_all(&self.group_bytes).map_err(io(dp))?;
+        self.data_pos += 4 + self.group_bytes.len() as u64;
         self.stats.entries += 1;
-        if tuples.len() > 1 {
+        if self.group_count > 1 {
             self.stats.collided_prefixes += 1;
         }
+        self.group_count = 0;
+        self.group_bytes.clear();
         Ok(())
     }
 
