@@ -39,6 +39,12 @@ pub struct CreateArgs {
     /// Chunks per partition.
     #[arg(long, default_value_t = 2)]
     pub chunks: u32,
+    /// Index search: binary, or interpolation (fewer probes on uncached indexes).
+    #[arg(long, default_value = "binary")]
+    pub search: String,
+    /// Old versions kept for rollbacks.
+    #[arg(long, default_value_t = 2)]
+    pub keep: usize,
     #[command(flatten)]
     pub common: crate::commands::Common,
 }

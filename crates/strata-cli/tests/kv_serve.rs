@@ -31,7 +31,7 @@ async fn serve_swap_rollback_and_bad_input() {
         let recs: Vec<(Vec<u8>, Vec<u8>)> = (0..500u32).map(|i| (i.to_be_bytes().to_vec(), format!("v{v}:{i}").into_bytes())).collect();
         strata_kv::build_in_memory(&def, recs, &tmp.path().join(format!("b{v}")), strata_kv::Duplicates::Fail).unwrap();
     }
-    c.post_json("/admin/kv/scores", &serde_json::json!({ "partitions": 4, "chunks": 2 })).await.unwrap();
+    c.post_json("/admin/kv/scores", &serde_json::json!({ "partitions": 4, "chunks": 2, "search": "Interpolation", "keep": 3 })).await.unwrap();
     assert_eq!(status(c.post_json("/admin/kv/scores", &serde_json::json!({ "partitions": 4, "chunks": 2 })).await).0, 409);
     let load = |v: u8| serde_json::json!({ "dir": tmp.path().join(format!("b{v}")) });
     let n1 = c.post_json("/admin/kv/scores/load", &load(1)).await.unwrap()["version"].as_u64().unwrap();
@@ -69,6 +69,7 @@ async fn serve_swap_rollback_and_bad_input() {
     assert_eq!(c.post_json("/admin/kv/scores/rollback", &serde_json::json!({})).await.unwrap()["live"], n1);
     let list = c.json(Method::GET, "/admin/kv").await.unwrap();
     assert_eq!(list[0]["live"], n1);
+    assert_eq!((list[0]["search"].as_str(), list[0]["keep"].as_u64()), (Some("Interpolation"), Some(3)));
     assert_eq!(list[0]["versions"], serde_json::json!([n1, n2]));
     assert_eq!(status(c.post_json("/admin/kv/scores/swap", &serde_json::json!({ "version": 99 })).await).0, 422);
     assert_eq!(status(c.post_json("/admin/kv/scores/load", &serde_json::json!({ "nodir": 1 })).await).0, 400);

@@ -79,6 +79,16 @@ impl ReadOnlyStore {
         &self.def
     }
 
+    /// How lookups search the index.
+    pub fn search(&self) -> Search {
+        self.search
+    }
+
+    /// Old versions kept for rollbacks.
+    pub fn keep(&self) -> usize {
+        self.keep
+    }
+
     fn version_dir(&self, n: u64) -> PathBuf {
         self.root.join(format!("version-{n}"))
     }

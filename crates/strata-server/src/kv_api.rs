@@ -6,7 +6,8 @@
 //! - `POST /kv/{store}/multi-get`: `{"keys": [base64url, ...]}` →
 //!   `{"values": [base64url or null, ...]}`, all from one version.
 //! - `GET /admin/kv`: stores, versions, live version, load progress.
-//! - `POST /admin/kv/{store}`: creates a store (`{"partitions", "chunks"}`).
+//! - `POST /admin/kv/{store}`: creates a store (`{"partitions", "chunks",
+//!   "search"?: "Binary" | "Interpolation", "keep"?: old versions kept}`).
 //! - `POST /admin/kv/{store}/load`: `{"dir", "version"?}` copies a built
 //!   version in after checking it (not live yet).
 //! - `POST /admin/kv/{store}/swap`: `{"version"}` makes it live.
@@ -24,8 +25,25 @@ use std::path::PathBuf;
 use std::sync::{Arc, RwLock};
 use strata_kv::{ReadOnlyStore, Search, StoreDef};
 
-/// Old versions kept for rollbacks.
-const KEEP: usize = 2;
+/// How a store on this node is served: kept in `<store>/serve.json`.
+#[derive(Debug, Clone, Copy, serde::Serialize, serde::Deserialize)]
+struct ServeOptions {
+    /// Index search: binary, or interpolation (fewer probes when the index
+    /// is not in the page cache, Spock §4.2.2).
+    search: Search,
+    /// Old versions kept for rollbacks.
+    keep: usize,
+}
+
+impl Default for ServeOptions {
+    fn default() -> Self {
+        Self { search: Search::Binary, keep: 2 }
+    }
+}
+
+fn read_options(dir: &std::path::Path) -> ServeOptions {
+    std::fs::read(dir.join("serve.json")).ok().and_then(|b| serde_json::from_slice(&b).ok()).unwrap_or_default()
+}
 
 /// The read-only stores of a node.
 pub struct KvStores {
@@ -43,7 +61,8 @@ impl KvStores {
                 let Ok(b) = std::fs::read(path.join("store.json")) else { continue };
                 let def: StoreDef = serde_json::from_slice(&b).map_err(|e| strata_kv::VersionError::Invalid(format!("{}: {e}", path.display())))?;
                 let name = def.name.clone();
-                stores.insert(name, Arc::new(ReadOnlyStore::open(&path, def, KEEP, Search::Binary)?));
+                let o = read_options(&path);
+                stores.insert(name, Arc::new(ReadOnlyStore::open(&path, def, o.keep, o.search)?));
             }
         }
         Ok(Arc::new(Self { root, stores: RwLock::new(stores) }))
@@ -59,17 +78,21 @@ impl KvStores {
         let s = self.stores.read().unwrap_or_else(|p| p.into_inner()).get(store).cloned()?;
         let key = b64().decode(key_b64).ok()?;
         let v = s.snapshot()?;
-        let value = v.get(&key, Search::Binary).ok()??.to_vec();
+        let value = v.get(&key, s.search()).ok()??.to_vec();
         Some((v.number, value))
     }
 
-    fn create(&self, def: StoreDef) -> Result<(), ApiError> {
+    fn create(&self, def: StoreDef, o: ServeOptions) -> Result<(), ApiError> {
         let mut g = self.stores.write().unwrap_or_else(|p| p.into_inner());
         if g.contains_key(&def.name) {
             return Err(ApiError::StoreExists(def.name));
         }
         let name = def.name.clone();
-        let store = ReadOnlyStore::open(&self.root.join(&name), def, KEEP, Search::Binary)?;
+        let dir = self.root.join(&name);
+        std::fs::create_dir_all(&dir).map_err(|e| ApiError::Internal(format!("{}: {e}", dir.display())))?;
+        let opts = serde_json::to_vec(&o).map_err(|e| ApiError::Internal(e.to_string()))?;
+        std::fs::write(dir.join("serve.json"), opts).map_err(|e| ApiError::Internal(format!("{}: {e}", dir.display())))?;
+        let store = ReadOnlyStore::open(&dir, def, o.keep, o.search)?;
         g.insert(name, Arc::new(store));
         Ok(())
     }
@@ -110,7 +133,7 @@ async fn get_key(State(st): S, Path((store, key)): Path<(String, String)>) -> Re
         let s = st.kv.get(&store)?;
         let k = decode_key(&key)?;
         let v = s.snapshot().ok_or_else(|| ApiError::NoSuchKey(store.clone()))?;
-        let value = v.get(&k, Search::Binary).map_err(strata_kv::VersionError::from)?.ok_or_else(|| ApiError::NoSuchKey(store.clone()))?;
+        let value = v.get(&k, s.search()).map_err(strata_kv::VersionError::from)?.ok_or_else(|| ApiError::NoSuchKey(store.clone()))?;
         Ok::<_, ApiError>(([("content-type", "application/octet-stream"), ("x-strata-kv-version", &v.number.to_string())], value.to_vec()).into_response())
     })();
     r.unwrap_or_else(|e| e.into_response())
@@ -131,7 +154,7 @@ async fn multi_get(State(st): S, Path(store): Path<String>, body: Bytes) -> Resp
         };
         let mut values = Vec::with_capacity(keys.len());
         for k in &keys {
-            let val = v.get(k, Search::Binary).map_err(strata_kv::VersionError::from)?;
+            let val = v.get(k, s.search()).map_err(strata_kv::VersionError::from)?;
             values.push(val.map_or(serde_json::Value::Null, |x| serde_json::Value::String(b64().encode(x))));
         }
         Ok::<_, ApiError>(Json(serde_json::json!({ "version": v.number, "values": values })).into_response())
@@ -146,7 +169,7 @@ async fn list(State(st): S) -> Response {
         .map(|s| {
             let d = s.def();
             serde_json::json!({
-                "store": d.name, "partitions": d.partitions, "chunks": d.chunks,
+                "store": d.name, "partitions": d.partitions, "chunks": d.chunks, "search": s.search(), "keep": s.keep(),
                 "live": s.live_version(), "versions": s.versions(),
                 "records": s.snapshot().map(|v| v.meta.records),
             })
@@ -159,6 +182,10 @@ async fn list(State(st): S) -> Response {
 struct Create {
     partitions: u32,
     chunks: u32,
+    /// `Binary` (default) or `Interpolation`.
+    search: Option<Search>,
+    /// Old versions kept (default 2).
+    keep: Option<usize>,
 }
 
 async fn create(State(st): S, Path(store): Path<String>, body: Bytes) -> Response {
@@ -166,8 +193,9 @@ async fn create(State(st): S, Path(store): Path<String>, body: Bytes) -> Respons
         let c: Create = json_body(&body)?;
         let def = StoreDef { name: store.clone(), partitions: c.partitions, replication: 1, chunks: c.chunks };
         def.validate()?;
+        let o = ServeOptions { search: c.search.unwrap_or(Search::Binary), keep: c.keep.unwrap_or(2).min(1000) };
         let kv = st.kv.clone();
-        blocking(move || kv.create(def)).await?;
+        blocking(move || kv.create(def, o)).await?;
         Ok::<_, ApiError>(Json(serde_json::json!({ "store": store, "created": true })).into_response())
     }
     .await;
