@@ -160,7 +160,33 @@ pub async fn run(cmd: KvCmd) -> Result<()> {
         }
         KvCmd::Load(a) => {
             let dir = std::path::absolute(&a.dir)?;
-            let v = Client::new(&a.common.server).post_json(&format!("/admin/kv/{}/load", a.store), &json!({ "dir": dir, "version": a.version })).await?;
+            let c = Client::new(&a.common.server);
+            let body = json!({ "dir": dir, "version": a.version });
+            let path = format!("/admin/kv/{}/load", a.store);
+            let load = c.post_json(&path, &body);
+            tokio::pin!(load);
+            // A progress bar from the node's status while the load runs.
+            let pb = if a.common.json { ProgressBar::hidden() } else { ProgressBar::new(0) };
+            if let Ok(s) = ProgressStyle::with_template("{msg} [{bar:40}] {bytes}/{total_bytes} {bytes_per_sec}") {
+                pb.set_style(s.progress_chars("=> "));
+            }
+            let poll = Client::new(&a.common.server);
+            let v = loop {
+                tokio::select! {
+                    r = &mut load => break r?,
+                    _ = tokio::time::sleep(std::time::Duration::from_millis(200)) => {
+                        if let Ok(list) = poll.json(http::Method::GET, "/admin/kv").await
+                            && let Some(p) = list.as_array().into_iter().flatten().find(|s| s["store"] == a.store.as_str()).map(|s| s["loading"].clone())
+                            && !p.is_null()
+                        {
+                            pb.set_message(p["phase"].as_str().unwrap_or("").to_string());
+                            pb.set_length(p["total"].as_u64().unwrap_or(0));
+                            pb.set_position(p["copied"].as_u64().unwrap_or(0));
+                        }
+                    }
+                }
+            };
+            pb.finish_and_clear();
             show(&a.common, &v, format!("loaded {} as version {} of {} (not live until swapped)", dir.display(), v["version"], a.store));
             Ok(())
         }

@@ -20,5 +20,5 @@ pub mod version;
 pub use build::{BuildReport, Builder, Duplicates, build_in_memory, build_with_memory};
 pub use format::{ChunkReader, ChunkWriter, FormatError, Search};
 pub use placement::{KeyHash, Md5Hash, chunk_of, partition_of};
-pub use store::ReadOnlyStore;
+pub use store::{LoadProgress, ReadOnlyStore};
 pub use version::{Metadata, StoreDef, Version, VersionError};

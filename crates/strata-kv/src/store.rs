@@ -36,8 +36,22 @@ fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), VersionError> {
     std::fs::File::open(dir).and_then(|f| f.sync_all()).map_err(io(dir))
 }
 
+/// How far a load has got.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct LoadProgress {
+    /// The version being loaded.
+    pub version: u64,
+    /// `checking` (metadata and checksums) or `copying`.
+    pub phase: &'static str,
+    /// Bytes copied so far.
+    pub copied: u64,
+    /// Bytes to copy.
+    pub total: u64,
+}
+
 /// A read-only store on this node.
 pub struct ReadOnlyStore {
+    progress: Mutex<Option<LoadProgress>>,
     def: StoreDef,
     root: PathBuf,
     keep: usize,
@@ -65,7 +79,7 @@ impl ReadOnlyStore {
             }
             Err(e) => return Err(io(&def_path)(e)),
         }
-        let store = Self { def, root: root.to_path_buf(), keep, search, live: RwLock::new(None), admin: Mutex::new(()) };
+        let store = Self { progress: Mutex::new(None), def, root: root.to_path_buf(), keep, search, live: RwLock::new(None), admin: Mutex::new(()) };
         if let Ok(text) = std::fs::read_to_string(root.join(LATEST)) {
             let n = parse_version(text.trim()).ok_or_else(|| VersionError::Invalid(format!("{}/latest names {:?}", root.display(), text.trim())))?;
             let v = Version::open(n, &store.version_dir(n), &store.def)?;
@@ -130,30 +144,54 @@ impl ReadOnlyStore {
     /// one), after checking it against the store. Does not make it live.
     pub fn load(&self, src: &Path, number: Option<u64>) -> Result<u64, VersionError> {
         let _g = self.admin.lock().unwrap_or_else(|p| p.into_inner());
-        crate::version::Metadata::verify(src, &self.def)?;
         let max = self.versions().last().copied().unwrap_or(0);
         let n = number.unwrap_or(max + 1);
         if n <= max {
             return Err(VersionError::Invalid(format!("version {n} is not above the highest present ({max})")));
         }
+        let set = |p: Option<LoadProgress>| *self.progress.lock().unwrap_or_else(|e| e.into_inner()) = p;
+        set(Some(LoadProgress { version: n, phase: "checking", copied: 0, total: 0 }));
+        let r = self.copy_in(src, n, &set);
+        set(None);
+        r
+    }
+
+    fn copy_in(&self, src: &Path, n: u64, set: &dyn Fn(Option<LoadProgress>)) -> Result<u64, VersionError> {
+        use std::io::{Read, Write};
+        let meta = crate::version::Metadata::verify(src, &self.def)?;
+        let total: u64 = meta.files.iter().map(|f| f.bytes).sum();
         let tmp = self.root.join(format!(".loading-{n}"));
         let _ = std::fs::remove_dir_all(&tmp);
         std::fs::create_dir_all(&tmp).map_err(io(&tmp))?;
-        for e in std::fs::read_dir(src).map_err(io(src))? {
-            let e = e.map_err(io(src))?;
-            let name = e.file_name();
-            let s = name.to_string_lossy();
-            if s.ends_with(".index") || s.ends_with(".data") || s == crate::version::METADATA_FILE {
-                let to = tmp.join(&name);
-                std::fs::copy(e.path(), &to).map_err(io(&to))?;
-                std::fs::File::open(&to).and_then(|f| f.sync_all()).map_err(io(&to))?;
+        let mut copied = 0u64;
+        let mut buf = vec![0u8; 8 << 20];
+        let names = meta.files.iter().map(|f| f.name.as_str()).chain(std::iter::once(crate::version::METADATA_FILE));
+        for name in names {
+            let (from, to) = (src.join(name), tmp.join(name));
+            let mut r = std::fs::File::open(&from).map_err(io(&from))?;
+            let mut w = std::fs::File::create(&to).map_err(io(&to))?;
+            loop {
+                let k = r.read(&mut buf).map_err(io(&from))?;
+                if k == 0 {
+                    break;
+                }
+                w.write_all(&buf[..k]).map_err(io(&to))?;
+                copied += k as u64;
+                set(Some(LoadProgress { version: n, phase: "copying", copied: copied.min(total), total }));
             }
+            w.sync_all().map_err(io(&to))?;
         }
         std::fs::File::open(&tmp).and_then(|f| f.sync_all()).map_err(io(&tmp))?;
+        // The copy is checked again before it can go live (swap verifies).
         let dir = self.version_dir(n);
         std::fs::rename(&tmp, &dir).map_err(io(&dir))?;
         std::fs::File::open(&self.root).and_then(|f| f.sync_all()).map_err(io(&self.root))?;
         Ok(n)
+    }
+
+    /// The load in progress, if any.
+    pub fn load_progress(&self) -> Option<LoadProgress> {
+        self.progress.lock().unwrap_or_else(|e| e.into_inner()).clone()
     }
 
     /// Makes version `n` live: verifies and maps it first, then swaps the

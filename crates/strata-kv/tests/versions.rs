@@ -171,3 +171,29 @@ fn external_sort_gives_the_same_bytes_as_memory() {
     assert_eq!(store.get(b"k5").unwrap().unwrap(), b"last");
     assert_eq!(store.get(b"k19999").unwrap().unwrap(), vec![(19_999 % 251) as u8; 19_999 % 97]);
 }
+
+/// A load reports its phase and bytes copied while it runs, and nothing
+/// once it is done.
+#[test]
+fn load_reports_progress() {
+    let tmp = tempfile::tempdir().unwrap();
+    let recs: Vec<(Vec<u8>, Vec<u8>)> = (0..100_000u32).map(|i| (format!("k{i}").into_bytes(), vec![b'x'; 300])).collect();
+    strata_kv::build_in_memory(&def(), recs, &tmp.path().join("b"), Duplicates::Fail).unwrap();
+    let store = Arc::new(ReadOnlyStore::open(&tmp.path().join("s"), def(), 1, Search::Binary).unwrap());
+    let loader = {
+        let (store, src) = (store.clone(), tmp.path().join("b"));
+        std::thread::spawn(move || store.load(&src, None))
+    };
+    let mut seen = Vec::new();
+    while !loader.is_finished() {
+        if let Some(p) = store.load_progress() {
+            seen.push(p);
+        }
+    }
+    assert_eq!(loader.join().unwrap().unwrap(), 1);
+    assert!(store.load_progress().is_none());
+    let copying: Vec<_> = seen.iter().filter(|p| p.phase == "copying").collect();
+    assert!(!copying.is_empty(), "never saw the copy in progress ({} samples)", seen.len());
+    assert!(copying.iter().all(|p| p.copied <= p.total && p.total > 30_000_000 && p.version == 1));
+    assert!(copying.windows(2).all(|w| w[0].copied <= w[1].copied), "progress went backwards");
+}

@@ -171,7 +171,7 @@ async fn list(State(st): S) -> Response {
             serde_json::json!({
                 "store": d.name, "partitions": d.partitions, "chunks": d.chunks, "search": s.search(), "keep": s.keep(),
                 "live": s.live_version(), "versions": s.versions(),
-                "records": s.snapshot().map(|v| v.meta.records),
+                "records": s.snapshot().map(|v| v.meta.records), "loading": s.load_progress(),
             })
         })
         .collect();
