@@ -183,11 +183,15 @@ async fn connection(mut stream: TcpStream, state: Arc<AppState>, service: Servic
 /// with its error.
 async fn fast_kv(stream: &mut TcpStream, state: &AppState, store: &str, key: &str) -> Fast {
     let t = Instant::now();
-    let Some((version, value)) = state.kv.lookup(store, key) else { return Fast::NotApplicable };
-    let mut out =
-        format!("HTTP/1.1 200 OK\r\ncontent-type: application/octet-stream\r\ncontent-length: {}\r\nx-strata-kv-version: {version}\r\n\r\n", value.len())
-            .into_bytes();
-    out.extend_from_slice(&value);
+    // Head and value in one buffer: the value's only copy out of the map.
+    let rendered = state.kv.lookup(store, key, |version, value| {
+        let mut out =
+            format!("HTTP/1.1 200 OK\r\ncontent-type: application/octet-stream\r\ncontent-length: {}\r\nx-strata-kv-version: {version}\r\n\r\n", value.len())
+                .into_bytes();
+        out.extend_from_slice(value);
+        out
+    });
+    let Some(out) = rendered else { return Fast::NotApplicable };
     if stream.write_all(&out).await.is_err() {
         return Fast::Broken;
     }

@@ -72,14 +72,15 @@ impl KvStores {
         self.stores.read().unwrap_or_else(|p| p.into_inner()).get(name).cloned().ok_or_else(|| ApiError::NoSuchStore(name.to_string()))
     }
 
-    /// A found value for the connection fast path: the key in base64url;
+    /// For the connection fast path: `render(version, value)` on a found
+    /// key (the key in base64url), reading the value in place from the map;
     /// `None` for anything the handler must answer (errors included).
-    pub(crate) fn lookup(&self, store: &str, key_b64: &str) -> Option<(u64, Vec<u8>)> {
+    pub(crate) fn lookup<T>(&self, store: &str, key_b64: &str, render: impl FnOnce(u64, &[u8]) -> T) -> Option<T> {
         let s = self.stores.read().unwrap_or_else(|p| p.into_inner()).get(store).cloned()?;
         let key = b64().decode(key_b64).ok()?;
         let v = s.snapshot()?;
-        let value = v.get(&key, s.search()).ok()??.to_vec();
-        Some((v.number, value))
+        let value = v.get(&key, s.search()).ok()??;
+        Some(render(v.number, value))
     }
 
     fn create(&self, def: StoreDef, o: ServeOptions) -> Result<(), ApiError> {
