@@ -10,7 +10,7 @@
 
 use crate::format::{ChunkWriter, FormatError};
 use crate::placement::{KeyHash, Md5Hash, chunk_of, partition_of, prefix};
-use crate::version::{Metadata, StoreDef, VersionError};
+use crate::version::{FileSum, Metadata, StoreDef, VersionError};
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 use std::io::{BufReader, BufWriter, Read, Write};
@@ -220,9 +220,13 @@ impl Builder {
         let mut next_bucket = 0u32;
         let mut writer: Option<ChunkWriter> = None;
         let mut pending: Option<Tuple> = None;
-        let finish_writer = |w: Option<ChunkWriter>, report: &mut BuildReport| -> Result<(), VersionError> {
+        let mut files = Vec::with_capacity(2 * total_buckets as usize);
+        let mut finish_writer = |w: Option<ChunkWriter>, report: &mut BuildReport| -> Result<(), VersionError> {
             if let Some(w) = w {
+                let stem = w.name().to_string();
                 let s = w.finish()?;
+                files.push(FileSum { name: format!("{stem}.index"), bytes: s.index_bytes, crc32c: s.index_crc32c });
+                files.push(FileSum { name: format!("{stem}.data"), bytes: s.data_bytes, crc32c: s.data_crc32c });
                 report.records += s.records;
                 report.collided_prefixes += s.collided_prefixes;
                 report.output_bytes += s.index_bytes + s.data_bytes;
@@ -268,7 +272,7 @@ impl Builder {
         for r in &self.runs {
             let _ = std::fs::remove_file(r);
         }
-        Metadata::write(&self.out, &store, self.report.records, self.report.collided_prefixes)?;
+        Metadata::write(&self.out, &store, self.report.records, self.report.collided_prefixes, files)?;
         Ok(self.report)
     }
 }

@@ -86,10 +86,25 @@ pub struct ChunkStats {
     pub index_bytes: u64,
     /// Size of the data file.
     pub data_bytes: u64,
+    /// CRC32C of the index file, computed while writing.
+    pub index_crc32c: u32,
+    /// CRC32C of the data file, computed while writing.
+    pub data_crc32c: u32,
+}
+
+/// The index header for `entries` entries.
+fn index_header(entries: u64) -> [u8; INDEX_HEADER_BYTES] {
+    let mut h = [0u8; INDEX_HEADER_BYTES];
+    h[..8].copy_from_slice(INDEX_MAGIC);
+    h[8..10].copy_from_slice(&FORMAT_VERSION.to_le_bytes());
+    h[10..12].copy_from_slice(&(ENTRY_BYTES as u16).to_le_bytes());
+    h[16..24].copy_from_slice(&entries.to_le_bytes());
+    h
 }
 
 /// Writes one chunk from tuples given in (prefix, key) order.
 pub struct ChunkWriter {
+    name: String,
     index_path: PathBuf,
     data_path: PathBuf,
     index: BufWriter<File>,
@@ -102,6 +117,10 @@ pub struct ChunkWriter {
     group_count: u32,
     group_bytes: Vec<u8>,
     last_key: Vec<u8>,
+    /// CRC32C of the index entries and of the data so far, so the version's
+    /// `.metadata` needs no second read of the files.
+    entries_crc: u32,
+    data_crc: u32,
     stats: ChunkStats,
 }
 
@@ -112,16 +131,14 @@ impl ChunkWriter {
         let data_path = dir.join(format!("{name}.data"));
         let mut index = BufWriter::with_capacity(1 << 20, File::create(&index_path).map_err(io(&index_path))?);
         let mut data = BufWriter::with_capacity(1 << 20, File::create(&data_path).map_err(io(&data_path))?);
-        let mut h = [0u8; INDEX_HEADER_BYTES];
-        h[..8].copy_from_slice(INDEX_MAGIC);
-        h[8..10].copy_from_slice(&FORMAT_VERSION.to_le_bytes());
-        h[10..12].copy_from_slice(&(ENTRY_BYTES as u16).to_le_bytes());
-        index.write_all(&h).map_err(io(&index_path))?;
+        index.write_all(&index_header(0)).map_err(io(&index_path))?;
         let mut d = [0u8; DATA_HEADER_BYTES];
         d[..8].copy_from_slice(DATA_MAGIC);
         d[8..10].copy_from_slice(&FORMAT_VERSION.to_le_bytes());
         data.write_all(&d).map_err(io(&data_path))?;
+        let data_crc = crc32c::crc32c(&d);
         Ok(Self {
+            name: name.to_string(),
             index_path,
             data_path,
             index,
@@ -131,8 +148,15 @@ impl ChunkWriter {
             group_count: 0,
             group_bytes: Vec::new(),
             last_key: Vec::new(),
+            entries_crc: 0,
+            data_crc,
             stats: ChunkStats::default(),
         })
+    }
+
+    /// The chunk's file stem (`<partition>_<replica>_<chunk>`).
+    pub fn name(&self) -> &str {
+        &self.name
     }
 
     /// Adds a tuple. Tuples must come sorted by prefix, then by key; the
@@ -170,9 +194,12 @@ impl ChunkWriter {
         entry[..8].copy_from_slice(&prefix.to_be_bytes());
         entry[8..].copy_from_slice(&self.data_pos.to_le_bytes());
         self.index.write_all(&entry).map_err(io(&self.index_path))?;
+        self.entries_crc = crc32c::crc32c_append(self.entries_crc, &entry);
         let dp = &self.data_path;
-        self.data.write_all(&self.group_count.to_le_bytes()).map_err(io(dp))?;
+        let count = self.group_count.to_le_bytes();
+        self.data.write_all(&count).map_err(io(dp))?;
         self.data.write_all(&self.group_bytes).map_err(io(dp))?;
+        self.data_crc = crc32c::crc32c_append(crc32c::crc32c_append(self.data_crc, &count), &self.group_bytes);
         self.data_pos += 4 + self.group_bytes.len() as u64;
         self.stats.entries += 1;
         if self.group_count > 1 {
@@ -190,6 +217,10 @@ impl ChunkWriter {
         let mut index = self.index.into_inner().map_err(|e| FormatError::Io { path: self.index_path.clone(), source: e.into_error() })?;
         index.seek(SeekFrom::Start(16)).map_err(io(&self.index_path))?;
         index.write_all(&self.stats.entries.to_le_bytes()).map_err(io(&self.index_path))?;
+        let header = index_header(self.stats.entries);
+        let entries_len = self.stats.entries as usize * ENTRY_BYTES;
+        self.stats.index_crc32c = crc32c::crc32c_combine(crc32c::crc32c(&header), self.entries_crc, entries_len);
+        self.stats.data_crc32c = self.data_crc;
         index.sync_all().map_err(io(&self.index_path))?;
         let data = self.data.into_inner().map_err(|e| FormatError::Io { path: self.data_path.clone(), source: e.into_error() })?;
         data.sync_all().map_err(io(&self.data_path))?;

@@ -132,19 +132,10 @@ fn sum_file(path: &Path) -> Result<(u64, u32), VersionError> {
 }
 
 impl Metadata {
-    /// Sums every chunk file in `dir` and writes `.metadata` (fsync'd).
-    pub fn write(dir: &Path, store: &StoreDef, records: u64, collided_prefixes: u64) -> Result<Metadata, VersionError> {
-        let mut names: Vec<String> = std::fs::read_dir(dir)
-            .map_err(io(dir))?
-            .filter_map(|e| e.ok()?.file_name().into_string().ok())
-            .filter(|n| n.ends_with(".index") || n.ends_with(".data"))
-            .collect();
-        names.sort();
-        let mut files = Vec::with_capacity(names.len());
-        for name in names {
-            let (bytes, crc32c) = sum_file(&dir.join(&name))?;
-            files.push(FileSum { name, bytes, crc32c });
-        }
+    /// Writes `.metadata` (fsync'd) for the chunk files in `dir`, whose
+    /// sizes and CRCs the writer computed while writing them.
+    pub fn write(dir: &Path, store: &StoreDef, records: u64, collided_prefixes: u64, mut files: Vec<FileSum>) -> Result<Metadata, VersionError> {
+        files.sort_by(|a, b| a.name.cmp(&b.name));
         let checksum = list_checksum(&files);
         let m = Metadata { format: METADATA_FORMAT, store: store.clone(), hash: "md5".into(), records, collided_prefixes, files, checksum };
         let path = dir.join(METADATA_FILE);
