@@ -3,11 +3,11 @@
 //! bounded memory, a progress bar and a summary.
 
 use crate::size::parse_size;
-use anyhow::{Context, Result};
+use anyhow::Result;
 use indicatif::{ProgressBar, ProgressStyle};
 use std::path::PathBuf;
 use std::time::Instant;
-use strata_kv::input::{InputFormat, read};
+use strata_kv::input::{Extent, InputFormat, extent, read};
 use strata_kv::{Builder, Duplicates, StoreDef};
 
 #[derive(clap::Subcommand, Debug)]
@@ -121,7 +121,7 @@ pub struct BuildArgs {
     /// Output directory (the version's chunk files and .metadata).
     #[arg(long)]
     pub out: PathBuf,
-    /// Input format: csv or jsonl (default: from the extension).
+    /// Input format: csv, jsonl or parquet (default: from the extension).
     #[arg(long)]
     pub format: Option<String>,
     /// Column holding the key.
@@ -232,26 +232,34 @@ pub async fn run(cmd: KvCmd) -> Result<()> {
 fn build(a: BuildArgs) -> Result<()> {
     let def = StoreDef { name: a.store.clone(), partitions: a.partitions, replication: 1, chunks: a.chunks };
     let format = InputFormat::pick(a.format.as_deref(), &a.input)?;
-    let size = std::fs::metadata(&a.input).with_context(|| format!("reading {}", a.input.display()))?.len();
+    let extent = extent(&a.input, format)?;
     if a.out.exists() && std::fs::read_dir(&a.out)?.next().is_some() {
         anyhow::bail!("{} is not empty: a version is built into a new directory", a.out.display());
     }
     let dup = if a.last_wins { Duplicates::LastWins } else { Duplicates::Fail };
     let t = Instant::now();
     let mut b = Builder::new(&def, &a.out, dup, a.memory as usize)?;
-    let pb = if a.json { ProgressBar::hidden() } else { ProgressBar::new(size) };
-    if let Ok(s) = ProgressStyle::with_template("reading [{bar:40}] {bytes}/{total_bytes} {bytes_per_sec} eta {eta}") {
+    let (total, template) = match extent {
+        Extent::Bytes(n) => (n, "reading [{bar:40}] {bytes}/{total_bytes} {bytes_per_sec} eta {eta}"),
+        Extent::Rows(n) => (n, "reading [{bar:40}] {human_pos}/{human_len} rows {per_sec} eta {eta}"),
+    };
+    let pb = if a.json { ProgressBar::hidden() } else { ProgressBar::new(total) };
+    if let Ok(s) = ProgressStyle::with_template(template) {
         pb.set_style(s.progress_chars("=> "));
     }
-    let mut read_bytes = 0u64;
+    let (mut read_bytes, mut rows) = (0u64, 0u64);
     let mut batch = Vec::with_capacity(strata_kv::build::BATCH);
     for r in read(&a.input, format, &a.key_field, &a.value_field)? {
         let (k, v) = r?;
         read_bytes += (k.len() + v.len() + 2) as u64;
+        rows += 1;
         batch.push((k, v));
         if batch.len() == strata_kv::build::BATCH {
             b.add_batch(std::mem::replace(&mut batch, Vec::with_capacity(strata_kv::build::BATCH)))?;
-            pb.set_position(read_bytes.min(size));
+            pb.set_position(match extent {
+                Extent::Bytes(n) => read_bytes.min(n),
+                Extent::Rows(n) => rows.min(n),
+            });
         }
     }
     b.add_batch(batch)?;
