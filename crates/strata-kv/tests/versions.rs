@@ -170,6 +170,9 @@ fn external_sort_gives_the_same_bytes_as_memory() {
     store.swap(store.load(&tmp.path().join("ext"), None).unwrap()).unwrap();
     assert_eq!(store.get(b"k5").unwrap().unwrap(), b"last");
     assert_eq!(store.get(b"k19999").unwrap().unwrap(), vec![(19_999 % 251) as u8; 19_999 % 97]);
+    // Without last-wins, the same key in two runs fails the build, naming it.
+    let e = strata_kv::build_with_memory(&def(), recs, &tmp.path().join("fail"), Duplicates::Fail, 64 << 10).unwrap_err();
+    assert!(e.to_string().contains("duplicate key \"k5\""), "{e}");
 }
 
 /// A load reports its phase and bytes copied while it runs, and nothing
