@@ -137,7 +137,7 @@ pub struct BuildArgs {
     #[arg(long, default_value_t = 2)]
     pub chunks: u32,
     /// Memory for records before they are sorted and spilled to disk.
-    #[arg(long, default_value = "512MiB", value_parser = parse_size)]
+    #[arg(long, default_value = "1GiB", value_parser = parse_size)]
     pub memory: u64,
     /// Keep the last value of a key given twice (default: fail, naming it).
     #[arg(long)]
