@@ -58,8 +58,12 @@ pub struct LoadArgs {
     #[arg(long)]
     pub dir: PathBuf,
     /// Version number (default: the highest present + 1).
-    #[arg(long)]
+    #[arg(long, conflicts_with = "timestamp")]
     pub version: Option<u64>,
+    /// Number the version by the node's clock (UNIX seconds), as Voldemort's
+    /// timestamped versions.
+    #[arg(long)]
+    pub timestamp: bool,
     #[command(flatten)]
     pub common: crate::commands::Common,
 }
@@ -161,7 +165,7 @@ pub async fn run(cmd: KvCmd) -> Result<()> {
         KvCmd::Load(a) => {
             let dir = std::path::absolute(&a.dir)?;
             let c = Client::new(&a.common.server);
-            let body = json!({ "dir": dir, "version": a.version });
+            let body = json!({ "dir": dir, "version": a.version, "timestamp": a.timestamp });
             let path = format!("/admin/kv/{}/load", a.store);
             let load = c.post_json(&path, &body);
             tokio::pin!(load);

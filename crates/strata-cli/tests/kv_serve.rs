@@ -73,6 +73,14 @@ async fn serve_swap_rollback_and_bad_input() {
     assert_eq!(list[0]["versions"], serde_json::json!([n1, n2]));
     assert_eq!(status(c.post_json("/admin/kv/scores/swap", &serde_json::json!({ "version": 99 })).await).0, 422);
     assert_eq!(status(c.post_json("/admin/kv/scores/load", &serde_json::json!({ "nodir": 1 })).await).0, 400);
+    // Timestamped versions: numbered by the node's clock, then + 1 again.
+    let both = serde_json::json!({ "dir": tmp.path().join("b2"), "version": 7, "timestamp": true });
+    assert_eq!(status(c.post_json("/admin/kv/scores/load", &both).await).0, 400);
+    let stamped = serde_json::json!({ "dir": tmp.path().join("b2"), "timestamp": true });
+    let before = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_secs();
+    let n3 = c.post_json("/admin/kv/scores/load", &stamped).await.unwrap()["version"].as_u64().unwrap();
+    assert!(n3 >= before && n3 <= before + 60, "version {n3} is not the clock's {before}");
+    assert_eq!(c.post_json("/admin/kv/scores/load", &load(2)).await.unwrap()["version"].as_u64().unwrap(), n3 + 1);
 
     // A connection that only GETs is answered straight from the socket
     // (op kv_get in the metrics); a miss on it still gets the handler's 404.

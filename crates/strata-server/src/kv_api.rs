@@ -206,14 +206,23 @@ async fn create(State(st): S, Path(store): Path<String>, body: Bytes) -> Respons
 #[derive(serde::Deserialize)]
 struct Load {
     dir: PathBuf,
+    /// The version number; default the highest present + 1.
     version: Option<u64>,
+    /// Number the version by the node's clock (UNIX seconds) instead.
+    #[serde(default)]
+    timestamp: bool,
 }
 
 async fn load(State(st): S, Path(store): Path<String>, body: Bytes) -> Response {
     let r = async {
         let req: Load = json_body(&body)?;
+        let number = match (req.version, req.timestamp) {
+            (Some(_), true) => return Err(ApiError::BadRequest("give a version or timestamp, not both".into())),
+            (v, false) => v,
+            (None, true) => Some(std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs())),
+        };
         let s = st.kv.get(&store)?;
-        let n = blocking(move || Ok(s.load(&req.dir, req.version)?)).await?;
+        let n = blocking(move || Ok(s.load(&req.dir, number)?)).await?;
         Ok::<_, ApiError>(Json(serde_json::json!({ "store": store, "version": n })).into_response())
     }
     .await;
