@@ -15,6 +15,7 @@ pub mod hash;
 pub mod kinesis;
 pub mod linear;
 pub mod rng;
+pub mod spock;
 
 /// Index of a server (or disk) in a placement's topology.
 pub type ServerId = usize;
