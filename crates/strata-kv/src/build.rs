@@ -13,7 +13,8 @@
 
 use crate::format::{ChunkStats, ChunkWriter, FormatError};
 use crate::placement::{KeyHash, Md5Hash, chunk_of, partition_of, prefix};
-use crate::version::{FileSum, Metadata, StoreDef, VersionError};
+use crate::version::{FileSum, Layout, Metadata, StoreDef, VersionError};
+use std::collections::BTreeMap;
 use std::io::{BufReader, BufWriter, Read, Write};
 use std::path::{Path, PathBuf};
 
@@ -30,8 +31,10 @@ pub enum Duplicates {
 /// What a build produced.
 #[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize)]
 pub struct BuildReport {
-    /// Tuples written.
+    /// Records written (each once, however many replicas).
     pub records: u64,
+    /// Node folders written (0: a single-node build).
+    pub nodes: u64,
     /// Bytes of keys and values read.
     pub input_bytes: u64,
     /// Prefixes shared by more than one key.
@@ -166,6 +169,9 @@ pub struct Builder {
     duplicates: Duplicates,
     memory_limit: usize,
     threads: usize,
+    /// For a ring: each primary partition's nodes in replica order.
+    table: Option<Vec<Vec<u32>>>,
+    replicas: u32,
     buffer: Buffer,
     seq: u64,
     runs: Vec<Run>,
@@ -187,6 +193,34 @@ impl Builder {
     /// keeping at most about `memory_limit` bytes of records in memory
     /// (twice that while a spill runs).
     pub fn new(store: &StoreDef, out: &Path, duplicates: Duplicates, memory_limit: usize) -> Result<Self, VersionError> {
+        if store.replication != 1 {
+            return Err(VersionError::Invalid(format!(
+                "store {} keeps {} replicas: it is built for a ring, from its replica table",
+                store.name, store.replication
+            )));
+        }
+        Self::create(store, out, duplicates, memory_limit, None)
+    }
+
+    /// A builder for a store spread over a ring: `table` gives each primary
+    /// partition's nodes in replica order (`strata_placement::spock`). Every
+    /// record goes to each of its partition's replicas; node `n`'s chunk
+    /// files and `.metadata` go to `out/node-<n>/`.
+    pub fn for_ring(store: &StoreDef, out: &Path, duplicates: Duplicates, memory_limit: usize, table: Vec<Vec<u32>>) -> Result<Self, VersionError> {
+        if table.len() != store.partitions as usize {
+            return Err(VersionError::Invalid(format!("the replica table has {} partitions, the store {}", table.len(), store.partitions)));
+        }
+        if let Some((p, row)) = table.iter().enumerate().find(|(_, row)| row.len() != store.replication as usize) {
+            return Err(VersionError::Invalid(format!("partition {p} has {} replicas in the table, the store keeps {}", row.len(), store.replication)));
+        }
+        for node in table.iter().flatten().collect::<std::collections::BTreeSet<_>>() {
+            let d = out.join(format!("node-{node}"));
+            std::fs::create_dir_all(&d).map_err(io(&d))?;
+        }
+        Self::create(store, out, duplicates, memory_limit, Some(table))
+    }
+
+    fn create(store: &StoreDef, out: &Path, duplicates: Duplicates, memory_limit: usize, table: Option<Vec<Vec<u32>>>) -> Result<Self, VersionError> {
         store.validate()?;
         std::fs::create_dir_all(out).map_err(io(out))?;
         Ok(Self {
@@ -195,6 +229,8 @@ impl Builder {
             duplicates,
             memory_limit: memory_limit.max(1 << 16),
             threads: default_threads(),
+            replicas: store.replication,
+            table,
             buffer: Buffer::default(),
             seq: 0,
             runs: Vec::new(),
@@ -203,20 +239,26 @@ impl Builder {
         })
     }
 
+    /// Buckets: (partition, replica, chunk) triples, numbered as Voldemort's
+    /// reducers are, `(partition * replicas + replica) * chunks + chunk`.
     fn buckets(&self) -> u32 {
-        self.store.partitions * self.store.chunks
+        self.store.partitions * self.replicas * self.store.chunks
+    }
+
+    /// The bucket of replica 0 of a key's chunk.
+    fn first_bucket(&self, d: &[u8; 16]) -> u32 {
+        partition_of(d, self.store.partitions) * self.replicas * self.store.chunks + chunk_of(d, self.store.chunks)
     }
 
     /// Adds a record.
     pub fn add(&mut self, key: Vec<u8>, value: Vec<u8>) -> Result<(), VersionError> {
         let d = Md5Hash.digest(&key);
-        let bucket = partition_of(&d, self.store.partitions) * self.store.chunks + chunk_of(&d, self.store.chunks);
-        self.push(bucket, prefix(&d), &key, &value)
+        self.push(self.first_bucket(&d), prefix(&d), &key, &value)
     }
 
     /// Adds many records, hashing them on every core first.
     pub fn add_batch(&mut self, batch: Vec<(Vec<u8>, Vec<u8>)>) -> Result<(), VersionError> {
-        let (parts, chunks) = (self.store.partitions, self.store.chunks);
+        let (parts, chunks, replicas) = (self.store.partitions, self.store.chunks, self.replicas);
         let per = batch.len().div_ceil(self.threads).max(1);
         let placed: Vec<(u32, u64)> = std::thread::scope(|sc| {
             let hs: Vec<_> = batch
@@ -226,7 +268,7 @@ impl Builder {
                         part.iter()
                             .map(|(k, _)| {
                                 let d = Md5Hash.digest(k);
-                                (partition_of(&d, parts) * chunks + chunk_of(&d, chunks), prefix(&d))
+                                (partition_of(&d, parts) * replicas * chunks + chunk_of(&d, chunks), prefix(&d))
                             })
                             .collect::<Vec<_>>()
                     })
@@ -255,7 +297,11 @@ impl Builder {
         let off = b.data.len() as u64;
         b.data.extend_from_slice(key);
         b.data.extend_from_slice(value);
-        b.entries.push(Entry { prefix, seq: self.seq, off, bucket, klen: key.len() as u32, vlen: value.len() as u32 });
+        // One entry per replica, all pointing at the same bytes.
+        for r in 0..self.replicas {
+            let bucket = bucket + r * self.store.chunks;
+            b.entries.push(Entry { prefix, seq: self.seq, off, bucket, klen: key.len() as u32, vlen: value.len() as u32 });
+        }
         self.seq += 1;
         if b.bytes() >= self.memory_limit {
             self.spill()?;
@@ -326,16 +372,23 @@ impl Builder {
         });
         let mut results = results.into_inner().unwrap_or_else(|p| p.into_inner());
         results.sort_by_key(|(b, _)| *b);
-        let mut files = Vec::with_capacity(2 * buckets as usize);
+        // Per node folder (`None`: a single-node build): files, records, collided prefixes.
+        let mut folders: BTreeMap<Option<u32>, (Vec<FileSum>, u64, u64)> = BTreeMap::new();
         let mut first_error = None;
-        for (_, r) in results {
+        for (b, r) in results {
             match r {
                 Ok(o) => {
-                    files.extend(o.files);
-                    self.report.records += o.stats.records;
-                    self.report.collided_prefixes += o.stats.collided_prefixes;
+                    let (p, r) = self.bucket_place(b);
+                    let f = folders.entry(self.node_of(p, r)).or_default();
+                    f.0.extend(o.files);
+                    f.1 += o.stats.records;
+                    f.2 += o.stats.collided_prefixes;
+                    if r == 0 {
+                        self.report.records += o.stats.records;
+                        self.report.collided_prefixes += o.stats.collided_prefixes;
+                        self.report.duplicates_dropped += o.dropped;
+                    }
                     self.report.output_bytes += o.stats.index_bytes + o.stats.data_bytes;
-                    self.report.duplicates_dropped += o.dropped;
                 }
                 Err(e) => {
                     first_error.get_or_insert(e);
@@ -348,15 +401,37 @@ impl Builder {
         if let Some(e) = first_error {
             return Err(e);
         }
-        Metadata::write(&self.out, &self.store, self.report.records, self.report.collided_prefixes, files)?;
+        for (node, (files, records, collided)) in folders {
+            let (dir, layout) = match (node, &self.table) {
+                (Some(n), Some(t)) => (self.out.join(format!("node-{n}")), Layout::for_node(t, n)),
+                _ => (self.out.clone(), Layout::single(&self.store)),
+            };
+            Metadata::write(&dir, &self.store, &layout, records, collided, files)?;
+            self.report.nodes += u64::from(node.is_some());
+        }
         Ok(self.report)
+    }
+
+    /// The (partition, replica) of a bucket.
+    fn bucket_place(&self, b: u32) -> (u32, u32) {
+        let c = self.store.chunks;
+        (b / (self.replicas * c), (b / c) % self.replicas)
+    }
+
+    /// The node holding (partition, replica); `None` on a single-node build.
+    fn node_of(&self, p: u32, r: u32) -> Option<u32> {
+        self.table.as_ref().map(|t| t[p as usize][r as usize])
     }
 
     /// Writes bucket `b`'s chunk from its records in order, dropping or
     /// refusing repeated keys.
     fn write_bucket(&self, b: u32, src: &mut dyn Source) -> Result<BucketOut, VersionError> {
-        let chunks = self.store.chunks;
-        let mut w = ChunkWriter::create(&self.out, &StoreDef::chunk_name(b / chunks, 0, b % chunks))?;
+        let (p, r) = self.bucket_place(b);
+        let dir = match self.node_of(p, r) {
+            Some(n) => self.out.join(format!("node-{n}")),
+            None => self.out.clone(),
+        };
+        let mut w = ChunkWriter::create(&dir, &StoreDef::chunk_name(p, r, b % self.store.chunks))?;
         // The record held back until the next shows it is not repeated.
         let (mut pk, mut pv, mut pp, mut held) = (Vec::new(), Vec::new(), 0u64, false);
         let mut dropped = 0;

@@ -15,7 +15,7 @@
 //! versions, and an old version's maps last until its last reader is done.
 
 use crate::Search;
-use crate::version::{StoreDef, Version, VersionError};
+use crate::version::{Layout, StoreDef, Version, VersionError};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, RwLock};
 
@@ -53,6 +53,7 @@ pub struct LoadProgress {
 pub struct ReadOnlyStore {
     progress: Mutex<Option<LoadProgress>>,
     def: StoreDef,
+    layout: RwLock<Layout>,
     root: PathBuf,
     keep: usize,
     search: Search,
@@ -64,6 +65,13 @@ impl ReadOnlyStore {
     /// Opens (or creates) the store in `root`; serves its live version if
     /// it has one. `keep` old versions are kept for rollbacks.
     pub fn open(root: &Path, def: StoreDef, keep: usize, search: Search) -> Result<Self, VersionError> {
+        let layout = Layout::single(&def);
+        Self::open_with(root, def, layout, keep, search)
+    }
+
+    /// Opens a store whose versions hold `layout`: one node's share of a
+    /// ring, or everything of a single-node store.
+    pub fn open_with(root: &Path, def: StoreDef, layout: Layout, keep: usize, search: Search) -> Result<Self, VersionError> {
         def.validate()?;
         std::fs::create_dir_all(root).map_err(io(root))?;
         let def_path = root.join(DEF_FILE);
@@ -79,10 +87,19 @@ impl ReadOnlyStore {
             }
             Err(e) => return Err(io(&def_path)(e)),
         }
-        let store = Self { progress: Mutex::new(None), def, root: root.to_path_buf(), keep, search, live: RwLock::new(None), admin: Mutex::new(()) };
+        let store = Self {
+            progress: Mutex::new(None),
+            def,
+            layout: RwLock::new(layout),
+            root: root.to_path_buf(),
+            keep,
+            search,
+            live: RwLock::new(None),
+            admin: Mutex::new(()),
+        };
         if let Ok(text) = std::fs::read_to_string(root.join(LATEST)) {
             let n = parse_version(text.trim()).ok_or_else(|| VersionError::Invalid(format!("{}/latest names {:?}", root.display(), text.trim())))?;
-            let v = Version::open(n, &store.version_dir(n), &store.def)?;
+            let v = Version::open(n, &store.version_dir(n), &store.def, &store.layout())?;
             *store.live.write().unwrap_or_else(|p| p.into_inner()) = Some(Arc::new(v));
         }
         Ok(store)
@@ -91,6 +108,11 @@ impl ReadOnlyStore {
     /// The definition.
     pub fn def(&self) -> &StoreDef {
         &self.def
+    }
+
+    /// What this node's versions hold.
+    pub fn layout(&self) -> Layout {
+        self.layout.read().unwrap_or_else(|p| p.into_inner()).clone()
     }
 
     /// How lookups search the index.
@@ -158,7 +180,7 @@ impl ReadOnlyStore {
 
     fn copy_in(&self, src: &Path, n: u64, set: &dyn Fn(Option<LoadProgress>)) -> Result<u64, VersionError> {
         use std::io::{Read, Write};
-        let meta = crate::version::Metadata::verify(src, &self.def)?;
+        let meta = crate::version::Metadata::verify(src, &self.def, &self.layout())?;
         let total: u64 = meta.files.iter().map(|f| f.bytes).sum();
         let tmp = self.root.join(format!(".loading-{n}"));
         let _ = std::fs::remove_dir_all(&tmp);
@@ -206,7 +228,7 @@ impl ReadOnlyStore {
         if !dir.is_dir() {
             return Err(VersionError::Invalid(format!("store {} has no version {n}", self.def.name)));
         }
-        let v = Arc::new(Version::open(n, &dir, &self.def)?);
+        let v = Arc::new(Version::open(n, &dir, &self.def, &self.layout())?);
         write_atomic(&self.root.join(LATEST), format!("version-{n}\n").as_bytes())?;
         *self.live.write().unwrap_or_else(|p| p.into_inner()) = Some(v);
         self.collect_old(n);

@@ -6,7 +6,7 @@
 
 use crate::format::{ChunkReader, FormatError};
 use serde::{Deserialize, Serialize};
-use std::collections::HashMap;
+use std::collections::{BTreeSet, HashMap};
 use std::io::Read;
 use std::path::{Path, PathBuf};
 
@@ -54,6 +54,50 @@ impl StoreDef {
     }
 }
 
+/// What one node's version of a store holds.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Layout {
+    /// The node, for a store spread over a ring; `None` for a store built
+    /// for a single node.
+    pub node: Option<u32>,
+    /// The checksum of the ring's replica table (`ring_checksum`).
+    pub ring: Option<u32>,
+    /// The (partition, replica) buckets held.
+    pub buckets: BTreeSet<(u32, u32)>,
+}
+
+impl Layout {
+    /// A single-node store: replica 0 of every partition.
+    pub fn single(store: &StoreDef) -> Self {
+        Self { node: None, ring: None, buckets: (0..store.partitions).map(|p| (p, 0)).collect() }
+    }
+
+    /// Node `node`'s share of a ring: every (partition, replica) the replica
+    /// table (each primary partition's nodes in replica order) gives it.
+    pub fn for_node(table: &[Vec<u32>], node: u32) -> Self {
+        let buckets = table
+            .iter()
+            .enumerate()
+            .flat_map(|(p, nodes)| nodes.iter().enumerate().filter(move |(_, n)| **n == node).map(move |(r, _)| (p as u32, r as u32)))
+            .collect();
+        Self { node: Some(node), ring: Some(ring_checksum(table)), buckets }
+    }
+}
+
+/// CRC32C of a replica table: the partition count, then for each partition
+/// its node count and nodes, all u32 little-endian. Builders stamp it into
+/// every node's `.metadata`; a node refuses a version built for another.
+pub fn ring_checksum(table: &[Vec<u32>]) -> u32 {
+    let mut crc = crc32c::crc32c(&(table.len() as u32).to_le_bytes());
+    for nodes in table {
+        crc = crc32c::crc32c_append(crc, &(nodes.len() as u32).to_le_bytes());
+        for n in nodes {
+            crc = crc32c::crc32c_append(crc, &n.to_le_bytes());
+        }
+    }
+    crc
+}
+
 /// One chunk file as the metadata lists it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct FileSum {
@@ -74,6 +118,12 @@ pub struct Metadata {
     pub store: StoreDef,
     /// Key digest (`md5`).
     pub hash: String,
+    /// The node this version is for, in a store spread over a ring.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub node: Option<u32>,
+    /// The checksum of the ring's replica table it was built for.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ring: Option<u32>,
     /// Tuples in all chunks.
     pub records: u64,
     /// Digest prefixes shared by more than one key.
@@ -134,10 +184,20 @@ fn sum_file(path: &Path) -> Result<(u64, u32), VersionError> {
 impl Metadata {
     /// Writes `.metadata` (fsync'd) for the chunk files in `dir`, whose
     /// sizes and CRCs the writer computed while writing them.
-    pub fn write(dir: &Path, store: &StoreDef, records: u64, collided_prefixes: u64, mut files: Vec<FileSum>) -> Result<Metadata, VersionError> {
+    pub fn write(dir: &Path, store: &StoreDef, layout: &Layout, records: u64, collided_prefixes: u64, mut files: Vec<FileSum>) -> Result<Metadata, VersionError> {
         files.sort_by(|a, b| a.name.cmp(&b.name));
         let checksum = list_checksum(&files);
-        let m = Metadata { format: METADATA_FORMAT, store: store.clone(), hash: "md5".into(), records, collided_prefixes, files, checksum };
+        let m = Metadata {
+            format: METADATA_FORMAT,
+            store: store.clone(),
+            hash: "md5".into(),
+            node: layout.node,
+            ring: layout.ring,
+            records,
+            collided_prefixes,
+            files,
+            checksum,
+        };
         let path = dir.join(METADATA_FILE);
         let mut text = serde_json::to_vec(&m).map_err(|e| VersionError::Invalid(e.to_string()))?;
         text.push(b'\n');
@@ -147,11 +207,11 @@ impl Metadata {
         Ok(m)
     }
 
-    /// Reads `.metadata` and checks it against the files and against
-    /// `store`: the same ring, every chunk file present (for replica 0 of
-    /// every partition on a single node), sizes and CRCs matching, no
-    /// stray chunk files.
-    pub fn verify(dir: &Path, store: &StoreDef) -> Result<Metadata, VersionError> {
+    /// Reads `.metadata` and checks it against the files, against `store`
+    /// and against `layout`: the same ring and node, every chunk file of
+    /// the layout's buckets present, sizes and CRCs matching, no stray
+    /// chunk files.
+    pub fn verify(dir: &Path, store: &StoreDef, layout: &Layout) -> Result<Metadata, VersionError> {
         let path = dir.join(METADATA_FILE);
         let text = std::fs::read(&path).map_err(io(&path))?;
         let m: Metadata = serde_json::from_slice(&text).map_err(|e| VersionError::Invalid(format!("{}: not valid metadata: {e}", path.display())))?;
@@ -175,19 +235,39 @@ impl Metadata {
                 store.chunks
             )));
         }
+        if (m.node, m.ring) != (layout.node, layout.ring) {
+            let show = |node: Option<u32>, ring: Option<u32>| match (node, ring) {
+                (Some(n), Some(r)) => format!("node {n} of ring {r:#010x}"),
+                _ => "a single node".to_string(),
+            };
+            return Err(VersionError::Invalid(format!(
+                "{}: built for {}, this store wants {} (a different ring or node)",
+                dir.display(),
+                show(m.node, m.ring),
+                show(layout.node, layout.ring)
+            )));
+        }
         if list_checksum(&m.files) != m.checksum {
             return Err(VersionError::Invalid(format!("{}: the file list's checksum does not match", path.display())));
         }
         let listed: HashMap<&str, &FileSum> = m.files.iter().map(|f| (f.name.as_str(), f)).collect();
-        for p in 0..store.partitions {
+        for &(p, r) in &layout.buckets {
             for c in 0..store.chunks {
                 for ext in ["index", "data"] {
-                    let name = format!("{}.{ext}", StoreDef::chunk_name(p, 0, c));
+                    let name = format!("{}.{ext}", StoreDef::chunk_name(p, r, c));
                     if !listed.contains_key(name.as_str()) {
                         return Err(VersionError::Invalid(format!("{}: chunk file {name} is missing from the metadata", dir.display())));
                     }
                 }
             }
+        }
+        if m.files.len() != layout.buckets.len() * store.chunks as usize * 2 {
+            return Err(VersionError::Invalid(format!(
+                "{}: the metadata lists {} chunk files, the layout has {}",
+                dir.display(),
+                m.files.len(),
+                layout.buckets.len() * store.chunks as usize * 2
+            )));
         }
         for f in &m.files {
             let p = dir.join(&f.name);
@@ -226,21 +306,33 @@ pub struct Version {
 }
 
 impl Version {
-    /// Verifies `dir` against `store` and maps every chunk of replica 0.
-    pub fn open(number: u64, dir: &Path, store: &StoreDef) -> Result<Self, VersionError> {
-        let meta = Metadata::verify(dir, store)?;
+    /// Verifies `dir` against `store` and `layout` and maps every chunk of
+    /// the layout's buckets.
+    pub fn open(number: u64, dir: &Path, store: &StoreDef, layout: &Layout) -> Result<Self, VersionError> {
+        let meta = Metadata::verify(dir, store, layout)?;
         let mut chunks = HashMap::new();
-        for p in 0..store.partitions {
+        for &(p, r) in &layout.buckets {
             for c in 0..store.chunks {
-                let stem = StoreDef::chunk_name(p, 0, c);
-                let r = ChunkReader::open(&dir.join(format!("{stem}.index")), &dir.join(format!("{stem}.data")))?;
-                chunks.insert((p, c), r);
+                let stem = StoreDef::chunk_name(p, r, c);
+                let reader = ChunkReader::open(&dir.join(format!("{stem}.index")), &dir.join(format!("{stem}.data")))?;
+                // A node holds at most one replica of a partition.
+                chunks.insert((p, c), reader);
             }
         }
         Ok(Self { number, dir: dir.to_path_buf(), meta, chunks })
     }
 
-    /// The value of `key`.
+    /// Whether this version holds `key`'s partition (on a ring, a node
+    /// holds only its share).
+    pub fn holds(&self, key: &[u8]) -> bool {
+        use crate::placement::{KeyHash, Md5Hash, chunk_of, partition_of};
+        let d = Md5Hash.digest(key);
+        let s = &self.meta.store;
+        self.chunks.contains_key(&(partition_of(&d, s.partitions), chunk_of(&d, s.chunks)))
+    }
+
+    /// The value of `key` (`None` also when the partition is not held:
+    /// ask `holds`).
     pub fn get(&self, key: &[u8], search: crate::Search) -> Result<Option<&[u8]>, FormatError> {
         use crate::placement::{KeyHash, Md5Hash, chunk_of, partition_of, prefix};
         let d = Md5Hash.digest(key);
