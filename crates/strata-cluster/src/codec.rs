@@ -6,8 +6,9 @@ use crate::map::ClusterMap;
 
 /// `SMAP` read as a little-endian u32.
 pub const MAP_MAGIC: u32 = u32::from_le_bytes(*b"SMAP");
-/// Current version of the layout.
-pub const MAP_VERSION: u16 = 1;
+/// Current version of the layout. Version 2 added the read-only stores'
+/// section; version 1 maps (without it) still decode.
+pub const MAP_VERSION: u16 = 2;
 const HEADER: usize = 4 + 2 + 2 + 8 + 4;
 
 /// Why bytes are not a map.
@@ -28,6 +29,15 @@ pub enum CodecError {
     /// The payload does not decode.
     #[error("cluster map payload invalid: {0}")]
     Payload(String),
+}
+
+/// A version 1 map: before the read-only stores' section.
+#[derive(serde::Deserialize)]
+struct MapV1 {
+    epoch: u64,
+    nodes: std::collections::BTreeMap<crate::map::NodeId, crate::map::Node>,
+    partitions: std::collections::BTreeMap<strata_types::PartitionId, crate::map::Partition>,
+    policies: strata_types::Policies,
 }
 
 /// Encodes a map.
@@ -56,7 +66,7 @@ pub fn decode_map(b: &[u8]) -> Result<ClusterMap, CodecError> {
         return Err(CodecError::BadMagic(magic));
     }
     let version = u16::from_le_bytes([b[4], b[5]]);
-    if version != MAP_VERSION {
+    if version != MAP_VERSION && version != 1 {
         return Err(CodecError::Version(version));
     }
     let len = u32_at(16) as usize;
@@ -66,7 +76,13 @@ pub fn decode_map(b: &[u8]) -> Result<ClusterMap, CodecError> {
     if crc32c::crc32c(&b[..HEADER + len]) != u32_at(HEADER + len) {
         return Err(CodecError::Checksum);
     }
-    let map: ClusterMap = postcard::from_bytes(&b[HEADER..HEADER + len]).map_err(|e| CodecError::Payload(e.to_string()))?;
+    let payload = &b[HEADER..HEADER + len];
+    let map: ClusterMap = if version == 1 {
+        let v1: MapV1 = postcard::from_bytes(payload).map_err(|e| CodecError::Payload(e.to_string()))?;
+        ClusterMap { epoch: v1.epoch, nodes: v1.nodes, partitions: v1.partitions, policies: v1.policies, kv: Default::default() }
+    } else {
+        postcard::from_bytes(payload).map_err(|e| CodecError::Payload(e.to_string()))?
+    };
     let epoch = u64::from_le_bytes(b[8..16].try_into().expect("8 bytes"));
     if map.epoch != epoch {
         return Err(CodecError::Payload(format!("header epoch {epoch} differs from the map's {}", map.epoch)));
@@ -112,5 +128,35 @@ mod tests {
             assert!(decode_map(&c).is_err(), "flip at {i} not caught");
         }
         assert_eq!(decode_map(&b[..b.len() - 1]), Err(CodecError::Truncated(b.len() - 1)));
+    }
+
+    /// A version 1 map (before the read-only section), as old snapshots
+    /// hold it, still decodes, with no ring and no stores.
+    #[test]
+    fn version_1_maps_decode() {
+        #[derive(serde::Serialize)]
+        struct V1<'a> {
+            epoch: u64,
+            nodes: &'a std::collections::BTreeMap<crate::map::NodeId, crate::map::Node>,
+            partitions: &'a std::collections::BTreeMap<strata_types::PartitionId, crate::map::Partition>,
+            policies: strata_types::Policies,
+        }
+        let mut m = ClusterMap::default();
+        m.apply(&crate::Command::AddNode { id: 1, addr: "a:1".into(), zone: "z".into(), rack: "r".into() });
+        let payload = postcard::to_stdvec(&V1 { epoch: m.epoch, nodes: &m.nodes, partitions: &m.partitions, policies: m.policies }).unwrap();
+        let mut b = Vec::new();
+        b.extend_from_slice(&MAP_MAGIC.to_le_bytes());
+        b.extend_from_slice(&1u16.to_le_bytes());
+        b.extend_from_slice(&0u16.to_le_bytes());
+        b.extend_from_slice(&m.epoch.to_le_bytes());
+        b.extend_from_slice(&(payload.len() as u32).to_le_bytes());
+        b.extend_from_slice(&payload);
+        let crc = crc32c::crc32c(&b);
+        b.extend_from_slice(&crc.to_le_bytes());
+        assert_eq!(decode_map(&b).unwrap(), m);
+        // And the current version round-trips the read-only section.
+        m.apply(&crate::Command::KvInitRing { partitions: 4 });
+        assert_eq!(m.kv.ring, vec![1; 4]);
+        assert_eq!(decode_map(&encode_map(&m)).unwrap(), m);
     }
 }

@@ -10,8 +10,10 @@
 //! Must not depend on: the storage engine, the router, HTTP or the server.
 
 pub mod codec;
+pub mod kv;
 pub mod map;
 pub mod meta;
 
+pub use kv::{KvReplication, KvSection, KvStoreSpec};
 pub use codec::{CodecError, decode_map, encode_map};
 pub use map::{ClusterMap, Command, Disk, DiskState, MapError, Node, NodeId, Outcome, Partition, PartitionState, ReplicaLoc};

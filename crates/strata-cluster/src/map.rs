@@ -86,6 +86,8 @@ pub struct ClusterMap {
     /// The cluster's default quorum policies (Ambry's: put 2, get 1,
     /// delete 2, TTL update 2); requests may override within limits.
     pub policies: Policies,
+    /// Read-only stores: their shared ring and definitions.
+    pub kv: crate::kv::KvSection,
 }
 
 /// A change to the map, as the metadata service's log carries it.
@@ -142,6 +144,30 @@ pub enum Command {
         partition: PartitionId,
         /// New state.
         state: PartitionState,
+    },
+    /// Sets up the read-only stores' ring: `partitions` equal ranges spread
+    /// over the nodes, zones interleaved.
+    KvInitRing {
+        /// Ring partitions.
+        partitions: u32,
+    },
+    /// Gives ring partitions new owners (rebalancing); refused if a store
+    /// could no longer be placed.
+    KvSetRing {
+        /// The owner of every partition.
+        owners: Vec<NodeId>,
+    },
+    /// Defines a read-only store on the ring.
+    KvCreateStore {
+        /// Name.
+        name: String,
+        /// Chunks, replication, required reads.
+        spec: crate::kv::KvStoreSpec,
+    },
+    /// Removes a read-only store's definition.
+    KvDropStore {
+        /// Name.
+        name: String,
     },
 }
 
@@ -296,6 +322,10 @@ impl ClusterMap {
                 }
                 self.add_partitions(*count, *replicas_per_zone as usize, *capacity_bytes).map(Some)
             }
+            Command::KvInitRing { partitions } => self.kv_init_ring(*partitions).map(|()| None),
+            Command::KvSetRing { owners } => self.kv_set_ring(owners).map(|()| None),
+            Command::KvCreateStore { name, spec } => self.kv_create_store(name, spec).map(|()| None),
+            Command::KvDropStore { name } => self.kv_drop_store(name).map(|()| None),
         }
     }
 
