@@ -133,7 +133,7 @@ pub struct PartitionAddArgs {
     pub common: Common,
 }
 
-async fn propose(common: &Common, cmd: Value) -> Result<Value> {
+pub(crate) async fn propose(common: &Common, cmd: Value) -> Result<Value> {
     let out = Client::new(&common.server).post_json("/admin/cluster/command", &cmd).await?;
     if let Some(refused) = out.get("Refused") {
         bail!("refused: {}", describe(refused));

@@ -26,6 +26,11 @@ pub enum KvCmd {
     Versions(crate::commands::Common),
     /// Looks a key up (given as text, or as base64url with --base64).
     Get(GetArgs),
+    /// The cluster's ring for read-only stores, and ring files for builders.
+    #[command(subcommand)]
+    Ring(crate::kv_ring::RingCmd),
+    /// Defines a read-only store on the cluster's ring.
+    Define(crate::kv_ring::DefineArgs),
 }
 
 #[derive(clap::Args, Debug)]
@@ -146,6 +151,10 @@ pub struct BuildArgs {
     /// Keep the last value of a key given twice (default: fail, naming it).
     #[arg(long)]
     pub last_wins: bool,
+    /// Build for a ring: the ring file (`strata kv ring export|plan`) gives
+    /// partitions, replicas and chunks; one `node-<id>/` folder per node.
+    #[arg(long, conflicts_with_all = ["partitions", "chunks"])]
+    pub ring: Option<PathBuf>,
     /// Print the summary as JSON.
     #[arg(long)]
     pub json: bool,
@@ -156,6 +165,8 @@ pub async fn run(cmd: KvCmd) -> Result<()> {
     use strata_client::Client;
     match cmd {
         KvCmd::Build(a) => tokio::task::spawn_blocking(move || build(a)).await?,
+        KvCmd::Ring(c) => crate::kv_ring::ring(c).await,
+        KvCmd::Define(a) => crate::kv_ring::define(a).await,
         KvCmd::Create(a) => {
             let v =
                 Client::new(&a.common.server).post_json(&format!("/admin/kv/{}", a.store), &json!({ "partitions": a.partitions, "chunks": a.chunks })).await?;
@@ -234,7 +245,16 @@ pub async fn run(cmd: KvCmd) -> Result<()> {
 }
 
 fn build(a: BuildArgs) -> Result<()> {
-    let def = StoreDef { name: a.store.clone(), partitions: a.partitions, replication: 1, chunks: a.chunks };
+    let ring = a.ring.as_deref().map(strata_kv::RingFile::read).transpose()?;
+    if let Some(r) = &ring
+        && r.store.name != a.store
+    {
+        anyhow::bail!("the ring file is for store {:?}, not {:?}", r.store.name, a.store);
+    }
+    let def = match &ring {
+        Some(r) => r.store.clone(),
+        None => StoreDef { name: a.store.clone(), partitions: a.partitions, replication: 1, chunks: a.chunks },
+    };
     let format = InputFormat::pick(a.format.as_deref(), &a.input)?;
     let extent = extent(&a.input, format)?;
     if a.out.exists() && std::fs::read_dir(&a.out)?.next().is_some() {
@@ -242,7 +262,10 @@ fn build(a: BuildArgs) -> Result<()> {
     }
     let dup = if a.last_wins { Duplicates::LastWins } else { Duplicates::Fail };
     let t = Instant::now();
-    let mut b = Builder::new(&def, &a.out, dup, a.memory as usize)?;
+    let mut b = match ring {
+        Some(r) => Builder::for_ring(&def, &a.out, dup, a.memory as usize, r.table)?,
+        None => Builder::new(&def, &a.out, dup, a.memory as usize)?,
+    };
     let (total, template) = match extent {
         Extent::Bytes(n) => (n, "reading [{bar:40}] {bytes}/{total_bytes} {bytes_per_sec} eta {eta}"),
         Extent::Rows(n) => (n, "reading [{bar:40}] {human_pos}/{human_len} rows {per_sec} eta {eta}"),

@@ -6,6 +6,7 @@ mod bench_kv;
 mod cluster;
 mod commands;
 mod kv;
+mod kv_ring;
 mod server;
 mod sim;
 mod size;

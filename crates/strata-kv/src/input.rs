@@ -1,7 +1,8 @@
 //! Input for the local builder: CSV (with a header row), JSON Lines and
 //! Parquet, key and value taken from named columns. Strings are their UTF-8
-//! bytes; other JSON values are their compact JSON text, and Parquet
-//! integers their decimal text. A bad record is an error naming the file and
+//! bytes; other JSON values are their compact JSON text (object keys in
+//! input order), null is an error, and Parquet integers are their decimal
+//! text. A bad record is an error naming the file and
 //! its line (Parquet: row).
 
 use std::collections::VecDeque;
@@ -115,6 +116,7 @@ pub fn read(path: &Path, format: InputFormat, key_field: &str, value_field: &str
                 let field = |name: &str| -> Result<Vec<u8>, InputError> {
                     match v.get(name) {
                         Some(serde_json::Value::String(s)) => Ok(s.clone().into_bytes()),
+                        Some(serde_json::Value::Null) => Err(bad(format!("field {name:?} is null"))),
                         Some(other) => Ok(other.to_string().into_bytes()),
                         None => Err(bad(format!("no field {name:?}"))),
                     }

@@ -343,3 +343,51 @@ impl Version {
         }
     }
 }
+
+/// A store's layout over a ring, as builders take it (`ring.json`, written
+/// by `strata kv ring export|plan`, read by `strata kv build --ring` and the
+/// Spark job): the store definition, and each primary partition's nodes in
+/// replica order, with their checksum.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RingFile {
+    /// Layout version (1).
+    pub format: u16,
+    /// The store; `partitions` is the table's length, `replication` its width.
+    pub store: StoreDef,
+    /// `ring_checksum(table)`.
+    pub ring: u32,
+    /// Each primary partition's nodes in replica order.
+    pub table: Vec<Vec<u32>>,
+}
+
+impl RingFile {
+    /// The ring file of `store` laid out by `table`.
+    pub fn new(store: StoreDef, table: Vec<Vec<u32>>) -> Self {
+        Self { format: 1, ring: ring_checksum(&table), store, table }
+    }
+
+    /// Reads and checks a ring file.
+    pub fn read(path: &Path) -> Result<Self, VersionError> {
+        let text = std::fs::read(path).map_err(io(path))?;
+        let r: Self = serde_json::from_slice(&text).map_err(|e| VersionError::Invalid(format!("{}: not a ring file: {e}", path.display())))?;
+        let bad = |d: String| VersionError::Invalid(format!("{}: {d}", path.display()));
+        if r.format != 1 {
+            return Err(bad(format!("ring file format {} (this build reads 1)", r.format)));
+        }
+        r.store.validate()?;
+        if r.table.len() != r.store.partitions as usize || r.table.iter().any(|row| row.len() != r.store.replication as usize) {
+            return Err(bad(format!("the table is not {} partitions of {} replicas", r.store.partitions, r.store.replication)));
+        }
+        if ring_checksum(&r.table) != r.ring {
+            return Err(bad("the table's checksum does not match".into()));
+        }
+        Ok(r)
+    }
+
+    /// Writes the file.
+    pub fn write(&self, path: &Path) -> Result<(), VersionError> {
+        let mut text = serde_json::to_vec_pretty(self).map_err(|e| VersionError::Invalid(e.to_string()))?;
+        text.push(b'\n');
+        std::fs::write(path, text).map_err(io(path))
+    }
+}
