@@ -136,7 +136,14 @@ pub async fn ring(cmd: RingCmd) -> Result<()> {
             let map = fetch_map(&a.common.server).await?;
             let f = ring_file(&map, &a.store)?;
             f.write(&a.out)?;
-            println!("wrote {} (store {}, {} partitions, {} replicas, ring {:#010x})", a.out.display(), a.store, f.store.partitions, f.store.replication, f.ring);
+            println!(
+                "wrote {} (store {}, {} partitions, {} replicas, ring {:#010x})",
+                a.out.display(),
+                a.store,
+                f.store.partitions,
+                f.store.replication,
+                f.ring
+            );
         }
         RingCmd::Plan(a) => {
             let nodes = a

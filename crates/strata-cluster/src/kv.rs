@@ -177,17 +177,14 @@ impl ClusterMap {
 
 #[cfg(test)]
 mod tests {
-    use crate::map::{ClusterMap, Command, Outcome};
     use crate::kv::{KvReplication, KvStoreSpec};
+    use crate::map::{ClusterMap, Command, Outcome};
 
     fn map() -> ClusterMap {
         let mut m = ClusterMap::default();
         for id in 1..=6u64 {
             let z = format!("z{}", id % 3);
-            assert!(matches!(
-                m.apply(&Command::AddNode { id, addr: format!("127.0.0.{id}:7000"), zone: z, rack: "r".into() }),
-                Outcome::Applied { .. }
-            ));
+            assert!(matches!(m.apply(&Command::AddNode { id, addr: format!("127.0.0.{id}:7000"), zone: z, rack: "r".into() }), Outcome::Applied { .. }));
         }
         m
     }

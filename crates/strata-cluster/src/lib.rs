@@ -14,6 +14,6 @@ pub mod kv;
 pub mod map;
 pub mod meta;
 
-pub use kv::{KvReplication, KvSection, KvStoreSpec};
 pub use codec::{CodecError, decode_map, encode_map};
+pub use kv::{KvReplication, KvSection, KvStoreSpec};
 pub use map::{ClusterMap, Command, Disk, DiskState, MapError, Node, NodeId, Outcome, Partition, PartitionState, ReplicaLoc};

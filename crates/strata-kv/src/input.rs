@@ -233,10 +233,7 @@ impl ParquetRecords {
             match c.physical_type() {
                 PhysicalType::BYTE_ARRAY | PhysicalType::FIXED_LEN_BYTE_ARRAY | PhysicalType::INT32 | PhysicalType::INT64 => {}
                 other => {
-                    return Err(InputError::Unsupported(format!(
-                        "{}: column {name:?} is {other}; use a string, binary or integer column",
-                        path.display()
-                    )));
+                    return Err(InputError::Unsupported(format!("{}: column {name:?} is {other}; use a string, binary or integer column", path.display())));
                 }
             }
             Ok((i, c.max_def_level(), name.to_string()))

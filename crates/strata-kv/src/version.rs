@@ -184,7 +184,14 @@ fn sum_file(path: &Path) -> Result<(u64, u32), VersionError> {
 impl Metadata {
     /// Writes `.metadata` (fsync'd) for the chunk files in `dir`, whose
     /// sizes and CRCs the writer computed while writing them.
-    pub fn write(dir: &Path, store: &StoreDef, layout: &Layout, records: u64, collided_prefixes: u64, mut files: Vec<FileSum>) -> Result<Metadata, VersionError> {
+    pub fn write(
+        dir: &Path,
+        store: &StoreDef,
+        layout: &Layout,
+        records: u64,
+        collided_prefixes: u64,
+        mut files: Vec<FileSum>,
+    ) -> Result<Metadata, VersionError> {
         files.sort_by(|a, b| a.name.cmp(&b.name));
         let checksum = list_checksum(&files);
         let m = Metadata {

@@ -219,7 +219,7 @@ async fn load(State(st): S, Path(store): Path<String>, body: Bytes) -> Response 
         let number = match (req.version, req.timestamp) {
             (Some(_), true) => return Err(ApiError::BadRequest("give a version or timestamp, not both".into())),
             (v, false) => v,
-            (None, true) => Some(std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs())),
+            (None, true) => Some(strata_types::Clock::now_ms(&strata_types::SystemClock) / 1000),
         };
         let s = st.kv.get(&store)?;
         let n = blocking(move || Ok(s.load(&req.dir, number)?)).await?;
