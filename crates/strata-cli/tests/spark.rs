@@ -1,0 +1,163 @@
+//! The Spark builder (`tools/spark/build_store.py`, run by `spark-submit` in
+//! local mode) writes the same bytes as the Rust builder: the golden vectors
+//! in single-node mode, and every node folder of a zone-aware ring build of
+//! a generated CSV full of quotes, commas, newlines, empty fields and
+//! non-ASCII text. A duplicate key fails the Spark build, naming it.
+//!
+//! Needs PySpark (pinned in `tools/spark/requirements.txt`) in the virtual
+//! environment `scripts/test.sh` makes (`target/pyenv`, or `STRATA_PYENV`)
+//! and Java 17.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+fn workspace() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+fn pyenv() -> PathBuf {
+    let p = std::env::var_os("STRATA_PYENV").map(PathBuf::from).unwrap_or_else(|| workspace().join("target/pyenv"));
+    assert!(
+        p.join("bin/spark-submit").exists(),
+        "PySpark is not installed in {}: run scripts/test.sh, which installs tools/spark/requirements.txt there",
+        p.display()
+    );
+    p
+}
+
+/// Runs the Spark job; returns (success, stdout + stderr).
+fn spark(args: &[&str]) -> (bool, String) {
+    let env = pyenv();
+    let python = env.join("bin/python");
+    let home = Command::new(&python).args(["-c", "import pyspark, os; print(os.path.dirname(pyspark.__file__))"]).output().expect("python");
+    let home = String::from_utf8_lossy(&home.stdout).trim().to_string();
+    let path = format!("{}:{}", env.join("bin").display(), std::env::var("PATH").unwrap_or_default());
+    let job = workspace().join("tools/spark/build_store.py");
+    let out = Command::new(env.join("bin/spark-submit"))
+        .args(["--master", "local[2]", "--conf", "spark.ui.enabled=false", "--conf", "spark.sql.shuffle.partitions=8"])
+        .arg(&job)
+        .args(args)
+        .env("SPARK_HOME", home)
+        .env("PYSPARK_PYTHON", &python)
+        .env("PATH", path)
+        .output()
+        .expect("spark-submit");
+    (out.status.success(), format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr)))
+}
+
+fn strata(args: &[&str]) {
+    let out = Command::new(env!("CARGO_BIN_EXE_strata")).args(args).output().expect("run strata");
+    assert!(out.status.success(), "strata {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+}
+
+fn tree(d: &Path) -> BTreeMap<String, Vec<u8>> {
+    let mut out = BTreeMap::new();
+    for e in std::fs::read_dir(d).unwrap() {
+        let e = e.unwrap();
+        if e.file_type().unwrap().is_dir() {
+            for (k, v) in tree(&e.path()) {
+                out.insert(format!("{}/{k}", e.file_name().to_string_lossy()), v);
+            }
+        } else {
+            out.insert(e.file_name().to_string_lossy().into_owned(), std::fs::read(e.path()).unwrap());
+        }
+    }
+    out
+}
+
+fn same(a: &Path, b: &Path) {
+    let (a, b) = (tree(a), tree(b));
+    assert_eq!(a.keys().collect::<Vec<_>>(), b.keys().collect::<Vec<_>>(), "different files");
+    for (name, bytes) in &a {
+        assert!(b[name] == *bytes, "{name} differs");
+    }
+}
+
+#[test]
+fn spark_builds_the_golden_vectors() {
+    let tmp = tempfile::tempdir().unwrap();
+    let golden = workspace().join("crates/strata-kv/tests/golden");
+    let out = tmp.path().join("out");
+    let input = golden.join("input.jsonl");
+    let (ok, log) = spark(&["--store", "golden", "--input", input.to_str().unwrap(), "--out", out.to_str().unwrap(), "--partitions", "3", "--chunks", "2"]);
+    assert!(ok, "{log}");
+    same(&out, &golden.join("expected"));
+}
+
+/// A deterministic CSV with everything CSV quoting has to get right.
+fn generated_csv(path: &Path, rows: u32, duplicate: bool) {
+    let alphabet: Vec<char> = "ab ,\"\nxé✓\r'".chars().collect();
+    let mut x = 0x9E37_79B9_7F4A_7C15u64;
+    let mut next = move || {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        x
+    };
+    let quote = |s: &str| format!("\"{}\"", s.replace('"', "\"\""));
+    let mut text = String::from("id,payload\n");
+    for i in 0..rows {
+        let len = (next() % 40) as usize;
+        let v: String = (0..len).map(|_| alphabet[(next() % alphabet.len() as u64) as usize]).collect();
+        text.push_str(&format!("{},{}\n", quote(&format!("user-{i}")), quote(&v)));
+    }
+    text.push_str(",empty key\nempty value,\n");
+    if duplicate {
+        text.push_str("user-7,again\n");
+    }
+    std::fs::write(path, text).unwrap();
+}
+
+#[test]
+fn spark_and_rust_ring_builds_are_identical() {
+    let tmp = tempfile::tempdir().unwrap();
+    let p = |n: &str| tmp.path().join(n).to_str().unwrap().to_string();
+    generated_csv(&tmp.path().join("in.csv"), 30_000, false);
+    strata(&[
+        "kv",
+        "ring",
+        "plan",
+        "--store",
+        "gen",
+        "--nodes",
+        "1:0,2:1,3:2,4:0,5:1",
+        "--partitions",
+        "10",
+        "--chunks",
+        "3",
+        "--zone-replicas",
+        "0=1,1=1,2=1",
+        "--out",
+        &p("ring.json"),
+    ]);
+    strata(&[
+        "kv",
+        "build",
+        "--store",
+        "gen",
+        "--ring",
+        &p("ring.json"),
+        "--input",
+        &p("in.csv"),
+        "--key-field",
+        "id",
+        "--value-field",
+        "payload",
+        "--out",
+        &p("rust"),
+    ]);
+    let (ok, log) =
+        spark(&["--store", "gen", "--ring", &p("ring.json"), "--input", &p("in.csv"), "--key-field", "id", "--value-field", "payload", "--out", &p("spark")]);
+    assert!(ok, "{log}");
+    let nodes: Vec<String> = std::fs::read_dir(p("rust")).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).collect();
+    assert_eq!(nodes.len(), 5, "every node has a share: {nodes:?}");
+    same(&tmp.path().join("rust"), &tmp.path().join("spark"));
+
+    // A duplicate key fails the Spark build, naming it.
+    generated_csv(&tmp.path().join("dup.csv"), 100, true);
+    let (ok, log) =
+        spark(&["--store", "gen", "--ring", &p("ring.json"), "--input", &p("dup.csv"), "--key-field", "id", "--value-field", "payload", "--out", &p("dup")]);
+    assert!(!ok);
+    assert!(log.contains("duplicate key b'user-7'"), "{}", &log[log.len().saturating_sub(3000)..]);
+}
