@@ -31,6 +31,8 @@ pub enum KvCmd {
     Ring(crate::kv_ring::RingCmd),
     /// Defines a read-only store on the cluster's ring.
     Define(crate::kv_ring::DefineArgs),
+    /// Fetches a build onto every node of a store, then swaps them all.
+    Push(crate::kv_ring::PushArgs),
 }
 
 #[derive(clap::Args, Debug)]
@@ -93,6 +95,9 @@ pub struct RollbackArgs {
     /// Version to go back to.
     #[arg(long)]
     pub version: Option<u64>,
+    /// On every node of the store's ring (from the cluster map), not just --server.
+    #[arg(long)]
+    pub all_nodes: bool,
     #[command(flatten)]
     pub common: crate::commands::Common,
 }
@@ -167,6 +172,7 @@ pub async fn run(cmd: KvCmd) -> Result<()> {
         KvCmd::Build(a) => tokio::task::spawn_blocking(move || build(a)).await?,
         KvCmd::Ring(c) => crate::kv_ring::ring(c).await,
         KvCmd::Define(a) => crate::kv_ring::define(a).await,
+        KvCmd::Push(a) => crate::kv_ring::push(a).await,
         KvCmd::Create(a) => {
             let v =
                 Client::new(&a.common.server).post_json(&format!("/admin/kv/{}", a.store), &json!({ "partitions": a.partitions, "chunks": a.chunks })).await?;
@@ -210,6 +216,7 @@ pub async fn run(cmd: KvCmd) -> Result<()> {
             show(&a.common, &v, format!("version {} of {} is live", a.version, a.store));
             Ok(())
         }
+        KvCmd::Rollback(a) if a.all_nodes => crate::kv_ring::rollback_all(&a.store, a.version, &a.common).await,
         KvCmd::Rollback(a) => {
             let v = Client::new(&a.common.server).post_json(&format!("/admin/kv/{}/rollback", a.store), &json!({ "version": a.version })).await?;
             show(&a.common, &v, format!("rolled {} back: version {} is live", a.store, v["live"]));

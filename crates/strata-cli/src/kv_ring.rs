@@ -177,3 +177,179 @@ pub async fn define(a: DefineArgs) -> Result<()> {
     println!("defined read-only store {} on the ring", a.store);
     Ok(())
 }
+
+#[derive(clap::Args, Debug)]
+pub struct PushArgs {
+    /// Store name (defined on the cluster's ring).
+    #[arg(long)]
+    pub store: String,
+    /// The build's output: a directory every node can read, or an http:// URL.
+    #[arg(long)]
+    pub from: String,
+    /// Version number on every node (default: the highest on any node + 1).
+    #[arg(long)]
+    pub version: Option<u64>,
+    /// Pace each node's fetch to this many MB/s.
+    #[arg(long)]
+    pub throttle_mb_s: Option<f64>,
+    #[command(flatten)]
+    pub common: Common,
+}
+
+/// The nodes holding a store on the ring, with their URLs.
+fn store_nodes(map: &ClusterMap, store: &str) -> Result<Vec<(u64, String)>> {
+    let table = map.kv_table(store)?;
+    let ids: std::collections::BTreeSet<u64> = table.iter().flatten().map(|&n| u64::from(n)).collect();
+    ids.into_iter().map(|id| Ok((id, format!("http://{}", map.nodes.get(&id).with_context(|| format!("node {id} is not in the map"))?.addr)))).collect()
+}
+
+/// A node's row for `store` in `GET /admin/kv`, if it has the store.
+async fn store_row(url: &str, store: &str) -> Result<Option<serde_json::Value>> {
+    let rows = strata_client::Client::new(url).json(http::Method::GET, "/admin/kv").await?;
+    Ok(rows.as_array().into_iter().flatten().find(|r| r["store"] == store).cloned())
+}
+
+async fn all<T, F: std::future::Future<Output = T>>(futs: impl IntoIterator<Item = F>) -> Vec<T> {
+    futures_util::future::join_all(futs).await
+}
+
+/// `strata kv push`: fetch on every node of the store, then swap every
+/// node; nothing swaps unless every fetch succeeded, and a failed swap rolls
+/// the swapped nodes back (Spock §4.3).
+pub async fn push(a: PushArgs) -> Result<()> {
+    use indicatif::{ProgressBar, ProgressStyle};
+    let map = fetch_map(&a.common.server).await?;
+    let nodes = store_nodes(&map, &a.store)?;
+    let rows = all(nodes.iter().map(|(_, u)| store_row(u, &a.store))).await;
+    let mut highest = 0;
+    let mut previous = Vec::new();
+    for ((id, _), r) in nodes.iter().zip(rows) {
+        let r = r.with_context(|| format!("asking node {id}"))?;
+        highest = highest.max(r.as_ref().and_then(|r| r["versions"].as_array()?.iter().filter_map(|v| v.as_u64()).max()).unwrap_or(0));
+        previous.push(r.and_then(|r| r["live"].as_u64()));
+    }
+    let version = a.version.unwrap_or(highest + 1);
+    // Fetch everywhere, with one bar over every node's progress.
+    let started = std::time::Instant::now();
+    let body = json!({ "source": a.from, "version": version, "throttle_mb_s": a.throttle_mb_s });
+    let path = format!("/admin/kv/{}/fetch", a.store);
+    let fetches = all(nodes.iter().map(|(_, u)| {
+        let (c, body, path) = (strata_client::Client::new(u), body.clone(), path.clone());
+        async move { c.post_json(&path, &body).await }
+    }));
+    tokio::pin!(fetches);
+    let pb = if a.common.json { ProgressBar::hidden() } else { ProgressBar::new(0) };
+    if let Ok(s) = ProgressStyle::with_template("fetching [{bar:40}] {bytes}/{total_bytes} {bytes_per_sec} eta {eta}") {
+        pb.set_style(s.progress_chars("=> "));
+    }
+    let results = loop {
+        tokio::select! {
+            r = &mut fetches => break r,
+            () = tokio::time::sleep(std::time::Duration::from_millis(250)) => {
+                let (mut done, mut total) = (0, 0);
+                for r in all(nodes.iter().map(|(_, u)| store_row(u, &a.store))).await.into_iter().flatten().flatten() {
+                    done += r["loading"]["copied"].as_u64().unwrap_or(0);
+                    total += r["loading"]["total"].as_u64().unwrap_or(0);
+                }
+                pb.set_length(total.max(done));
+                pb.set_position(done);
+            }
+        }
+    };
+    pb.finish_and_clear();
+    let fetch_secs = started.elapsed().as_secs_f64();
+    let failed: Vec<String> = nodes.iter().zip(&results).filter_map(|((id, _), r)| r.as_ref().err().map(|e| format!("node {id}: {e}"))).collect();
+    if !failed.is_empty() {
+        // Nothing swaps; the nodes that fetched drop the version again.
+        let fetched: Vec<&String> = nodes.iter().zip(&results).filter(|(_, r)| r.is_ok()).map(|((_, u), _)| u).collect();
+        let discard = format!("/admin/kv/{}/discard", a.store);
+        for r in all(fetched.iter().map(|u| strata_client::Client::new(u).post_json_owned(discard.clone(), json!({ "version": version })))).await {
+            if let Err(e) = r {
+                eprintln!("warning: discarding the fetched version: {e}");
+            }
+        }
+        bail!("push of {} version {version} failed, nothing swapped:\n  {}", a.store, failed.join("\n  "));
+    }
+    let bytes: Vec<u64> = results.iter().map(|r| r.as_ref().map_or(0, |v| v["bytes"].as_u64().unwrap_or(0))).collect();
+    let secs: Vec<f64> = results.iter().map(|r| r.as_ref().map_or(0.0, |v| v["seconds"].as_f64().unwrap_or(0.0))).collect();
+    // Swap everywhere at once; undo on the swapped nodes if any fails.
+    let t = std::time::Instant::now();
+    let swap = format!("/admin/kv/{}/swap", a.store);
+    let swaps = all(nodes.iter().map(|(_, u)| strata_client::Client::new(u).post_json_owned(swap.clone(), json!({ "version": version })))).await;
+    let swap_ms = t.elapsed().as_secs_f64() * 1e3;
+    let bad: Vec<String> = nodes.iter().zip(&swaps).filter_map(|((id, _), r)| r.as_ref().err().map(|e| format!("node {id}: {e}"))).collect();
+    if !bad.is_empty() {
+        let rollback = format!("/admin/kv/{}/rollback", a.store);
+        for (((id, u), r), prev) in nodes.iter().zip(&swaps).zip(&previous) {
+            if r.is_ok() {
+                let undo = match prev {
+                    Some(p) => strata_client::Client::new(u).post_json_owned(rollback.clone(), json!({ "version": p })).await.map(|_| ()),
+                    None => Err(strata_client::ClientError::Protocol("no earlier version to go back to".into())),
+                };
+                if let Err(e) = undo {
+                    eprintln!("warning: node {id} keeps version {version}: {e}");
+                }
+            }
+        }
+        bail!("swap of {} version {version} failed, the swapped nodes were rolled back:\n  {}", a.store, bad.join("\n  "));
+    }
+    let total: u64 = bytes.iter().sum();
+    let summary = json!({
+        "store": a.store, "version": version, "nodes": nodes.len(), "bytes": total, "fetch_seconds": fetch_secs,
+        "node_mb_per_s": nodes.iter().zip(bytes.iter().zip(&secs)).map(|((id, _), (b, s))| json!({ "node": id, "mb_per_s": *b as f64 / 1e6 / s.max(1e-9) })).collect::<Vec<_>>(),
+        "swap_ms": swap_ms,
+    });
+    if a.common.json {
+        println!("{summary}");
+    } else {
+        println!(
+            "pushed {} version {version} to {} nodes: {:.1} MB fetched in {:.2} s, swapped everywhere in {:.1} ms",
+            a.store,
+            nodes.len(),
+            total as f64 / 1e6,
+            fetch_secs,
+            swap_ms
+        );
+    }
+    Ok(())
+}
+
+/// `strata kv rollback --all-nodes`: every node of the store back to one
+/// version (given, or the newest below the live one that every node has);
+/// if a node fails, the others return to the version they had.
+pub async fn rollback_all(store: &str, version: Option<u64>, common: &Common) -> Result<()> {
+    let map = fetch_map(&common.server).await?;
+    let nodes = store_nodes(&map, store)?;
+    let rows: Vec<serde_json::Value> = all(nodes.iter().map(|(_, u)| store_row(u, store)))
+        .await
+        .into_iter()
+        .zip(&nodes)
+        .map(|(r, (id, _))| r?.with_context(|| format!("node {id} has no store {store:?}")))
+        .collect::<Result<_>>()?;
+    let live: Vec<Option<u64>> = rows.iter().map(|r| r["live"].as_u64()).collect();
+    let target = match version {
+        Some(v) => v,
+        None => {
+            let cur = live.iter().flatten().max().copied().context("no node has a live version")?;
+            let common_versions = rows
+                .iter()
+                .map(|r| r["versions"].as_array().into_iter().flatten().filter_map(|v| v.as_u64()).collect::<std::collections::BTreeSet<_>>())
+                .reduce(|a, b| a.intersection(&b).copied().collect())
+                .unwrap_or_default();
+            *common_versions.range(..cur).next_back().with_context(|| format!("no version below {cur} is kept on every node"))?
+        }
+    };
+    let path = format!("/admin/kv/{store}/rollback");
+    let res = all(nodes.iter().map(|(_, u)| strata_client::Client::new(u).post_json_owned(path.clone(), json!({ "version": target })))).await;
+    let bad: Vec<String> = nodes.iter().zip(&res).filter_map(|((id, _), r)| r.as_ref().err().map(|e| format!("node {id}: {e}"))).collect();
+    if !bad.is_empty() {
+        for (((_, u), r), prev) in nodes.iter().zip(&res).zip(&live) {
+            if let (Ok(_), Some(p)) = (r, prev) {
+                let _ = strata_client::Client::new(u).post_json_owned(path.clone(), json!({ "version": p })).await;
+            }
+        }
+        bail!("rollback of {store} to version {target} failed, the others were restored:\n  {}", bad.join("\n  "));
+    }
+    println!("rolled {store} back to version {target} on {} nodes", nodes.len());
+    Ok(())
+}

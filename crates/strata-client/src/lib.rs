@@ -223,6 +223,12 @@ impl Client {
         serde_json::from_slice(&resp.bytes().await?).map_err(|e| ClientError::Protocol(e.to_string()))
     }
 
+    /// `post_json` taking its arguments by value, for futures that outlive
+    /// the caller's borrows (one request per node, joined).
+    pub async fn post_json_owned(self, path: String, body: serde_json::Value) -> Result<serde_json::Value, ClientError> {
+        self.post_json(&path, &body).await
+    }
+
     /// A text endpoint (such as `/metrics`).
     pub async fn get_text(&self, path: &str) -> Result<String, ClientError> {
         let resp = self.send(Method::GET, path, &[], full(Bytes::new())).await?;

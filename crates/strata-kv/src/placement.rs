@@ -1,6 +1,7 @@
 //! Where a key goes: its MD5 (Spock §4.1), the chunk inside its bucket
 //! (the MD5's first 4 bytes, big-endian, modulo the chunk count, §4.2.2),
-//! and the index's search key (the MD5's first 8 bytes).
+//! and the index's search key (the MD5's first 8 bytes). The functions live
+//! in the placement library, which routers share.
 
 /// The hash keys are filed under. MD5 in every real store; tests swap in a
 /// weak hash to force collisions of the 8-byte prefix.
@@ -15,29 +16,11 @@ pub struct Md5Hash;
 
 impl KeyHash for Md5Hash {
     fn digest(&self, key: &[u8]) -> [u8; 16] {
-        use md5::Digest;
-        md5::Md5::digest(key).into()
+        strata_placement::spock::key_digest(key)
     }
 }
 
-/// The index's search key: the digest's first 8 bytes, big-endian, so that
-/// numeric order is byte order.
-pub fn prefix(digest: &[u8; 16]) -> u64 {
-    u64::from_be_bytes(digest[..8].try_into().expect("8 bytes"))
-}
-
-/// The master partition of a key: the ring (the 64-bit space of the
-/// digest's last 8 bytes, big-endian) split into `partitions` equal ranges.
-/// Independent of the prefix and chunk bits, which come from the first 8.
-pub fn partition_of(digest: &[u8; 16], partitions: u32) -> u32 {
-    let pos = u64::from_be_bytes(digest[8..].try_into().expect("8 bytes"));
-    ((pos as u128 * partitions.max(1) as u128) >> 64) as u32
-}
-
-/// The chunk of a key in its bucket.
-pub fn chunk_of(digest: &[u8; 16], chunks: u32) -> u32 {
-    u32::from_be_bytes(digest[..4].try_into().expect("4 bytes")) % chunks.max(1)
-}
+pub use strata_placement::spock::{chunk_of, partition_of, prefix};
 
 #[cfg(test)]
 mod tests {

@@ -21,6 +21,8 @@ use std::sync::{Arc, Mutex, RwLock};
 
 const LATEST: &str = "latest";
 const DEF_FILE: &str = "store.json";
+/// A ring store's share: `Layout` as JSON. Absent for a single-node store.
+const LAYOUT_FILE: &str = "layout.json";
 
 fn io(path: &Path) -> impl FnOnce(std::io::Error) -> VersionError + '_ {
     move |source| VersionError::Io { path: path.to_path_buf(), source }
@@ -59,13 +61,22 @@ pub struct ReadOnlyStore {
     search: Search,
     live: RwLock<Option<Arc<Version>>>,
     admin: Mutex<()>,
+    /// The version a fetch is filling, if one runs.
+    fetching: Mutex<Option<u64>>,
 }
 
 impl ReadOnlyStore {
     /// Opens (or creates) the store in `root`; serves its live version if
     /// it has one. `keep` old versions are kept for rollbacks.
+    /// A ring store's `layout.json` gives its share; without one, the
+    /// store is a single-node store.
     pub fn open(root: &Path, def: StoreDef, keep: usize, search: Search) -> Result<Self, VersionError> {
-        let layout = Layout::single(&def);
+        let path = root.join(LAYOUT_FILE);
+        let layout = match std::fs::read(&path) {
+            Ok(b) => serde_json::from_slice(&b).map_err(|e| VersionError::Invalid(format!("{}: {e}", path.display())))?,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Layout::single(&def),
+            Err(e) => return Err(io(&path)(e)),
+        };
         Self::open_with(root, def, layout, keep, search)
     }
 
@@ -87,6 +98,9 @@ impl ReadOnlyStore {
             }
             Err(e) => return Err(io(&def_path)(e)),
         }
+        if layout.node.is_some() {
+            write_atomic(&root.join(LAYOUT_FILE), &serde_json::to_vec(&layout).map_err(|e| VersionError::Invalid(e.to_string()))?)?;
+        }
         let store = Self {
             progress: Mutex::new(None),
             def,
@@ -96,6 +110,7 @@ impl ReadOnlyStore {
             search,
             live: RwLock::new(None),
             admin: Mutex::new(()),
+            fetching: Mutex::new(None),
         };
         if let Ok(text) = std::fs::read_to_string(root.join(LATEST)) {
             let n = parse_version(text.trim()).ok_or_else(|| VersionError::Invalid(format!("{}/latest names {:?}", root.display(), text.trim())))?;
@@ -209,6 +224,85 @@ impl ReadOnlyStore {
         std::fs::rename(&tmp, &dir).map_err(io(&dir))?;
         std::fs::File::open(&self.root).and_then(|f| f.sync_all()).map_err(io(&self.root))?;
         Ok(n)
+    }
+
+    /// Starts fetching a version from elsewhere: reserves its number
+    /// (default the highest present + 1) and returns the staging directory
+    /// to fill (`.fetch-N`, kept across failed attempts so a retry resumes).
+    /// One fetch at a time.
+    pub fn begin_fetch(&self, number: Option<u64>) -> Result<(u64, PathBuf), VersionError> {
+        let _g = self.admin.lock().unwrap_or_else(|p| p.into_inner());
+        let mut f = self.fetching.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(n) = *f {
+            return Err(VersionError::Invalid(format!("store {}: version {n} is being fetched", self.def.name)));
+        }
+        let max = self.versions().last().copied().unwrap_or(0);
+        let n = number.unwrap_or(max + 1);
+        if n <= max {
+            return Err(VersionError::Invalid(format!("version {n} is not above the highest present ({max})")));
+        }
+        let dir = self.root.join(format!(".fetch-{n}"));
+        std::fs::create_dir_all(&dir).map_err(io(&dir))?;
+        *f = Some(n);
+        self.set_progress(Some(LoadProgress { version: n, phase: "fetching", copied: 0, total: 0 }));
+        Ok((n, dir))
+    }
+
+    /// Ends a fetch: on success checks the staging directory fully against
+    /// its metadata and this store (sizes, CRCs, layout) and moves it in as
+    /// version `n`; on failure leaves it for a retry to resume.
+    pub fn end_fetch(&self, n: u64, ok: bool) -> Result<u64, VersionError> {
+        let _g = self.admin.lock().unwrap_or_else(|p| p.into_inner());
+        let r = if ok { self.adopt(n) } else { Ok(n) };
+        *self.fetching.lock().unwrap_or_else(|p| p.into_inner()) = None;
+        self.set_progress(None);
+        r
+    }
+
+    fn adopt(&self, n: u64) -> Result<u64, VersionError> {
+        let staging = self.root.join(format!(".fetch-{n}"));
+        crate::version::Metadata::verify(&staging, &self.def, &self.layout())?;
+        for e in std::fs::read_dir(&staging).map_err(io(&staging))? {
+            let p = e.map_err(io(&staging))?.path();
+            std::fs::File::open(&p).and_then(|f| f.sync_all()).map_err(io(&p))?;
+        }
+        std::fs::File::open(&staging).and_then(|f| f.sync_all()).map_err(io(&staging))?;
+        let dir = self.version_dir(n);
+        std::fs::rename(&staging, &dir).map_err(io(&dir))?;
+        std::fs::File::open(&self.root).and_then(|f| f.sync_all()).map_err(io(&self.root))?;
+        Ok(n)
+    }
+
+    /// Removes version `n` (fetched or loaded, never the live one) and any
+    /// staging of it: a cluster push that did not swap cleans up with this.
+    pub fn discard(&self, n: u64) -> Result<(), VersionError> {
+        let _g = self.admin.lock().unwrap_or_else(|p| p.into_inner());
+        if self.live_version() == Some(n) {
+            return Err(VersionError::Invalid(format!("store {}: version {n} is live", self.def.name)));
+        }
+        if *self.fetching.lock().unwrap_or_else(|p| p.into_inner()) == Some(n) {
+            return Err(VersionError::Invalid(format!("store {}: version {n} is being fetched", self.def.name)));
+        }
+        for d in [self.version_dir(n), self.root.join(format!(".fetch-{n}"))] {
+            match std::fs::remove_dir_all(&d) {
+                Ok(()) => {}
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+                Err(e) => return Err(io(&d)(e)),
+            }
+        }
+        Ok(())
+    }
+
+    /// Bytes of version `n`'s chunk files, from its metadata.
+    pub fn version_bytes(&self, n: u64) -> Option<u64> {
+        let text = std::fs::read(self.version_dir(n).join(crate::version::METADATA_FILE)).ok()?;
+        let m: crate::version::Metadata = serde_json::from_slice(&text).ok()?;
+        Some(m.files.iter().map(|f| f.bytes).sum())
+    }
+
+    /// Sets the progress `/admin/kv` shows.
+    pub fn set_progress(&self, p: Option<LoadProgress>) {
+        *self.progress.lock().unwrap_or_else(|e| e.into_inner()) = p;
     }
 
     /// The load in progress, if any.

@@ -55,7 +55,7 @@ impl StoreDef {
 }
 
 /// What one node's version of a store holds.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Layout {
     /// The node, for a store spread over a ring; `None` for a store built
     /// for a single node.
@@ -221,7 +221,24 @@ impl Metadata {
     pub fn verify(dir: &Path, store: &StoreDef, layout: &Layout) -> Result<Metadata, VersionError> {
         let path = dir.join(METADATA_FILE);
         let text = std::fs::read(&path).map_err(io(&path))?;
-        let m: Metadata = serde_json::from_slice(&text).map_err(|e| VersionError::Invalid(format!("{}: not valid metadata: {e}", path.display())))?;
+        let m = Self::parse(&text, &path)?;
+        m.fits(dir, store, layout)?;
+        m.check_files(dir)?;
+        Ok(m)
+    }
+
+    /// Parses `.metadata` bytes (`path` for messages).
+    pub fn parse(text: &[u8], path: &Path) -> Result<Self, VersionError> {
+        serde_json::from_slice(text).map_err(|e| VersionError::Invalid(format!("{}: not valid metadata: {e}", path.display())))
+    }
+
+    /// Checks the metadata against a store and layout, without reading
+    /// the chunk files: format, hash, store definition, node and ring, the
+    /// list's checksum, and every file of the layout's buckets listed and
+    /// nothing else.
+    pub fn fits(&self, dir: &Path, store: &StoreDef, layout: &Layout) -> Result<(), VersionError> {
+        let m = self;
+        let path = dir.join(METADATA_FILE);
         if m.format != METADATA_FORMAT {
             return Err(VersionError::Invalid(format!("{}: format {} (this build reads {METADATA_FORMAT})", path.display(), m.format)));
         }
@@ -276,6 +293,14 @@ impl Metadata {
                 layout.buckets.len() * store.chunks as usize * 2
             )));
         }
+        Ok(())
+    }
+
+    /// Checks the chunk files in `dir`: each listed file has its size and
+    /// CRC32C, and no unlisted chunk file is present.
+    pub fn check_files(&self, dir: &Path) -> Result<(), VersionError> {
+        let m = self;
+        let listed: HashMap<&str, &FileSum> = m.files.iter().map(|f| (f.name.as_str(), f)).collect();
         for f in &m.files {
             let p = dir.join(&f.name);
             let (bytes, crc) = sum_file(&p).map_err(|e| match e {
@@ -297,7 +322,7 @@ impl Metadata {
                 return Err(VersionError::Invalid(format!("{}: chunk file {name} is not in the metadata", dir.display())));
             }
         }
-        Ok(m)
+        Ok(())
     }
 }
 

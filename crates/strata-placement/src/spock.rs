@@ -13,6 +13,32 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
+/// The MD5 digest a key is placed by (Spock §4.1).
+pub fn key_digest(key: &[u8]) -> [u8; 16] {
+    use md5::Digest;
+    md5::Md5::digest(key).into()
+}
+
+/// The primary ring partition of a digest: the 64-bit space of its last 8
+/// bytes (big-endian) split into `partitions` equal ranges. Independent of
+/// the chunk and index bits, which come from the first 8.
+pub fn partition_of(digest: &[u8; 16], partitions: u32) -> u32 {
+    let pos = u64::from_be_bytes([digest[8], digest[9], digest[10], digest[11], digest[12], digest[13], digest[14], digest[15]]);
+    ((pos as u128 * partitions.max(1) as u128) >> 64) as u32
+}
+
+/// The chunk of a digest in its bucket: its first 4 bytes (big-endian)
+/// modulo the chunk count.
+pub fn chunk_of(digest: &[u8; 16], chunks: u32) -> u32 {
+    u32::from_be_bytes([digest[0], digest[1], digest[2], digest[3]]) % chunks.max(1)
+}
+
+/// The index's search key: the digest's first 8 bytes, big-endian, so that
+/// numeric order is byte order.
+pub fn prefix(digest: &[u8; 16]) -> u64 {
+    u64::from_be_bytes([digest[0], digest[1], digest[2], digest[3], digest[4], digest[5], digest[6], digest[7]])
+}
+
 /// A node of the ring and its zone.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub struct RingNode {

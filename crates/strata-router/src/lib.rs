@@ -12,12 +12,14 @@ mod chunking;
 mod cluster;
 mod error;
 mod failure;
+mod kv;
 mod local;
 
 pub use chunking::{BlobBody, BlobData, ByteRange};
 pub use cluster::{ClusterMapView, LocalReplicas};
 pub use error::{ReplicaError, RouterError};
 pub use failure::{FailureDetector, FailureDetectorConfig, NodeHealth};
+pub use kv::{KvRouteError, KvRouter, KvValue};
 pub use local::LocalView;
 pub use strata_types::{Policies, Policy};
 

@@ -94,7 +94,12 @@ impl ClusterNode {
         Ok(node)
     }
 
-    /// The map as this node has it.
+    /// This node's id.
+    pub fn id(&self) -> NodeId {
+        self.config.node_id
+    }
+
+    /// The current cluster map.
     pub fn map(&self) -> Arc<ClusterMap> {
         self.map_tx.borrow().clone()
     }

@@ -105,7 +105,10 @@ fn parse_head(buf: &[u8]) -> Head {
             if plain {
                 return Head::Fast { id: path[1..].to_string(), len };
             }
+            // A client's version floor is checked by the handler.
+            let floor = req.headers.iter().any(|h| h.name.eq_ignore_ascii_case("x-strata-kv-min-version"));
             if get
+                && !floor
                 && let Some(rest) = path.strip_prefix("/kv/")
                 && let Some((store, key)) = rest.split_once('/')
                 && !store.is_empty()

@@ -53,6 +53,31 @@ pub enum ApiError {
     /// names the file and the problem), or its files unreadable.
     #[error(transparent)]
     Kv(#[from] strata_kv::VersionError),
+    /// A fetch could not read its source (the message names the file).
+    #[error("fetch failed: {0}")]
+    FetchFailed(String),
+    /// A read-only store on a ring: this node does not hold the key's
+    /// partition (any more). Clients re-read the cluster map and retry
+    /// (Spock §4.3.2).
+    #[error("this node does not hold the partition of that key in store {store:?} (map epoch {epoch}): re-read the cluster map")]
+    NotOwned {
+        /// Store.
+        store: String,
+        /// This node's map epoch.
+        epoch: u64,
+    },
+    /// A read-only store's live version is older than the client has seen
+    /// (`x-strata-kv-min-version`): it has not swapped yet. Ask another
+    /// replica, or again shortly.
+    #[error("store {store:?} serves version {live:?} here, older than the version {wanted} asked for: this node has not swapped yet")]
+    VersionBehind {
+        /// Store.
+        store: String,
+        /// Live version here.
+        live: Option<u64>,
+        /// The oldest version the client accepts.
+        wanted: u64,
+    },
     /// A cluster call on a single node.
     #[error("this node runs as a single node (start it with --node-id and --meta)")]
     NotClustered,
@@ -68,6 +93,16 @@ pub enum ApiError {
     /// An internal failure outside the router.
     #[error("internal error: {0}")]
     Internal(String),
+}
+
+impl From<crate::kv_fetch::FetchError> for ApiError {
+    fn from(e: crate::kv_fetch::FetchError) -> Self {
+        match e {
+            crate::kv_fetch::FetchError::Version(v) => Self::Kv(v),
+            crate::kv_fetch::FetchError::Source(s) => Self::BadRequest(format!("source {s}")),
+            e @ crate::kv_fetch::FetchError::Transfer { .. } => Self::FetchFailed(e.to_string()),
+        }
+    }
 }
 
 impl ApiError {
@@ -99,6 +134,9 @@ impl ApiError {
             Self::StoreExists(_) => (StatusCode::CONFLICT, "StoreExists"),
             Self::Kv(strata_kv::VersionError::Io { .. }) => (StatusCode::INTERNAL_SERVER_ERROR, "StoreIoError"),
             Self::Kv(_) => (StatusCode::UNPROCESSABLE_ENTITY, "VersionRejected"),
+            Self::FetchFailed(_) => (StatusCode::BAD_GATEWAY, "FetchFailed"),
+            Self::NotOwned { .. } => (StatusCode::MISDIRECTED_REQUEST, "NotOwned"),
+            Self::VersionBehind { .. } => (StatusCode::SERVICE_UNAVAILABLE, "VersionBehind"),
             Self::NotClustered => (StatusCode::NOT_FOUND, "NotClustered"),
             Self::NotAMetadataMember => (StatusCode::BAD_REQUEST, "NotAMetadataMember"),
             Self::AlreadyInitialized => (StatusCode::CONFLICT, "AlreadyInitialized"),

@@ -12,6 +12,15 @@
 //!   version in after checking it (not live yet).
 //! - `POST /admin/kv/{store}/swap`: `{"version"}` makes it live.
 //! - `POST /admin/kv/{store}/rollback`: `{"version"?}` back to an older one.
+//! - `POST /admin/kv/{store}/fetch`: `{"source", "version"?, "throttle_mb_s"?}`
+//!   pulls this node's folder of a build (a directory or `http://` URL)
+//!   after checking its metadata; a store the cluster map defines on the
+//!   ring is created here on its first fetch.
+//! - `POST /admin/kv/{store}/discard`: `{"version"}` removes a version that
+//!   is not live (a push that did not swap).
+//!
+//! On a ring store, a key of a partition this node does not hold is 421
+//! `NotOwned`, so clients re-read the map and retry.
 
 use crate::{ApiError, AppState};
 use axum::body::Bytes;
@@ -68,6 +77,36 @@ impl KvStores {
         Ok(Arc::new(Self { root, stores: RwLock::new(stores) }))
     }
 
+    /// The store `name`, created from the cluster map if the map defines it
+    /// on the ring and this node has none yet (its share: `Layout::for_node`).
+    fn get_or_create_from_map(&self, name: &str, cluster: Option<&crate::ClusterNode>) -> Result<Arc<ReadOnlyStore>, ApiError> {
+        if let Ok(s) = self.get(name) {
+            return Ok(s);
+        }
+        let Some(node) = cluster else { return Err(ApiError::NoSuchStore(name.to_string())) };
+        let map = node.map();
+        let Some(spec) = map.kv.stores.get(name) else { return Err(ApiError::NoSuchStore(name.to_string())) };
+        let table = map.kv_table(name).map_err(|e| ApiError::BadRequest(e.to_string()))?;
+        let me = u32::try_from(node.id()).map_err(|_| ApiError::BadRequest("node id too large for the ring".into()))?;
+        let layout = strata_kv::Layout::for_node(&table, me);
+        if layout.buckets.is_empty() {
+            return Err(ApiError::BadRequest(format!("this node holds no partition of store {name:?} on the ring")));
+        }
+        let def = StoreDef { name: name.to_string(), partitions: table.len() as u32, replication: spec.factor(), chunks: spec.chunks };
+        let mut g = self.stores.write().unwrap_or_else(|p| p.into_inner());
+        if let Some(s) = g.get(name) {
+            return Ok(s.clone());
+        }
+        let dir = self.root.join(name);
+        std::fs::create_dir_all(&dir).map_err(|e| ApiError::Internal(format!("{}: {e}", dir.display())))?;
+        let o = ServeOptions::default();
+        let opts = serde_json::to_vec(&o).map_err(|e| ApiError::Internal(e.to_string()))?;
+        std::fs::write(dir.join("serve.json"), opts).map_err(|e| ApiError::Internal(format!("{}: {e}", dir.display())))?;
+        let store = Arc::new(ReadOnlyStore::open_with(&dir, def, layout, o.keep, o.search)?);
+        g.insert(name.to_string(), store.clone());
+        Ok(store)
+    }
+
     fn get(&self, name: &str) -> Result<Arc<ReadOnlyStore>, ApiError> {
         self.stores.read().unwrap_or_else(|p| p.into_inner()).get(name).cloned().ok_or_else(|| ApiError::NoSuchStore(name.to_string()))
     }
@@ -108,6 +147,8 @@ pub(crate) fn routes() -> Router<Arc<AppState>> {
         .route("/admin/kv/{store}/load", post(load))
         .route("/admin/kv/{store}/swap", post(swap))
         .route("/admin/kv/{store}/rollback", post(rollback))
+        .route("/admin/kv/{store}/fetch", post(fetch))
+        .route("/admin/kv/{store}/discard", post(discard))
 }
 
 type S = State<Arc<AppState>>;
@@ -129,11 +170,38 @@ async fn blocking<T: Send + 'static>(f: impl FnOnce() -> Result<T, ApiError> + S
     tokio::task::spawn_blocking(f).await.map_err(|e| ApiError::Internal(e.to_string()))?
 }
 
-async fn get_key(State(st): S, Path((store, key)): Path<(String, String)>) -> Response {
+/// The oldest version the client accepts (`x-strata-kv-min-version`): a
+/// router that has seen version N never takes an older one (monotonic
+/// reads across replicas that swap a few milliseconds apart).
+fn min_version(headers: &http::HeaderMap) -> Result<u64, ApiError> {
+    match headers.get("x-strata-kv-min-version") {
+        None => Ok(0),
+        Some(v) => v
+            .to_str()
+            .ok()
+            .and_then(|s| s.parse().ok())
+            .ok_or_else(|| ApiError::BadHeader { name: "x-strata-kv-min-version".into(), reason: "expected a version number".into() }),
+    }
+}
+
+fn check_min(store: &str, live: Option<u64>, wanted: u64) -> Result<(), ApiError> {
+    if wanted > 0 && live.is_none_or(|l| l < wanted) {
+        return Err(ApiError::VersionBehind { store: store.to_string(), live, wanted });
+    }
+    Ok(())
+}
+
+async fn get_key(State(st): S, Path((store, key)): Path<(String, String)>, headers: http::HeaderMap) -> Response {
     let r = (|| {
         let s = st.kv.get(&store)?;
         let k = decode_key(&key)?;
-        let v = s.snapshot().ok_or_else(|| ApiError::NoSuchKey(store.clone()))?;
+        let wanted = min_version(&headers)?;
+        let snap = s.snapshot();
+        check_min(&store, snap.as_ref().map(|v| v.number), wanted)?;
+        let v = snap.ok_or_else(|| ApiError::NoSuchKey(store.clone()))?;
+        if !v.holds(&k) {
+            return Err(not_owned(&st, &store));
+        }
         let value = v.get(&k, s.search()).map_err(strata_kv::VersionError::from)?.ok_or_else(|| ApiError::NoSuchKey(store.clone()))?;
         Ok::<_, ApiError>(([("content-type", "application/octet-stream"), ("x-strata-kv-version", &v.number.to_string())], value.to_vec()).into_response())
     })();
@@ -145,14 +213,19 @@ struct MultiGet {
     keys: Vec<String>,
 }
 
-async fn multi_get(State(st): S, Path(store): Path<String>, body: Bytes) -> Response {
+async fn multi_get(State(st): S, Path(store): Path<String>, headers: http::HeaderMap, body: Bytes) -> Response {
     let r = (|| {
         let s = st.kv.get(&store)?;
         let req: MultiGet = json_body(&body)?;
         let keys: Vec<Vec<u8>> = req.keys.iter().map(|k| decode_key(k)).collect::<Result<_, _>>()?;
-        let Some(v) = s.snapshot() else {
+        let snap = s.snapshot();
+        check_min(&store, snap.as_ref().map(|v| v.number), min_version(&headers)?)?;
+        let Some(v) = snap else {
             return Ok(Json(serde_json::json!({ "version": null, "values": vec![serde_json::Value::Null; keys.len()] })).into_response());
         };
+        if keys.iter().any(|k| !v.holds(k)) {
+            return Err(not_owned(&st, &store));
+        }
         let mut values = Vec::with_capacity(keys.len());
         for k in &keys {
             let val = v.get(k, s.search()).map_err(strata_kv::VersionError::from)?;
@@ -160,6 +233,45 @@ async fn multi_get(State(st): S, Path(store): Path<String>, body: Bytes) -> Resp
         }
         Ok::<_, ApiError>(Json(serde_json::json!({ "version": v.number, "values": values })).into_response())
     })();
+    r.unwrap_or_else(|e| e.into_response())
+}
+
+fn not_owned(st: &AppState, store: &str) -> ApiError {
+    ApiError::NotOwned { store: store.to_string(), epoch: st.cluster.as_ref().map_or(0, |c| c.map().epoch) }
+}
+
+#[derive(serde::Deserialize)]
+struct Fetch {
+    source: String,
+    version: Option<u64>,
+    throttle_mb_s: Option<f64>,
+}
+
+async fn fetch(State(st): S, Path(store): Path<String>, body: Bytes) -> Response {
+    let r = async {
+        let req: Fetch = json_body(&body)?;
+        let source = crate::kv_fetch::Source::parse(&req.source)?;
+        let kv = st.kv.clone();
+        let cluster = st.cluster.clone();
+        let name = store.clone();
+        let s = blocking(move || kv.get_or_create_from_map(&name, cluster.as_deref())).await?;
+        let t = std::time::Instant::now();
+        let n = crate::kv_fetch::fetch(s.clone(), &source, req.version, req.throttle_mb_s).await?;
+        let bytes: u64 = s.versions().contains(&n).then(|| s.version_bytes(n)).flatten().unwrap_or(0);
+        Ok::<_, ApiError>(Json(serde_json::json!({ "store": store, "version": n, "bytes": bytes, "seconds": t.elapsed().as_secs_f64() })).into_response())
+    }
+    .await;
+    r.unwrap_or_else(|e| e.into_response())
+}
+
+async fn discard(State(st): S, Path(store): Path<String>, body: Bytes) -> Response {
+    let r = async {
+        let req: Swap = json_body(&body)?;
+        let s = st.kv.get(&store)?;
+        blocking(move || Ok(s.discard(req.version)?)).await?;
+        Ok::<_, ApiError>(Json(serde_json::json!({ "store": store, "discarded": req.version })).into_response())
+    }
+    .await;
     r.unwrap_or_else(|e| e.into_response())
 }
 

@@ -14,6 +14,7 @@ mod disks;
 mod error;
 mod handlers;
 mod kv_api;
+pub mod kv_fetch;
 mod metrics;
 mod replication;
 

@@ -104,3 +104,69 @@ pub fn self_consistent(b: &[u8]) -> bool {
     let len = u32::from_le_bytes(b[12..16].try_into().expect("4 bytes")) as usize;
     len == b.len() && content(seed, len) == b
 }
+
+// The Spark builder and build-output comparisons (spark.rs, kv_cluster.rs).
+
+use std::collections::BTreeMap;
+
+pub fn workspace() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+pub fn pyenv() -> PathBuf {
+    let p = std::env::var_os("STRATA_PYENV").map(PathBuf::from).unwrap_or_else(|| workspace().join("target/pyenv"));
+    assert!(
+        p.join("bin/spark-submit").exists(),
+        "PySpark is not installed in {}: run scripts/test.sh, which installs tools/spark/requirements.txt there",
+        p.display()
+    );
+    p
+}
+
+/// Runs the Spark job; returns (success, stdout + stderr).
+pub fn spark(args: &[&str]) -> (bool, String) {
+    let env = pyenv();
+    let python = env.join("bin/python");
+    let home = Command::new(&python).args(["-c", "import pyspark, os; print(os.path.dirname(pyspark.__file__))"]).output().expect("python");
+    let home = String::from_utf8_lossy(&home.stdout).trim().to_string();
+    let path = format!("{}:{}", env.join("bin").display(), std::env::var("PATH").unwrap_or_default());
+    let job = workspace().join("tools/spark/build_store.py");
+    let out = Command::new(env.join("bin/spark-submit"))
+        .args(["--master", "local[2]", "--conf", "spark.ui.enabled=false", "--conf", "spark.sql.shuffle.partitions=8"])
+        .arg(&job)
+        .args(args)
+        .env("SPARK_HOME", home)
+        .env("PYSPARK_PYTHON", &python)
+        .env("PATH", path)
+        .output()
+        .expect("spark-submit");
+    (out.status.success(), format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr)))
+}
+
+pub fn strata(args: &[&str]) {
+    let out = Command::new(env!("CARGO_BIN_EXE_strata")).args(args).output().expect("run strata");
+    assert!(out.status.success(), "strata {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+}
+
+pub fn tree(d: &Path) -> BTreeMap<String, Vec<u8>> {
+    let mut out = BTreeMap::new();
+    for e in std::fs::read_dir(d).unwrap() {
+        let e = e.unwrap();
+        if e.file_type().unwrap().is_dir() {
+            for (k, v) in tree(&e.path()) {
+                out.insert(format!("{}/{k}", e.file_name().to_string_lossy()), v);
+            }
+        } else {
+            out.insert(e.file_name().to_string_lossy().into_owned(), std::fs::read(e.path()).unwrap());
+        }
+    }
+    out
+}
+
+pub fn same(a: &Path, b: &Path) {
+    let (a, b) = (tree(a), tree(b));
+    assert_eq!(a.keys().collect::<Vec<_>>(), b.keys().collect::<Vec<_>>(), "different files");
+    for (name, bytes) in &a {
+        assert!(b[name] == *bytes, "{name} differs");
+    }
+}

@@ -1,0 +1,267 @@
+//! Fetching a read-only store version onto this node (Spock §4.3: the pull
+//! model, so a node throttles its own fetch). The source holds a build's
+//! output: `node-<id>/` folders of a ring build, or one version directory
+//! for a single-node store. It is a directory this node can read (local or
+//! shared) or an `http://` URL serving the same tree.
+//!
+//! The node reads `.metadata` first and refuses a version for another store,
+//! ring or node before copying a byte. Each chunk file is then copied into
+//! the store's staging directory with its CRC32C computed on the way and
+//! compared with the metadata; a file already there whole is kept, a
+//! partial one continued (an HTTP `Range` request, or a seek), so a failed
+//! fetch resumes. The copy is paced to the configured MB/s. Progress shows
+//! in `GET /admin/kv`.
+
+use bytes::Bytes;
+use futures_util::StreamExt;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use strata_kv::{LoadProgress, Metadata, ReadOnlyStore, VersionError};
+use tokio::io::{AsyncReadExt, AsyncSeekExt, AsyncWriteExt};
+
+/// Where a build's output is.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Source {
+    /// A directory on this node's filesystem (local or shared).
+    Dir(PathBuf),
+    /// An HTTP server serving the directory tree.
+    Http(String),
+}
+
+/// Why a fetch failed.
+#[derive(Debug, thiserror::Error)]
+pub enum FetchError {
+    /// The source is not usable.
+    #[error("source {0}")]
+    Source(String),
+    /// The version does not fit, or a file is damaged.
+    #[error(transparent)]
+    Version(#[from] VersionError),
+    /// Reading the source failed.
+    #[error("{file}: {detail}")]
+    Transfer {
+        /// File.
+        file: String,
+        /// What went wrong.
+        detail: String,
+    },
+}
+
+impl Source {
+    /// `http://host:port/path` or a directory path (`file://` optional).
+    pub fn parse(s: &str) -> Result<Self, FetchError> {
+        if s.starts_with("http://") {
+            return Ok(Self::Http(s.trim_end_matches('/').to_string()));
+        }
+        if s.starts_with("https://") {
+            return Err(FetchError::Source(format!("{s}: https is not supported by this build; fetch over http or from a shared directory")));
+        }
+        let p = s.strip_prefix("file://").unwrap_or(s);
+        if p.is_empty() {
+            return Err(FetchError::Source("is empty".into()));
+        }
+        Ok(Self::Dir(PathBuf::from(p)))
+    }
+
+    /// The folder for `node` (`None`: a single-node build at the root).
+    fn folder(&self, node: Option<u32>) -> Self {
+        let sub = node.map(|n| format!("node-{n}"));
+        match (self, sub) {
+            (Self::Dir(d), Some(s)) => Self::Dir(d.join(s)),
+            (Self::Http(u), Some(s)) => Self::Http(format!("{u}/{s}")),
+            (s, None) => s.clone(),
+        }
+    }
+
+    fn show(&self, file: &str) -> String {
+        match self {
+            Self::Dir(d) => d.join(file).display().to_string(),
+            Self::Http(u) => format!("{u}/{file}"),
+        }
+    }
+}
+
+/// Paces a copy to `bytes_per_sec` (None: as fast as it goes).
+struct Throttle {
+    rate: Option<f64>,
+    start: Instant,
+    sent: u64,
+}
+
+impl Throttle {
+    async fn pace(&mut self, n: usize) {
+        self.sent += n as u64;
+        if let Some(rate) = self.rate {
+            let due = Duration::from_secs_f64(self.sent as f64 / rate);
+            if let Some(wait) = due.checked_sub(self.start.elapsed()) {
+                tokio::time::sleep(wait).await;
+            }
+        }
+    }
+}
+
+/// One source file, read from an offset.
+enum Reader {
+    File(tokio::fs::File, Vec<u8>),
+    Http(std::pin::Pin<Box<dyn futures_util::Stream<Item = Result<Bytes, strata_client::ClientError>> + Send>>),
+}
+
+impl Reader {
+    /// The next piece; `None` at the end.
+    async fn next(&mut self) -> Result<Option<Bytes>, String> {
+        match self {
+            Self::File(f, buf) => {
+                let n = f.read(buf).await.map_err(|e| e.to_string())?;
+                Ok((n > 0).then(|| Bytes::copy_from_slice(&buf[..n])))
+            }
+            Self::Http(s) => s.next().await.transpose().map_err(|e| e.to_string()),
+        }
+    }
+}
+
+/// Opens `file` of `src` at `offset`; the flag says whether it really
+/// starts there (an HTTP server that ignores `Range` starts at 0).
+async fn open(src: &Source, file: &str, offset: u64) -> Result<(Reader, bool), FetchError> {
+    let t = |detail: String| FetchError::Transfer { file: src.show(file), detail };
+    match src {
+        Source::Dir(d) => {
+            let mut f = tokio::fs::File::open(d.join(file)).await.map_err(|e| t(e.to_string()))?;
+            f.seek(std::io::SeekFrom::Start(offset)).await.map_err(|e| t(e.to_string()))?;
+            Ok((Reader::File(f, vec![0u8; 1 << 20]), true))
+        }
+        Source::Http(u) => {
+            let rest = u.strip_prefix("http://").unwrap_or(u);
+            let (host, path) = rest.split_at(rest.find('/').unwrap_or(rest.len()));
+            let client = strata_client::Client::new(&format!("http://{host}"));
+            let headers: Vec<(&str, String)> = if offset > 0 { vec![("range", format!("bytes={offset}-"))] } else { vec![] };
+            let r =
+                client.send(http::Method::GET, &format!("{path}/{file}"), &headers, strata_client::full(Bytes::new())).await.map_err(|e| t(e.to_string()))?;
+            let from_offset = offset == 0 || r.head.status == http::StatusCode::PARTIAL_CONTENT;
+            Ok((Reader::Http(Box::pin(r.into_stream())), from_offset))
+        }
+    }
+}
+
+/// Reads a small file whole (the metadata).
+async fn read_all(src: &Source, file: &str) -> Result<Vec<u8>, FetchError> {
+    let (mut r, _) = open(src, file, 0).await?;
+    let mut out = Vec::new();
+    while let Some(b) = r.next().await.map_err(|detail| FetchError::Transfer { file: src.show(file), detail })? {
+        out.extend_from_slice(&b);
+        if out.len() > 64 << 20 {
+            return Err(FetchError::Transfer { file: src.show(file), detail: "over 64 MiB: not a metadata file".into() });
+        }
+    }
+    Ok(out)
+}
+
+/// CRC32C and size of the first bytes of a staged file (to resume after them).
+async fn staged(path: &Path) -> (u64, u32) {
+    let Ok(mut f) = tokio::fs::File::open(path).await else { return (0, 0) };
+    let mut buf = vec![0u8; 1 << 20];
+    let (mut n, mut crc) = (0u64, 0u32);
+    loop {
+        match f.read(&mut buf).await {
+            Ok(0) | Err(_) => return (n, crc),
+            Ok(k) => {
+                crc = crc32c::crc32c_append(crc, &buf[..k]);
+                n += k as u64;
+            }
+        }
+    }
+}
+
+/// Fetches this node's folder of `source` into `store` as version `number`
+/// (default: the highest present + 1), pacing the copy to `mb_per_sec`.
+/// Returns the version number; it is not live until swapped.
+pub async fn fetch(store: Arc<ReadOnlyStore>, source: &Source, number: Option<u64>, mb_per_sec: Option<f64>) -> Result<u64, FetchError> {
+    let layout = store.layout();
+    let src = source.folder(layout.node);
+    let text = read_all(&src, strata_kv::version::METADATA_FILE).await?;
+    let meta = Metadata::parse(&text, Path::new(&src.show(strata_kv::version::METADATA_FILE)))?;
+    // Refuse a version for another store, ring or node before copying.
+    meta.fits(Path::new(&src.show("")), store.def(), &layout)?;
+    let (n, staging) = store.begin_fetch(number)?;
+    let r = copy_files(&store, &src, &meta, &text, n, &staging, mb_per_sec).await;
+    let ok = r.is_ok();
+    let adopted = tokio::task::spawn_blocking({
+        let store = store.clone();
+        move || store.end_fetch(n, ok)
+    })
+    .await
+    .map_err(|e| FetchError::Source(e.to_string()))?;
+    r?;
+    Ok(adopted?)
+}
+
+async fn copy_files(
+    store: &ReadOnlyStore,
+    src: &Source,
+    meta: &Metadata,
+    text: &[u8],
+    n: u64,
+    staging: &Path,
+    mb_per_sec: Option<f64>,
+) -> Result<(), FetchError> {
+    let total: u64 = meta.files.iter().map(|f| f.bytes).sum();
+    let mut done = 0u64;
+    let mut throttle = Throttle { rate: mb_per_sec.filter(|r| *r > 0.0).map(|r| r * 1e6), start: Instant::now(), sent: 0 };
+    for f in &meta.files {
+        let path = staging.join(&f.name);
+        let t = |detail: String| FetchError::Transfer { file: src.show(&f.name), detail };
+        let (mut have, mut crc) = staged(&path).await;
+        if have > f.bytes {
+            (have, crc) = (0, 0);
+        }
+        if have == f.bytes && crc == f.crc32c {
+            done += have;
+            continue;
+        }
+        let (mut reader, from_offset) = open(src, &f.name, have).await?;
+        if !from_offset {
+            (have, crc) = (0, 0);
+        }
+        let mut out = tokio::fs::OpenOptions::new().create(true).write(true).truncate(false).open(&path).await.map_err(|e| t(e.to_string()))?;
+        out.set_len(have).await.map_err(|e| t(e.to_string()))?;
+        out.seek(std::io::SeekFrom::Start(have)).await.map_err(|e| t(e.to_string()))?;
+        done += have;
+        while let Some(b) = reader.next().await.map_err(t)? {
+            if have + b.len() as u64 > f.bytes {
+                return Err(t(format!("longer than the {} bytes the metadata says", f.bytes)));
+            }
+            crc = crc32c::crc32c_append(crc, &b);
+            out.write_all(&b).await.map_err(|e| t(e.to_string()))?;
+            have += b.len() as u64;
+            done += b.len() as u64;
+            store.set_progress(Some(LoadProgress { version: n, phase: "fetching", copied: done.min(total), total }));
+            throttle.pace(b.len()).await;
+        }
+        out.flush().await.map_err(|e| t(e.to_string()))?;
+        if have != f.bytes {
+            return Err(t(format!("{have} bytes, the metadata says {} (truncated)", f.bytes)));
+        }
+        if crc != f.crc32c {
+            // Damaged at the source or on the way: do not resume from it.
+            let _ = tokio::fs::remove_file(&path).await;
+            return Err(t(format!("checksum {crc:#010x}, the metadata says {:#010x} (corrupt)", f.crc32c)));
+        }
+    }
+    let mp = staging.join(strata_kv::version::METADATA_FILE);
+    tokio::fs::write(&mp, text).await.map_err(|e| FetchError::Transfer { file: mp.display().to_string(), detail: e.to_string() })?;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sources_parse() {
+        assert_eq!(Source::parse("/data/build").unwrap(), Source::Dir("/data/build".into()));
+        assert_eq!(Source::parse("file:///data/b").unwrap(), Source::Dir("/data/b".into()));
+        assert_eq!(Source::parse("http://h:1/x/").unwrap(), Source::Http("http://h:1/x".into()));
+        assert!(Source::parse("https://h/x").unwrap_err().to_string().contains("https is not supported"));
+        assert_eq!(Source::parse("http://h:1/x").unwrap().folder(Some(3)), Source::Http("http://h:1/x/node-3".into()));
+    }
+}
