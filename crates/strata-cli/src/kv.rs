@@ -33,6 +33,8 @@ pub enum KvCmd {
     Define(crate::kv_ring::DefineArgs),
     /// Fetches a build onto every node of a store, then swaps them all.
     Push(crate::kv_ring::PushArgs),
+    /// Gives a new node its share of the ring, moving chunk files in batches.
+    Rebalance(crate::kv_ring::RebalanceArgs),
 }
 
 #[derive(clap::Args, Debug)]
@@ -173,6 +175,7 @@ pub async fn run(cmd: KvCmd) -> Result<()> {
         KvCmd::Ring(c) => crate::kv_ring::ring(c).await,
         KvCmd::Define(a) => crate::kv_ring::define(a).await,
         KvCmd::Push(a) => crate::kv_ring::push(a).await,
+        KvCmd::Rebalance(a) => crate::kv_ring::rebalance(a).await,
         KvCmd::Create(a) => {
             let v =
                 Client::new(&a.common.server).post_json(&format!("/admin/kv/{}", a.store), &json!({ "partitions": a.partitions, "chunks": a.chunks })).await?;

@@ -353,3 +353,169 @@ pub async fn rollback_all(store: &str, version: Option<u64>, common: &Common) ->
     println!("rolled {store} back to version {target} on {} nodes", nodes.len());
     Ok(())
 }
+
+#[derive(clap::Args, Debug)]
+pub struct RebalanceArgs {
+    /// The node joining the ring (added to the cluster with `strata node add` first).
+    #[arg(long)]
+    pub add_node: u64,
+    /// Ring partitions moved per step (each step is a checkpoint).
+    #[arg(long, default_value_t = 2)]
+    pub batch: usize,
+    /// Pace each stealer's copy to this many MB/s.
+    #[arg(long)]
+    pub throttle_mb_s: Option<f64>,
+    /// Where the target ring is kept, so an interrupted rebalance resumes
+    /// (default `strata-rebalance-<node>.json` here).
+    #[arg(long)]
+    pub checkpoint: Option<PathBuf>,
+    #[command(flatten)]
+    pub common: Common,
+}
+
+/// A store's replica table on a ring with these owners.
+fn table_with(map: &ClusterMap, owners: &[u64], store: &str) -> Result<Vec<Vec<u32>>> {
+    let mut m = map.clone();
+    m.kv.ring = owners.to_vec();
+    Ok(m.kv_table(store)?)
+}
+
+fn node_url(map: &ClusterMap, id: u64) -> Result<String> {
+    Ok(format!("http://{}", map.nodes.get(&id).with_context(|| format!("node {id} is not in the map"))?.addr))
+}
+
+/// Waits until every node's map has reached `epoch`.
+async fn map_everywhere(map: &ClusterMap, epoch: u64) -> Result<()> {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    for id in map.nodes.keys() {
+        let url = node_url(map, *id)?;
+        loop {
+            if fetch_map(&url).await.is_ok_and(|m| m.epoch >= epoch) {
+                break;
+            }
+            if std::time::Instant::now() > deadline {
+                bail!("node {id} has not seen map epoch {epoch}: is it down?");
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+        }
+    }
+    Ok(())
+}
+
+async fn relayout(url: &str, store: &str, layout: &strata_kv::Layout, version: Option<u64>) -> Result<()> {
+    strata_client::Client::new(url).post_json(&format!("/admin/kv/{store}/relayout"), &json!({ "layout": layout, "version": version })).await?;
+    Ok(())
+}
+
+/// `strata kv rebalance --add-node N` (Spock §4.3.2): moves the new node's
+/// share of ring partitions to it in batches. For each batch and store:
+/// stealers copy the chunk files from donors and take them into their live
+/// version (holding old and new at once); the map changes; once every node
+/// has the new map, every node of the batch keeps exactly its new share.
+/// A failure before the map change undoes the stealers' additions; the
+/// checkpoint file lets a rerun resume after any step.
+pub async fn rebalance(a: RebalanceArgs) -> Result<()> {
+    let mut map = fetch_map(&a.common.server).await?;
+    let node = map.nodes.get(&a.add_node).with_context(|| format!("node {} is not in the cluster map (strata node add)", a.add_node))?;
+    let _ = node;
+    let checkpoint = a.checkpoint.clone().unwrap_or_else(|| PathBuf::from(format!("strata-rebalance-{}.json", a.add_node)));
+    let target: Vec<u64> = match std::fs::read(&checkpoint) {
+        Ok(b) => serde_json::from_slice::<serde_json::Value>(&b)?["target"]
+            .as_array()
+            .context("checkpoint without a target")?
+            .iter()
+            .filter_map(|v| v.as_u64())
+            .collect(),
+        Err(_) => {
+            let ring = map.kv_ring()?;
+            let zone = ring.zone_of(a.add_node as u32).context("node not on the ring's node list")?;
+            let t: Vec<u64> = ring.with_node(RingNode { id: a.add_node as u32, zone })?.owners().iter().map(|&n| u64::from(n)).collect();
+            std::fs::write(&checkpoint, serde_json::to_vec(&json!({ "node": a.add_node, "target": t }))?)?;
+            t
+        }
+    };
+    if target.len() != map.kv.ring.len() {
+        bail!("{} holds a target for a ring of {} partitions, not {}", checkpoint.display(), target.len(), map.kv.ring.len());
+    }
+    let moving: Vec<usize> = (0..target.len()).filter(|&p| map.kv.ring[p] != target[p]).collect();
+    let batches: Vec<&[usize]> = moving.chunks(a.batch.max(1)).collect();
+    let stores: Vec<String> = map.kv.stores.keys().cloned().collect();
+    for (bi, batch) in batches.iter().enumerate() {
+        let mut next = map.kv.ring.clone();
+        for &p in *batch {
+            next[p] = target[p];
+        }
+        let mut bytes = 0u64;
+        // 1. Stealers copy and take in their new buckets, keeping the old.
+        let mut added: Vec<(String, String, strata_kv::Layout)> = Vec::new();
+        let result: Result<()> = async {
+            for store in &stores {
+                let (old, new) = (map.kv_table(store)?, table_with(&map, &next, store)?);
+                let version = {
+                    let donor = old.iter().flatten().next().copied().context("empty table")?;
+                    store_row(&node_url(&map, u64::from(donor))?, store).await?.and_then(|r| r["live"].as_u64())
+                };
+                let (moves, _) = strata_placement::spock::plan(&old, &new);
+                let mut by_pair: BTreeMap<(u32, u32), Vec<(String, String)>> = BTreeMap::new();
+                let chunks = map.kv.stores[store].chunks;
+                for m in &moves {
+                    for c in 0..chunks {
+                        for ext in ["index", "data"] {
+                            let from = format!("{}.{ext}", StoreDef::chunk_name(m.partition, m.from_replica, c));
+                            let to = format!("{}.{ext}", StoreDef::chunk_name(m.partition, m.replica, c));
+                            by_pair.entry((m.stealer, m.donor)).or_default().push((from, to));
+                        }
+                    }
+                }
+                for ((stealer, donor), files) in &by_pair {
+                    let r = strata_client::Client::new(&node_url(&map, u64::from(*stealer))?)
+                        .post_json(
+                            &format!("/admin/kv/{store}/steal"),
+                            &json!({ "donor": node_url(&map, u64::from(*donor))?, "files": files, "throttle_mb_s": a.throttle_mb_s }),
+                        )
+                        .await
+                        .with_context(|| format!("node {stealer} stealing from node {donor}"))?;
+                    bytes += r["bytes"].as_u64().unwrap_or(0);
+                }
+                let stealers: std::collections::BTreeSet<u32> = by_pair.keys().map(|(s, _)| *s).collect();
+                for s in stealers {
+                    let (was, will) = (strata_kv::Layout::for_node(&old, s), strata_kv::Layout::for_node(&new, s));
+                    let union = strata_kv::Layout { node: Some(s), ring: will.ring, buckets: was.buckets.union(&will.buckets).copied().collect() };
+                    let url = node_url(&map, u64::from(s))?;
+                    relayout(&url, store, &union, version).await.with_context(|| format!("node {s} taking its new partitions"))?;
+                    added.push((url, store.clone(), was));
+                }
+            }
+            Ok(())
+        }
+        .await;
+        if let Err(e) = result {
+            for (url, store, was) in &added {
+                if let Err(u) = relayout(url, store, was, None).await {
+                    eprintln!("warning: undoing on {url}: {u}");
+                }
+            }
+            return Err(e.context(format!("batch {} of {}: nothing changed in the map; rerun to resume", bi + 1, batches.len())));
+        }
+        // 2. The map changes; 3. once everyone has it, every node keeps its exact share.
+        let out = crate::cluster::propose(&a.common, json!({ "KvSetRing": { "owners": next } })).await?;
+        let epoch = out["Applied"]["epoch"].as_u64().unwrap_or(map.epoch + 1);
+        map_everywhere(&map, epoch).await?;
+        let newmap = fetch_map(&a.common.server).await?;
+        for store in &stores {
+            let (old, new) = (map.kv_table(store)?, newmap.kv_table(store)?);
+            let nodes: std::collections::BTreeSet<u32> = old.iter().chain(new.iter()).flatten().copied().collect();
+            for n in nodes {
+                let (was, will) = (strata_kv::Layout::for_node(&old, n), strata_kv::Layout::for_node(&new, n));
+                if was != will {
+                    relayout(&node_url(&newmap, u64::from(n))?, store, &will, None).await.with_context(|| format!("node {n} dropping its old partitions"))?;
+                }
+            }
+        }
+        map = newmap;
+        println!("batch {}/{}: ring partitions {:?} now on node {}, {:.1} MB copied", bi + 1, batches.len(), batch, a.add_node, bytes as f64 / 1e6);
+    }
+    let _ = std::fs::remove_file(&checkpoint);
+    println!("rebalanced: node {} owns {} of {} ring partitions", a.add_node, map.kv.ring.iter().filter(|&&n| n == a.add_node).count(), map.kv.ring.len());
+    Ok(())
+}

@@ -9,7 +9,9 @@
 //! readers run: no read fails, and no reader sees version 2 and then 1. A
 //! push with one node's folder corrupted swaps nothing and leaves no
 //! version behind. A cluster-wide rollback returns every node to version 1.
-//! With one node killed, every key is still readable.
+//! A seventh node joins and `strata kv rebalance` moves its share to it in
+//! batches while readers run, without a failed read. With one node killed,
+//! every key is still readable.
 
 mod common;
 
@@ -45,27 +47,8 @@ impl Cluster {
     async fn start() -> Self {
         let dir = tempfile::Builder::new().prefix("strata-kv-cluster").tempdir().expect("tempdir").keep();
         let mut c = Cluster { dir, procs: BTreeMap::new() };
-        let meta: Vec<String> = META.iter().map(|&m| format!("{m}={}", addr(m))).collect();
         for n in 1..=NODES {
-            let log = std::fs::File::create(c.dir.join(format!("n{n}.log"))).expect("log");
-            let child = Command::new(env!("CARGO_BIN_EXE_strata"))
-                .args(["server", "--data-dir"])
-                .arg(c.dir.join(format!("n{n}")))
-                .args(["--listen", &addr(n), "--node-id", &n.to_string(), "--meta", &meta.join(",")])
-                .args(["--outbound-ip", &format!("127.{OCTET}.0.{n}")])
-                .env("STRATA_LOG", "warn")
-                .stdout(Stdio::null())
-                .stderr(Stdio::from(log))
-                .spawn()
-                .expect("spawn strata");
-            c.procs.insert(n, child);
-        }
-        for n in 1..=NODES {
-            let deadline = Instant::now() + Duration::from_secs(60);
-            while Client::new(&url(n)).json(http::Method::GET, "/health").await.is_err() {
-                assert!(Instant::now() < deadline, "node {n} never became healthy");
-                tokio::time::sleep(Duration::from_millis(50)).await;
-            }
+            c.spawn(n).await;
         }
         let deadline = Instant::now() + Duration::from_secs(30);
         while let Err(e) = Client::new(&url(1)).post_json("/admin/cluster/init", &serde_json::json!({})).await {
@@ -73,18 +56,43 @@ impl Cluster {
             tokio::time::sleep(Duration::from_millis(200)).await;
         }
         for n in 1..=NODES {
-            let zone = format!("z{}", (n - 1) / 2 + 1);
-            let cmd = serde_json::json!({ "AddNode": { "id": n, "addr": addr(n), "zone": zone, "rack": "r1" } });
-            let deadline = Instant::now() + Duration::from_secs(30);
-            loop {
-                match Client::new(&url(1)).post_json("/admin/cluster/command", &cmd).await {
-                    Ok(v) if v.get("Refused").is_none() => break,
-                    other => assert!(Instant::now() < deadline, "{cmd}: {other:?}"),
-                }
-                tokio::time::sleep(Duration::from_millis(200)).await;
-            }
+            c.add_node(n).await;
         }
         c
+    }
+
+    async fn spawn(&mut self, n: u8) {
+        let meta: Vec<String> = META.iter().map(|&m| format!("{m}={}", addr(m))).collect();
+        let log = std::fs::File::create(self.dir.join(format!("n{n}.log"))).expect("log");
+        let child = Command::new(env!("CARGO_BIN_EXE_strata"))
+            .args(["server", "--data-dir"])
+            .arg(self.dir.join(format!("n{n}")))
+            .args(["--listen", &addr(n), "--node-id", &n.to_string(), "--meta", &meta.join(",")])
+            .args(["--outbound-ip", &format!("127.{OCTET}.0.{n}")])
+            .env("STRATA_LOG", "warn")
+            .stdout(Stdio::null())
+            .stderr(Stdio::from(log))
+            .spawn()
+            .expect("spawn strata");
+        self.procs.insert(n, child);
+        let deadline = Instant::now() + Duration::from_secs(60);
+        while Client::new(&url(n)).json(http::Method::GET, "/health").await.is_err() {
+            assert!(Instant::now() < deadline, "node {n} never became healthy");
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+
+    async fn add_node(&self, n: u8) {
+        let zone = format!("z{}", ((n - 1) / 2) % 3 + 1);
+        let cmd = serde_json::json!({ "AddNode": { "id": n, "addr": addr(n), "zone": zone, "rack": "r1" } });
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            match Client::new(&url(1)).post_json("/admin/cluster/command", &cmd).await {
+                Ok(v) if v.get("Refused").is_none() => break,
+                other => assert!(Instant::now() < deadline, "{cmd}: {other:?}"),
+            }
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
     }
 
     fn kill9(&mut self, n: u8) {
@@ -127,7 +135,7 @@ fn b64(k: &[u8]) -> String {
 }
 
 /// The nodes holding each key's partition, from the cluster map.
-async fn owners() -> Vec<Vec<u8>> {
+async fn owners_of_keys() -> Vec<Vec<u8>> {
     let r = Client::new(&url(1)).send(http::Method::GET, "/meta/v1/map", &[], strata_client::full(bytes::Bytes::new())).await.unwrap();
     let map = strata_cluster::decode_map(&r.bytes().await.unwrap()).unwrap();
     let table = map.kv_table("people").unwrap();
@@ -137,6 +145,38 @@ async fn owners() -> Vec<Vec<u8>> {
             table[strata_kv::placement::partition_of(&d, table.len() as u32) as usize].iter().map(|&n| n as u8).collect()
         })
         .collect()
+}
+
+/// Two readers routing with `KvRouter` (nearest zone z1 and z3) until
+/// stopped; each returns the last version it saw, and panics on a failed
+/// read, a wrong value or a version going back.
+#[allow(clippy::type_complexity)]
+fn readers() -> (Arc<AtomicBool>, Arc<AtomicU64>, Vec<tokio::task::JoinHandle<u64>>) {
+    let stop = Arc::new(AtomicBool::new(false));
+    let reads = Arc::new(AtomicU64::new(0));
+    let handles = (0..2u32)
+        .map(|r| {
+            let (stop, reads) = (stop.clone(), reads.clone());
+            tokio::spawn(async move {
+                let zone = if r == 0 { "z1" } else { "z3" };
+                let router = strata_router::KvRouter::connect(vec![url(1)], Some(zone.to_string())).await.expect("router");
+                let mut seen = 0u64;
+                let mut i = r * 997;
+                while !stop.load(Ordering::Relaxed) {
+                    let k = i % RECORDS;
+                    let got = router.get("people", format!("k{k}").as_bytes()).await.unwrap_or_else(|e| panic!("read of key {k} failed: {e}"));
+                    let v = got.unwrap_or_else(|| panic!("key {k} missing"));
+                    assert_eq!(v.value, format!("v{}-{k}", v.version).into_bytes(), "the value is version {}'s", v.version);
+                    assert!(v.version >= seen, "reader {r} saw version {seen} and then {}", v.version);
+                    seen = v.version;
+                    reads.fetch_add(1, Ordering::Relaxed);
+                    i += 1;
+                }
+                seen
+            })
+        })
+        .collect();
+    (stop, reads, handles)
 }
 
 /// GET a key from a node: (status, version header, body).
@@ -157,7 +197,7 @@ async fn push_swap_rollback_and_a_failed_fetch_across_a_three_zone_cluster() {
     let mut c = Cluster::start().await;
     let dir = c.dir.clone();
     let p = |n: &str| dir.join(n).to_str().unwrap().to_string();
-    let (ok, log) = cli(&["kv", "ring", "init", "--partitions", "12"]);
+    let (ok, log) = cli(&["kv", "ring", "init", "--partitions", "24"]);
     assert!(ok, "{log}");
     let (ok, log) = cli(&["kv", "define", "--store", "people", "--chunks", "2", "--zone-replicas", "z1=1,z2=1,z3=1"]);
     assert!(ok, "{log}");
@@ -176,7 +216,7 @@ async fn push_swap_rollback_and_a_failed_fetch_across_a_three_zone_cluster() {
     let (ok, log) = cli(&["kv", "push", "--store", "people", "--from", &p("spark1")]);
     assert!(ok, "{log}");
     assert!(log.contains("pushed people version 1 to 6 nodes"), "{log}");
-    let owners = owners().await;
+    let owners = owners_of_keys().await;
     for i in (0..RECORDS).step_by(7) {
         for n in 1..=NODES {
             let (status, version, body) = get(n, i).await.unwrap();
@@ -189,31 +229,7 @@ async fn push_swap_rollback_and_a_failed_fetch_across_a_three_zone_cluster() {
     }
 
     // Version 2 while readers run: no failed read, no going back.
-    let stop = Arc::new(AtomicBool::new(false));
-    let reads = Arc::new(AtomicU64::new(0));
-    let readers: Vec<_> = (0..2u32)
-        .map(|r| {
-            let (stop, reads) = (stop.clone(), reads.clone());
-            tokio::spawn(async move {
-                // Client-side routing, nearest zone first: z1 for one reader, z3 for the other.
-                let zone = if r == 0 { "z1" } else { "z3" };
-                let router = strata_router::KvRouter::connect(vec![url(1)], Some(zone.to_string())).await.expect("router");
-                let mut seen = 0u64;
-                let mut i = r * 997;
-                while !stop.load(Ordering::Relaxed) {
-                    let k = i % RECORDS;
-                    let got = router.get("people", format!("k{k}").as_bytes()).await.unwrap_or_else(|e| panic!("read of key {k} failed: {e}"));
-                    let v = got.unwrap_or_else(|| panic!("key {k} missing"));
-                    assert_eq!(v.value, format!("v{}-{k}", v.version).into_bytes(), "the value is version {}'s", v.version);
-                    assert!(v.version >= seen, "reader {r} saw version {seen} and then {}", v.version);
-                    seen = v.version;
-                    reads.fetch_add(1, Ordering::Relaxed);
-                    i += 1;
-                }
-                seen
-            })
-        })
-        .collect();
+    let (stop, reads, rs) = readers();
     let push = tokio::task::spawn_blocking({
         let from = p("v2");
         move || cli(&["kv", "push", "--store", "people", "--from", &from])
@@ -222,7 +238,7 @@ async fn push_swap_rollback_and_a_failed_fetch_across_a_three_zone_cluster() {
     assert!(ok, "{log}");
     tokio::time::sleep(Duration::from_millis(300)).await;
     stop.store(true, Ordering::Relaxed);
-    for r in readers {
+    for r in rs {
         assert_eq!(r.await.expect("reader"), 2, "readers end on version 2");
     }
     assert!(reads.load(Ordering::Relaxed) > 100, "the readers ran");
@@ -250,6 +266,32 @@ async fn push_swap_rollback_and_a_failed_fetch_across_a_three_zone_cluster() {
     for i in (0..RECORDS).step_by(101) {
         for &n in &owners[i as usize] {
             assert_eq!(get(n, i).await.unwrap(), (200, 1, format!("v1-{i}").into_bytes()));
+        }
+    }
+
+    // A seventh node joins and takes its share, in batches, while readers run.
+    c.spawn(7).await;
+    c.add_node(7).await;
+    let (stop, reads, rs) = readers();
+    let rebalance = tokio::task::spawn_blocking({
+        let cp = p("rebalance.json");
+        move || cli(&["kv", "rebalance", "--add-node", "7", "--batch", "1", "--checkpoint", &cp])
+    });
+    let (ok, log) = rebalance.await.unwrap();
+    assert!(ok, "{log}");
+    assert!(log.contains("rebalanced: node 7 owns 3 of 24"), "{log}");
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    stop.store(true, Ordering::Relaxed);
+    for r in rs {
+        assert_eq!(r.await.expect("reader"), 1);
+    }
+    assert!(reads.load(Ordering::Relaxed) > 100);
+    let owners = owners_of_keys().await;
+    let on7 = owners.iter().filter(|o| o.contains(&7)).count();
+    assert!(on7 > 0, "node 7 holds keys after the rebalance");
+    for i in 0..RECORDS {
+        for &n in &owners[i as usize] {
+            assert_eq!(get(n, i).await.unwrap(), (200, 1, format!("v1-{i}").into_bytes()), "key {i} on node {n}");
         }
     }
 

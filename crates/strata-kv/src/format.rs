@@ -292,6 +292,22 @@ impl ChunkReader {
         self.entries
     }
 
+    /// Tuples and collided prefixes, from the group counts.
+    pub fn stats(&self) -> Result<(u64, u64), FormatError> {
+        let (mut records, mut collided) = (0u64, 0u64);
+        for i in 0..self.entries {
+            let o = self.offset_at(i) as usize;
+            let count = self
+                .data
+                .get(o..o + 4)
+                .ok_or_else(|| FormatError::Corrupt { path: self.data_path.clone(), detail: format!("index entry {i} points past the data ({o})") })?;
+            let n = u32::from_le_bytes([count[0], count[1], count[2], count[3]]);
+            records += u64::from(n);
+            collided += u64::from(n > 1);
+        }
+        Ok((records, collided))
+    }
+
     fn prefix_at(&self, i: usize) -> u64 {
         let o = INDEX_HEADER_BYTES + i * ENTRY_BYTES;
         u64::from_be_bytes(self.index[o..o + 8].try_into().expect("8 bytes"))

@@ -300,6 +300,106 @@ impl ReadOnlyStore {
         Some(m.files.iter().map(|f| f.bytes).sum())
     }
 
+    /// The staging directory for chunk files stolen from other nodes while
+    /// the ring is rebalanced (Spock §4.3.2), emptied first if `fresh`.
+    pub fn steal_dir(&self, fresh: bool) -> Result<PathBuf, VersionError> {
+        let d = self.root.join(".steal");
+        if fresh {
+            match std::fs::remove_dir_all(&d) {
+                Ok(()) => {}
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+                Err(e) => return Err(io(&d)(e)),
+            }
+        }
+        std::fs::create_dir_all(&d).map_err(io(&d))?;
+        Ok(d)
+    }
+
+    /// Gives this node a new share of the ring (Spock §4.3.2): the stolen
+    /// chunk files staged in `steal_dir` move into the live version, the
+    /// files of buckets no longer held are deleted, the live version's
+    /// `.metadata` is rewritten for `layout`, and the version is reopened
+    /// and swapped in under the same number. Readers never fail: the old
+    /// maps serve until the swap. Older versions keep their old layout and
+    /// can no longer be rolled back to.
+    /// A node with no live version yet (joining the ring) creates version
+    /// `create` from the stolen files alone.
+    pub fn relayout(&self, layout: Layout, create: Option<u64>) -> Result<(), VersionError> {
+        use crate::version::{FileSum, Metadata, sum_file};
+        let _g = self.admin.lock().unwrap_or_else(|p| p.into_inner());
+        let (live, fresh) = match (self.live_version(), create) {
+            (Some(n), _) => (n, false),
+            (None, Some(n)) => (n, true),
+            (None, None) => return Err(VersionError::Invalid(format!("store {} has no live version to rebalance", self.def.name))),
+        };
+        let dir = self.version_dir(live);
+        let meta_path = dir.join(crate::version::METADATA_FILE);
+        let old = if fresh {
+            std::fs::create_dir_all(&dir).map_err(io(&dir))?;
+            Metadata {
+                format: 1,
+                store: self.def.clone(),
+                hash: "md5".into(),
+                node: None,
+                ring: None,
+                records: 0,
+                collided_prefixes: 0,
+                files: Vec::new(),
+                checksum: 0,
+            }
+        } else {
+            Metadata::parse(&std::fs::read(&meta_path).map_err(io(&meta_path))?, &meta_path)?
+        };
+        let staged = self.root.join(".steal");
+        if let Ok(entries) = std::fs::read_dir(&staged) {
+            for e in entries {
+                let p = e.map_err(io(&staged))?.path();
+                let Some(name) = p.file_name().map(|n| n.to_os_string()) else { continue };
+                std::fs::File::open(&p).and_then(|f| f.sync_all()).map_err(io(&p))?;
+                std::fs::rename(&p, dir.join(name)).map_err(io(&p))?;
+            }
+        }
+        let known: std::collections::HashMap<&str, &FileSum> = old.files.iter().map(|f| (f.name.as_str(), f)).collect();
+        let (mut files, mut records, mut collided) = (Vec::new(), 0u64, 0u64);
+        for &(p, r) in &layout.buckets {
+            for c in 0..self.def.chunks {
+                let stem = StoreDef::chunk_name(p, r, c);
+                for ext in ["index", "data"] {
+                    let name = format!("{stem}.{ext}");
+                    let f = match known.get(name.as_str()) {
+                        Some(f) => (*f).clone(),
+                        None => {
+                            let (bytes, crc32c) = sum_file(&dir.join(&name)).map_err(|e| VersionError::Invalid(format!("rebalancing needs {name}: {e}")))?;
+                            FileSum { name, bytes, crc32c }
+                        }
+                    };
+                    files.push(f);
+                }
+                let reader = crate::format::ChunkReader::open(&dir.join(format!("{stem}.index")), &dir.join(format!("{stem}.data")))?;
+                let (n, k) = reader.stats()?;
+                records += n;
+                collided += k;
+            }
+        }
+        let keep: std::collections::HashSet<String> = files.iter().map(|f| f.name.clone()).collect();
+        Metadata::write(&dir, &self.def, &layout, records, collided, files)?;
+        for e in std::fs::read_dir(&dir).map_err(io(&dir))? {
+            let p = e.map_err(io(&dir))?.path();
+            let name = p.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+            if (name.ends_with(".index") || name.ends_with(".data")) && !keep.contains(&name) {
+                std::fs::remove_file(&p).map_err(io(&p))?;
+            }
+        }
+        write_atomic(&self.root.join(LAYOUT_FILE), &serde_json::to_vec(&layout).map_err(|e| VersionError::Invalid(e.to_string()))?)?;
+        *self.layout.write().unwrap_or_else(|p| p.into_inner()) = layout.clone();
+        let v = Arc::new(Version::open(live, &dir, &self.def, &layout)?);
+        if fresh {
+            write_atomic(&self.root.join(LATEST), format!("version-{live}\n").as_bytes())?;
+        }
+        *self.live.write().unwrap_or_else(|p| p.into_inner()) = Some(v);
+        Ok(())
+    }
+
     /// Sets the progress `/admin/kv` shows.
     pub fn set_progress(&self, p: Option<LoadProgress>) {
         *self.progress.lock().unwrap_or_else(|e| e.into_inner()) = p;

@@ -167,7 +167,8 @@ fn list_checksum(files: &[FileSum]) -> u32 {
     crc
 }
 
-fn sum_file(path: &Path) -> Result<(u64, u32), VersionError> {
+/// Size and CRC32C of a file.
+pub fn sum_file(path: &Path) -> Result<(u64, u32), VersionError> {
     let mut f = std::fs::File::open(path).map_err(io(path))?;
     let mut buf = vec![0u8; 1 << 20];
     let (mut crc, mut n) = (0u32, 0u64);
@@ -206,10 +207,13 @@ impl Metadata {
             checksum,
         };
         let path = dir.join(METADATA_FILE);
+        let tmp = dir.join(".metadata.tmp");
         let mut text = serde_json::to_vec(&m).map_err(|e| VersionError::Invalid(e.to_string()))?;
         text.push(b'\n');
-        std::fs::write(&path, &text).map_err(io(&path))?;
-        std::fs::File::open(&path).and_then(|f| f.sync_all()).map_err(io(&path))?;
+        // Atomic: a live version's metadata is rewritten when its node's share changes.
+        std::fs::write(&tmp, &text).map_err(io(&tmp))?;
+        std::fs::File::open(&tmp).and_then(|f| f.sync_all()).map_err(io(&tmp))?;
+        std::fs::rename(&tmp, &path).map_err(io(&path))?;
         std::fs::File::open(dir).and_then(|f| f.sync_all()).map_err(io(dir))?;
         Ok(m)
     }

@@ -208,14 +208,14 @@ impl Ring {
 
     /// The ring after adding `node`: it takes partitions, one at a time,
     /// from whichever node owns the most (its highest-numbered partition),
-    /// until it owns as many as the least loaded of the others; a node
-    /// already in the ring is refused.
+    /// until it owns its fair share; a node that owns partitions already is
+    /// refused.
     pub fn with_node(&self, node: RingNode) -> Result<Self, RingError> {
-        if self.zones.contains_key(&node.id) {
-            return Err(RingError::Unsatisfiable { wanted: 0, detail: format!("node {} is already in the ring", node.id) });
+        if self.owners.contains(&node.id) {
+            return Err(RingError::Unsatisfiable { wanted: 0, detail: format!("node {} already owns partitions of the ring", node.id) });
         }
         let mut owners = self.owners.clone();
-        let target = owners.len() / (self.zones.len() + 1);
+        let target = owners.len() / (self.owners.iter().collect::<BTreeSet<_>>().len() + 1);
         for _ in 0..target {
             let mut counts: BTreeMap<u32, usize> = BTreeMap::new();
             for &o in &owners {
@@ -226,7 +226,7 @@ impl Ring {
                 owners[p] = node.id;
             }
         }
-        let mut nodes: Vec<RingNode> = self.nodes().collect();
+        let mut nodes: Vec<RingNode> = self.nodes().filter(|n| n.id != node.id).collect();
         nodes.push(node);
         Self::new(owners, &nodes)
     }

@@ -19,6 +19,14 @@
 //! - `POST /admin/kv/{store}/discard`: `{"version"}` removes a version that
 //!   is not live (a push that did not swap).
 //!
+//! - `GET /admin/kv/{store}/live/{file}`: a file of the live version
+//!   (`Range: bytes=N-` resumes), for nodes stealing chunks in a rebalance.
+//! - `POST /admin/kv/{store}/steal`: `{"donor", "files": [[from, to]...],
+//!   "throttle_mb_s"?}` copies chunk files of a donor's live version into
+//!   the steal directory, checking their CRCs.
+//! - `POST /admin/kv/{store}/relayout`: `{"layout"}` gives this node a new
+//!   share of the ring: stolen files join the live version, dropped ones go.
+//!
 //! On a ring store, a key of a partition this node does not hold is 421
 //! `NotOwned`, so clients re-read the map and retry.
 
@@ -79,7 +87,8 @@ impl KvStores {
 
     /// The store `name`, created from the cluster map if the map defines it
     /// on the ring and this node has none yet (its share: `Layout::for_node`).
-    fn get_or_create_from_map(&self, name: &str, cluster: Option<&crate::ClusterNode>) -> Result<Arc<ReadOnlyStore>, ApiError> {
+    /// `empty_ok`: a node joining the ring in a rebalance holds nothing yet.
+    fn get_or_create_from_map(&self, name: &str, cluster: Option<&crate::ClusterNode>, empty_ok: bool) -> Result<Arc<ReadOnlyStore>, ApiError> {
         if let Ok(s) = self.get(name) {
             return Ok(s);
         }
@@ -89,7 +98,7 @@ impl KvStores {
         let table = map.kv_table(name).map_err(|e| ApiError::BadRequest(e.to_string()))?;
         let me = u32::try_from(node.id()).map_err(|_| ApiError::BadRequest("node id too large for the ring".into()))?;
         let layout = strata_kv::Layout::for_node(&table, me);
-        if layout.buckets.is_empty() {
+        if layout.buckets.is_empty() && !empty_ok {
             return Err(ApiError::BadRequest(format!("this node holds no partition of store {name:?} on the ring")));
         }
         let def = StoreDef { name: name.to_string(), partitions: table.len() as u32, replication: spec.factor(), chunks: spec.chunks };
@@ -149,6 +158,9 @@ pub(crate) fn routes() -> Router<Arc<AppState>> {
         .route("/admin/kv/{store}/rollback", post(rollback))
         .route("/admin/kv/{store}/fetch", post(fetch))
         .route("/admin/kv/{store}/discard", post(discard))
+        .route("/admin/kv/{store}/live/{file}", get(live_file))
+        .route("/admin/kv/{store}/steal", post(steal))
+        .route("/admin/kv/{store}/relayout", post(relayout))
 }
 
 type S = State<Arc<AppState>>;
@@ -254,7 +266,7 @@ async fn fetch(State(st): S, Path(store): Path<String>, body: Bytes) -> Response
         let kv = st.kv.clone();
         let cluster = st.cluster.clone();
         let name = store.clone();
-        let s = blocking(move || kv.get_or_create_from_map(&name, cluster.as_deref())).await?;
+        let s = blocking(move || kv.get_or_create_from_map(&name, cluster.as_deref(), false)).await?;
         let t = std::time::Instant::now();
         let n = crate::kv_fetch::fetch(s.clone(), &source, req.version, req.throttle_mb_s).await?;
         let bytes: u64 = s.versions().contains(&n).then(|| s.version_bytes(n)).flatten().unwrap_or(0);
@@ -275,6 +287,89 @@ async fn discard(State(st): S, Path(store): Path<String>, body: Bytes) -> Respon
     r.unwrap_or_else(|e| e.into_response())
 }
 
+async fn live_file(State(st): S, Path((store, file)): Path<(String, String)>, headers: http::HeaderMap) -> Response {
+    use futures_util::StreamExt;
+    let r = async {
+        let s = st.kv.get(&store)?;
+        let live = s.snapshot().ok_or_else(|| ApiError::NoSuchKey(store.clone()))?;
+        if file.contains('/') || file.starts_with("..") || !(file.ends_with(".index") || file.ends_with(".data") || file == strata_kv::version::METADATA_FILE) {
+            return Err(ApiError::BadRequest(format!("{file:?} is not a file of a version")));
+        }
+        let path = live.dir.join(&file);
+        let mut f = tokio::fs::File::open(&path).await.map_err(|_| ApiError::NoSuchKey(format!("{store}/{file}")))?;
+        let len = f.metadata().await.map_err(|e| ApiError::Internal(e.to_string()))?.len();
+        let start = headers
+            .get(http::header::RANGE)
+            .and_then(|v| v.to_str().ok()?.strip_prefix("bytes=")?.strip_suffix('-')?.parse::<u64>().ok())
+            .filter(|&s| s <= len);
+        if let Some(off) = start {
+            use tokio::io::AsyncSeekExt;
+            f.seek(std::io::SeekFrom::Start(off)).await.map_err(|e| ApiError::Internal(e.to_string()))?;
+        }
+        let stream = futures_util::stream::unfold(f, |mut f| async move {
+            use tokio::io::AsyncReadExt;
+            let mut buf = vec![0u8; 1 << 20];
+            match f.read(&mut buf).await {
+                Ok(0) => None,
+                Ok(n) => {
+                    buf.truncate(n);
+                    Some((Ok::<_, std::io::Error>(Bytes::from(buf)), f))
+                }
+                Err(e) => Some((Err(e), f)),
+            }
+        });
+        let mut resp = axum::body::Body::from_stream(stream.boxed()).into_response();
+        let from = start.unwrap_or(0);
+        resp.headers_mut().insert(http::header::CONTENT_LENGTH, http::HeaderValue::from(len - from));
+        if start.is_some() {
+            *resp.status_mut() = http::StatusCode::PARTIAL_CONTENT;
+        }
+        Ok::<_, ApiError>(resp)
+    }
+    .await;
+    r.unwrap_or_else(|e| e.into_response())
+}
+
+#[derive(serde::Deserialize)]
+struct Steal {
+    donor: String,
+    files: Vec<(String, String)>,
+    throttle_mb_s: Option<f64>,
+}
+
+async fn steal(State(st): S, Path(store): Path<String>, body: Bytes) -> Response {
+    let r = async {
+        let req: Steal = json_body(&body)?;
+        let (kv, cluster, name) = (st.kv.clone(), st.cluster.clone(), store.clone());
+        let s = blocking(move || kv.get_or_create_from_map(&name, cluster.as_deref(), true)).await?;
+        let t = std::time::Instant::now();
+        let bytes = crate::kv_fetch::steal(s, &req.donor, &req.files, req.throttle_mb_s).await?;
+        Ok::<_, ApiError>(Json(serde_json::json!({ "store": store, "bytes": bytes, "seconds": t.elapsed().as_secs_f64() })).into_response())
+    }
+    .await;
+    r.unwrap_or_else(|e| e.into_response())
+}
+
+#[derive(serde::Deserialize)]
+struct Relayout {
+    layout: strata_kv::Layout,
+    /// The version number to create if this node has no live version yet
+    /// (a node joining the ring).
+    version: Option<u64>,
+}
+
+async fn relayout(State(st): S, Path(store): Path<String>, body: Bytes) -> Response {
+    let r = async {
+        let req: Relayout = json_body(&body)?;
+        let s = st.kv.get(&store)?;
+        let n = req.layout.buckets.len();
+        blocking(move || Ok(s.relayout(req.layout, req.version)?)).await?;
+        Ok::<_, ApiError>(Json(serde_json::json!({ "store": store, "buckets": n })).into_response())
+    }
+    .await;
+    r.unwrap_or_else(|e| e.into_response())
+}
+
 async fn list(State(st): S) -> Response {
     let stores = st.kv.stores.read().unwrap_or_else(|p| p.into_inner()).clone();
     let rows: Vec<serde_json::Value> = stores
@@ -285,6 +380,7 @@ async fn list(State(st): S) -> Response {
                 "store": d.name, "partitions": d.partitions, "chunks": d.chunks, "search": s.search(), "keep": s.keep(),
                 "live": s.live_version(), "versions": s.versions(),
                 "records": s.snapshot().map(|v| v.meta.records), "loading": s.load_progress(),
+                "layout": s.layout(),
             })
         })
         .collect();

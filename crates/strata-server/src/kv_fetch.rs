@@ -17,6 +17,7 @@ use futures_util::StreamExt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
+use strata_kv::version::FileSum;
 use strata_kv::{LoadProgress, Metadata, ReadOnlyStore, VersionError};
 use tokio::io::{AsyncReadExt, AsyncSeekExt, AsyncWriteExt};
 
@@ -204,11 +205,29 @@ async fn copy_files(
     staging: &Path,
     mb_per_sec: Option<f64>,
 ) -> Result<(), FetchError> {
-    let total: u64 = meta.files.iter().map(|f| f.bytes).sum();
+    let items: Vec<(FileSum, String)> = meta.files.iter().map(|f| (f.clone(), f.name.clone())).collect();
+    copy_list(store, src, &items, n, staging, mb_per_sec).await?;
+    let mp = staging.join(strata_kv::version::METADATA_FILE);
+    tokio::fs::write(&mp, text).await.map_err(|e| FetchError::Transfer { file: mp.display().to_string(), detail: e.to_string() })?;
+    Ok(())
+}
+
+/// Copies each source file (its size and CRC as listed) to `staging` under
+/// the paired name, resuming a partial copy and checking the CRC; the
+/// bytes copied.
+async fn copy_list(
+    store: &ReadOnlyStore,
+    src: &Source,
+    items: &[(FileSum, String)],
+    n: u64,
+    staging: &Path,
+    mb_per_sec: Option<f64>,
+) -> Result<u64, FetchError> {
+    let total: u64 = items.iter().map(|(f, _)| f.bytes).sum();
     let mut done = 0u64;
     let mut throttle = Throttle { rate: mb_per_sec.filter(|r| *r > 0.0).map(|r| r * 1e6), start: Instant::now(), sent: 0 };
-    for f in &meta.files {
-        let path = staging.join(&f.name);
+    for (f, to) in items {
+        let path = staging.join(to);
         let t = |detail: String| FetchError::Transfer { file: src.show(&f.name), detail };
         let (mut have, mut crc) = staged(&path).await;
         if have > f.bytes {
@@ -247,9 +266,36 @@ async fn copy_files(
             return Err(t(format!("checksum {crc:#010x}, the metadata says {:#010x} (corrupt)", f.crc32c)));
         }
     }
-    let mp = staging.join(strata_kv::version::METADATA_FILE);
-    tokio::fs::write(&mp, text).await.map_err(|e| FetchError::Transfer { file: mp.display().to_string(), detail: e.to_string() })?;
-    Ok(())
+    Ok(total)
+}
+
+/// Steals chunk files from a donor's live version for a rebalance (Spock
+/// §4.3.2): `files` pairs the donor's file names with the names they take
+/// here (a partition's replica id can differ between the two nodes). The
+/// donor's `.metadata` gives each file's size and CRC, checked on the way.
+/// The files wait in the store's steal directory for `relayout`.
+pub async fn steal(store: Arc<ReadOnlyStore>, donor: &str, files: &[(String, String)], mb_per_sec: Option<f64>) -> Result<u64, FetchError> {
+    let name = store.def().name.clone();
+    let src = Source::parse(&format!("{}/admin/kv/{name}/live", donor.trim_end_matches('/')))?;
+    let text = read_all(&src, strata_kv::version::METADATA_FILE).await?;
+    let meta = Metadata::parse(&text, Path::new(&src.show(strata_kv::version::METADATA_FILE)))?;
+    if meta.store != *store.def() {
+        return Err(FetchError::Source(format!("{donor}: its store {:?} is not this one", meta.store)));
+    }
+    let mut items = Vec::with_capacity(files.len());
+    for (from, to) in files {
+        let f = meta
+            .files
+            .iter()
+            .find(|f| f.name == *from)
+            .ok_or_else(|| FetchError::Transfer { file: src.show(from), detail: "not in the donor's live version".into() })?;
+        items.push((f.clone(), to.clone()));
+    }
+    let staging = store.steal_dir(false)?;
+    let live = store.live_version().unwrap_or(0);
+    let r = copy_list(&store, &src, &items, live, &staging, mb_per_sec).await;
+    store.set_progress(None);
+    r
 }
 
 #[cfg(test)]
