@@ -46,7 +46,7 @@ pub struct BenchClusterArgs {
     pub keep: bool,
 }
 
-struct Nodes {
+pub(crate) struct Nodes {
     procs: Vec<Child>,
     addrs: Vec<String>,
     dirs: Vec<PathBuf>,
@@ -73,7 +73,8 @@ impl Nodes {
             .context("spawning a node")
     }
 
-    async fn start(root: &Path, n: usize, partitions: u32) -> Result<Nodes> {
+    /// Starts `n` nodes in one zone; `partitions` per node for blobs (0: none).
+    pub(crate) async fn start(root: &Path, n: usize, partitions: u32) -> Result<Nodes> {
         let net = 100 + n as u8;
         let mut nodes = Nodes { procs: Vec::new(), addrs: Vec::new(), dirs: Vec::new(), net };
         for i in 1..=n {
@@ -95,6 +96,9 @@ impl Nodes {
             command(&c0, add).await?;
             command(&c0, json!({ "AddDisk": { "node": i, "path": "d0", "capacity_bytes": 1u64 << 40 } })).await?;
         }
+        if partitions == 0 {
+            return Ok(nodes);
+        }
         let count = partitions * n as u32;
         command(&c0, json!({ "AddPartitions": { "count": count, "replicas_per_zone": 3, "capacity_bytes": 64u64 << 30 } })).await?;
         let per_node = count as usize * n.min(3) / n;
@@ -110,7 +114,7 @@ impl Nodes {
         Ok(nodes)
     }
 
-    fn client(&self, i: usize) -> Client {
+    pub(crate) fn client(&self, i: usize) -> Client {
         Client::new(&format!("http://{}", self.addrs[i]))
     }
 
@@ -155,7 +159,7 @@ where
     }
 }
 
-async fn command(c: &Client, cmd: serde_json::Value) -> Result<serde_json::Value> {
+pub(crate) async fn command(c: &Client, cmd: serde_json::Value) -> Result<serde_json::Value> {
     let v = retry(|| c.post_json("/admin/cluster/command", &cmd)).await?;
     if let Some(r) = v.get("Refused") {
         bail!("{cmd} refused: {r}");

@@ -217,6 +217,26 @@ async fn all<T, F: std::future::Future<Output = T>>(futs: impl IntoIterator<Item
 /// node; nothing swaps unless every fetch succeeded, and a failed swap rolls
 /// the swapped nodes back (Spock §4.3).
 pub async fn push(a: PushArgs) -> Result<()> {
+    let summary = push_summary(&a).await?;
+    if a.common.json {
+        println!("{summary}");
+    } else {
+        println!(
+            "pushed {} version {} to {} nodes: {:.1} MB fetched in {:.2} s, swapped everywhere in {:.1} ms",
+            a.store,
+            summary["version"],
+            summary["nodes"],
+            summary["bytes"].as_f64().unwrap_or(0.0) / 1e6,
+            summary["fetch_seconds"].as_f64().unwrap_or(0.0),
+            summary["swap_ms"].as_f64().unwrap_or(0.0)
+        );
+    }
+    Ok(())
+}
+
+/// The push itself; returns its summary (version, nodes, bytes, fetch
+/// seconds, MB/s per node, swap milliseconds).
+pub(crate) async fn push_summary(a: &PushArgs) -> Result<serde_json::Value> {
     use indicatif::{ProgressBar, ProgressStyle};
     let map = fetch_map(&a.common.server).await?;
     let nodes = store_nodes(&map, &a.store)?;
@@ -294,24 +314,11 @@ pub async fn push(a: PushArgs) -> Result<()> {
         bail!("swap of {} version {version} failed, the swapped nodes were rolled back:\n  {}", a.store, bad.join("\n  "));
     }
     let total: u64 = bytes.iter().sum();
-    let summary = json!({
+    Ok(json!({
         "store": a.store, "version": version, "nodes": nodes.len(), "bytes": total, "fetch_seconds": fetch_secs,
-        "node_mb_per_s": nodes.iter().zip(bytes.iter().zip(&secs)).map(|((id, _), (b, s))| json!({ "node": id, "mb_per_s": *b as f64 / 1e6 / s.max(1e-9) })).collect::<Vec<_>>(),
+        "node_mb_per_s": nodes.iter().zip(bytes.iter().zip(&secs)).map(|((id, _), (b, s))| json!({ "node": id, "bytes": b, "mb_per_s": *b as f64 / 1e6 / s.max(1e-9) })).collect::<Vec<_>>(),
         "swap_ms": swap_ms,
-    });
-    if a.common.json {
-        println!("{summary}");
-    } else {
-        println!(
-            "pushed {} version {version} to {} nodes: {:.1} MB fetched in {:.2} s, swapped everywhere in {:.1} ms",
-            a.store,
-            nodes.len(),
-            total as f64 / 1e6,
-            fetch_secs,
-            swap_ms
-        );
-    }
-    Ok(())
+    }))
 }
 
 /// `strata kv rollback --all-nodes`: every node of the store back to one

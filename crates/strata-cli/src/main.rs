@@ -3,6 +3,7 @@
 mod bench;
 mod bench_cluster;
 mod bench_kv;
+mod bench_kv_push;
 mod cluster;
 mod commands;
 mod kv;
@@ -59,6 +60,8 @@ enum Cmd {
     BenchCluster(bench_cluster::BenchClusterArgs),
     /// Measures read-only stores against SQLite on the same data: build, lookups in-process and over HTTP.
     BenchKv(bench_kv::BenchKvArgs),
+    /// Read-only stores on a cluster: Rust vs Spark build time, push rate per node against the disk, swap time.
+    BenchKvPush(bench_kv_push::BenchKvPushArgs),
     /// Runs a placement experiment of the papers (CSV, SVG and a summary).
     Sim(sim::SimArgs),
 }
@@ -92,6 +95,7 @@ fn main() -> std::process::ExitCode {
             Cmd::Bench(a) => bench::run(a).await,
             Cmd::BenchCluster(a) => bench_cluster::run(a).await,
             Cmd::BenchKv(a) => bench_kv::run(a).await,
+            Cmd::BenchKvPush(a) => bench_kv_push::run(a).await,
             Cmd::Sim(a) => tokio::task::spawn_blocking(move || sim::run(a)).await?,
         }
     });
