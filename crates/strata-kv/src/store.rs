@@ -23,9 +23,25 @@ const LATEST: &str = "latest";
 const DEF_FILE: &str = "store.json";
 /// A ring store's share: `Layout` as JSON. Absent for a single-node store.
 const LAYOUT_FILE: &str = "layout.json";
+/// In a version directory: the metadata checksum of a version whose files'
+/// CRCs were checked as they were copied in, so a swap need not re-read them.
+const VERIFIED_FILE: &str = ".verified";
 
 fn io(path: &Path) -> impl FnOnce(std::io::Error) -> VersionError + '_ {
     move |source| VersionError::Io { path: path.to_path_buf(), source }
+}
+
+/// Whether `dir`'s files were CRC-checked when copied in: its `.verified`
+/// names the checksum of its current metadata.
+fn verified(dir: &Path) -> bool {
+    let Ok(text) = std::fs::read(dir.join(crate::version::METADATA_FILE)) else { return false };
+    let Ok(m) = crate::version::Metadata::parse(&text, dir) else { return false };
+    std::fs::read_to_string(dir.join(VERIFIED_FILE)).is_ok_and(|t| t.trim() == m.checksum.to_string())
+}
+
+/// Records that `dir`'s files match its metadata's CRCs.
+fn mark_verified(dir: &Path, checksum: u32) -> Result<(), VersionError> {
+    write_atomic(&dir.join(VERIFIED_FILE), format!("{checksum}\n").as_bytes())
 }
 
 fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), VersionError> {
@@ -207,17 +223,26 @@ impl ReadOnlyStore {
             let (from, to) = (src.join(name), tmp.join(name));
             let mut r = std::fs::File::open(&from).map_err(io(&from))?;
             let mut w = std::fs::File::create(&to).map_err(io(&to))?;
+            let mut crc = 0u32;
             loop {
                 let k = r.read(&mut buf).map_err(io(&from))?;
                 if k == 0 {
                     break;
                 }
+                crc = crc32c::crc32c_append(crc, &buf[..k]);
                 w.write_all(&buf[..k]).map_err(io(&to))?;
                 copied += k as u64;
                 set(Some(LoadProgress { version: n, phase: "copying", copied: copied.min(total), total }));
             }
             w.sync_all().map_err(io(&to))?;
+            // What was copied is what the metadata lists (the source may change under us).
+            if let Some(f) = meta.files.iter().find(|f| f.name == name)
+                && f.crc32c != crc
+            {
+                return Err(VersionError::Invalid(format!("{}: changed while it was copied (checksum {crc:#010x})", from.display())));
+            }
         }
+        mark_verified(&tmp, meta.checksum)?;
         std::fs::File::open(&tmp).and_then(|f| f.sync_all()).map_err(io(&tmp))?;
         // The copy is checked again before it can go live (swap verifies).
         let dir = self.version_dir(n);
@@ -261,7 +286,12 @@ impl ReadOnlyStore {
 
     fn adopt(&self, n: u64) -> Result<u64, VersionError> {
         let staging = self.root.join(format!(".fetch-{n}"));
-        crate::version::Metadata::verify(&staging, &self.def, &self.layout())?;
+        // The fetch checked every file's CRC as it arrived: sizes suffice here.
+        let mp = staging.join(crate::version::METADATA_FILE);
+        let meta = crate::version::Metadata::parse(&std::fs::read(&mp).map_err(io(&mp))?, &mp)?;
+        meta.fits(&staging, &self.def, &self.layout())?;
+        meta.check_files_with(&staging, false)?;
+        mark_verified(&staging, meta.checksum)?;
         for e in std::fs::read_dir(&staging).map_err(io(&staging))? {
             let p = e.map_err(io(&staging))?.path();
             std::fs::File::open(&p).and_then(|f| f.sync_all()).map_err(io(&p))?;
@@ -393,6 +423,7 @@ impl ReadOnlyStore {
         write_atomic(&self.root.join(LAYOUT_FILE), &serde_json::to_vec(&layout).map_err(|e| VersionError::Invalid(e.to_string()))?)?;
         *self.layout.write().unwrap_or_else(|p| p.into_inner()) = layout.clone();
         let v = Arc::new(Version::open(live, &dir, &self.def, &layout)?);
+        mark_verified(&dir, v.meta.checksum)?;
         if fresh {
             write_atomic(&self.root.join(LATEST), format!("version-{live}\n").as_bytes())?;
         }
@@ -422,7 +453,7 @@ impl ReadOnlyStore {
         if !dir.is_dir() {
             return Err(VersionError::Invalid(format!("store {} has no version {n}", self.def.name)));
         }
-        let v = Arc::new(Version::open(n, &dir, &self.def, &self.layout())?);
+        let v = Arc::new(Version::open_checked(n, &dir, &self.def, &self.layout(), !verified(&dir))?);
         write_atomic(&self.root.join(LATEST), format!("version-{n}\n").as_bytes())?;
         *self.live.write().unwrap_or_else(|p| p.into_inner()) = Some(v);
         self.collect_old(n);

@@ -303,16 +303,23 @@ impl Metadata {
     /// Checks the chunk files in `dir`: each listed file has its size and
     /// CRC32C, and no unlisted chunk file is present.
     pub fn check_files(&self, dir: &Path) -> Result<(), VersionError> {
+        self.check_files_with(dir, true)
+    }
+
+    /// As `check_files`; without `crcs`, sizes only (for a version whose
+    /// CRCs were checked as it was copied in).
+    pub fn check_files_with(&self, dir: &Path, crcs: bool) -> Result<(), VersionError> {
         let m = self;
         let listed: HashMap<&str, &FileSum> = m.files.iter().map(|f| (f.name.as_str(), f)).collect();
         for f in &m.files {
             let p = dir.join(&f.name);
-            let (bytes, crc) = sum_file(&p).map_err(|e| match e {
+            let missing = |e: VersionError| match e {
                 VersionError::Io { source, .. } if source.kind() == std::io::ErrorKind::NotFound => {
                     VersionError::Invalid(format!("{}: chunk file is missing", p.display()))
                 }
                 e => e,
-            })?;
+            };
+            let (bytes, crc) = if crcs { sum_file(&p).map_err(missing)? } else { (std::fs::metadata(&p).map_err(io(&p)).map_err(missing)?.len(), f.crc32c) };
             if bytes != f.bytes {
                 return Err(VersionError::Invalid(format!("{}: {bytes} bytes, the metadata says {} (truncated or replaced)", p.display(), f.bytes)));
             }
@@ -345,7 +352,17 @@ impl Version {
     /// Verifies `dir` against `store` and `layout` and maps every chunk of
     /// the layout's buckets.
     pub fn open(number: u64, dir: &Path, store: &StoreDef, layout: &Layout) -> Result<Self, VersionError> {
-        let meta = Metadata::verify(dir, store, layout)?;
+        Self::open_checked(number, dir, store, layout, true)
+    }
+
+    /// As `open`; without `crcs`, the files' sizes are checked but not
+    /// re-read (their CRCs were checked as they were copied in), so opening
+    /// takes milliseconds whatever the version's size.
+    pub fn open_checked(number: u64, dir: &Path, store: &StoreDef, layout: &Layout, crcs: bool) -> Result<Self, VersionError> {
+        let path = dir.join(METADATA_FILE);
+        let meta = Metadata::parse(&std::fs::read(&path).map_err(io(&path))?, &path)?;
+        meta.fits(dir, store, layout)?;
+        meta.check_files_with(dir, crcs)?;
         let mut chunks = HashMap::new();
         for &(p, r) in &layout.buckets {
             for c in 0..store.chunks {

@@ -200,3 +200,29 @@ fn load_reports_progress() {
     assert!(copying.iter().all(|p| p.copied <= p.total && p.total > 30_000_000 && p.version == 1));
     assert!(copying.windows(2).all(|w| w[0].copied <= w[1].copied), "progress went backwards");
 }
+
+/// A loaded version's CRCs were checked as it was copied in (`.verified`),
+/// so a swap checks sizes only: a truncated file is still refused. Without
+/// the marker the swap re-reads every CRC and refuses a flipped byte.
+#[test]
+fn swap_trusts_checked_copies_but_not_damage() {
+    let tmp = tempfile::tempdir().unwrap();
+    let recs: Vec<(Vec<u8>, Vec<u8>)> = (0..2000u32).map(|i| (format!("k{i}").into_bytes(), vec![b'v'; 50])).collect();
+    strata_kv::build_in_memory(&def(), recs, &tmp.path().join("b"), Duplicates::Fail).unwrap();
+    let store = ReadOnlyStore::open(&tmp.path().join("s"), def(), 3, Search::Binary).unwrap();
+    let n = store.load(&tmp.path().join("b"), None).unwrap();
+    let dir = tmp.path().join("s").join(format!("version-{n}"));
+    assert!(dir.join(".verified").exists());
+    let data = std::fs::read_dir(&dir).unwrap().map(|e| e.unwrap().path()).find(|p| p.extension().is_some_and(|e| e == "data")).unwrap();
+    let good = std::fs::read(&data).unwrap();
+    std::fs::write(&data, &good[..good.len() - 1]).unwrap();
+    assert!(store.swap(n).unwrap_err().to_string().contains("truncated"));
+    let mut bad = good.clone();
+    bad[20] ^= 1;
+    std::fs::write(&data, &bad).unwrap();
+    std::fs::remove_file(dir.join(".verified")).unwrap();
+    assert!(store.swap(n).unwrap_err().to_string().contains("corrupt"));
+    std::fs::write(&data, &good).unwrap();
+    store.swap(n).unwrap();
+    assert_eq!(store.get(b"k1").unwrap().unwrap(), vec![b'v'; 50]);
+}

@@ -62,6 +62,17 @@ fn read_options(dir: &std::path::Path) -> ServeOptions {
     std::fs::read(dir.join("serve.json")).ok().and_then(|b| serde_json::from_slice(&b).ok()).unwrap_or_default()
 }
 
+/// One store's numbers for `/metrics`.
+pub(crate) struct StoreGauges {
+    pub(crate) store: String,
+    pub(crate) live: u64,
+    pub(crate) records: u64,
+    pub(crate) versions: u64,
+    pub(crate) buckets: u64,
+    pub(crate) copied: u64,
+    pub(crate) total: u64,
+}
+
 /// The read-only stores of a node.
 pub struct KvStores {
     root: PathBuf,
@@ -114,6 +125,27 @@ impl KvStores {
         let store = Arc::new(ReadOnlyStore::open_with(&dir, def, layout, o.keep, o.search)?);
         g.insert(name.to_string(), store.clone());
         Ok(store)
+    }
+
+    /// Per-store numbers for the metrics.
+    pub(crate) fn gauges(&self) -> Vec<StoreGauges> {
+        let stores = self.stores.read().unwrap_or_else(|p| p.into_inner()).clone();
+        stores
+            .values()
+            .map(|s| {
+                let live = s.snapshot();
+                let progress = s.load_progress();
+                StoreGauges {
+                    store: s.def().name.clone(),
+                    live: live.as_ref().map_or(0, |v| v.number),
+                    records: live.as_ref().map_or(0, |v| v.meta.records),
+                    versions: s.versions().len() as u64,
+                    buckets: s.layout().buckets.len() as u64,
+                    copied: progress.as_ref().map_or(0, |p| p.copied),
+                    total: progress.as_ref().map_or(0, |p| p.total),
+                }
+            })
+            .collect()
     }
 
     fn get(&self, name: &str) -> Result<Arc<ReadOnlyStore>, ApiError> {

@@ -51,13 +51,13 @@ pub struct AppState {
 impl AppState {
     /// State for a router over a node's stores.
     pub fn new(router: Arc<Router>, disks: Arc<Disks>, kv: Arc<KvStores>) -> Arc<Self> {
-        let metrics = Metrics::new(disks.clone(), router.clone(), None);
+        let metrics = Metrics::new(disks.clone(), router.clone(), None, kv.clone());
         Arc::new(Self { router, disks, metrics, cluster: None, router_detector: None, kv })
     }
 
     /// State for a cluster node, its router and the router's failure detector.
     pub fn clustered(router: Arc<Router>, node: Arc<ClusterNode>, detector: Arc<strata_router::FailureDetector>, kv: Arc<KvStores>) -> Arc<Self> {
-        let metrics = Metrics::new(node.disks.clone(), router.clone(), Some((node.clone(), detector.clone())));
+        let metrics = Metrics::new(node.disks.clone(), router.clone(), Some((node.clone(), detector.clone())), kv.clone());
         Arc::new(Self { router, disks: node.disks.clone(), metrics, cluster: Some(node), router_detector: Some(detector), kv })
     }
 }

@@ -49,7 +49,12 @@ pub struct Metrics {
 
 impl Metrics {
     /// Registers everything, including the engine collector over `store`.
-    pub fn new(store: Arc<Disks>, router: Arc<strata_router::Router>, cluster: Option<(Arc<ClusterNode>, Arc<strata_router::FailureDetector>)>) -> Self {
+    pub fn new(
+        store: Arc<Disks>,
+        router: Arc<strata_router::Router>,
+        cluster: Option<(Arc<ClusterNode>, Arc<strata_router::FailureDetector>)>,
+        kv: Arc<crate::KvStores>,
+    ) -> Self {
         let mut registry = Registry::default();
         let requests = Family::<OpStatus, Counter>::default();
         let latency = Family::<Op, Histogram>::new_with_constructor(|| Histogram::new(exponential_buckets(0.000_05, 2.0, 20)));
@@ -62,6 +67,7 @@ impl Metrics {
         registry.register("strata_http_blob_bytes_sent", "Blob bytes sent in get bodies", bytes_sent.clone());
         registry.register("strata_http_sendfile_responses", "GETs answered with sendfile(2), bypassing user space", sendfile_responses.clone());
         registry.register_collector(Box::new(EngineCollector(store)));
+        registry.register_collector(Box::new(KvCollector(kv)));
         registry.register_collector(Box::new(ClusterCollector { router, cluster }));
         Self { registry, requests, latency, bytes_received, bytes_sent, sendfile_responses }
     }
@@ -83,6 +89,38 @@ impl Metrics {
 }
 
 struct EngineCollector(Arc<Disks>);
+
+/// Read-only stores, read at scrape time: live version, records, versions
+/// kept, buckets held, and a running fetch or load.
+struct KvCollector(Arc<crate::KvStores>);
+
+impl std::fmt::Debug for KvCollector {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("KvCollector")
+    }
+}
+
+impl Collector for KvCollector {
+    fn encode(&self, mut encoder: DescriptorEncoder) -> Result<(), std::fmt::Error> {
+        let rows = self.0.gauges();
+        type Get = fn(&crate::kv_api::StoreGauges) -> f64;
+        let gauges: [(&str, &str, Get); 6] = [
+            ("strata_kv_live_version", "The live version of a read-only store (0: none)", |g| g.live as f64),
+            ("strata_kv_records", "Records in the live version on this node", |g| g.records as f64),
+            ("strata_kv_versions", "Versions kept on this node", |g| g.versions as f64),
+            ("strata_kv_buckets", "(partition, replica) buckets this node holds", |g| g.buckets as f64),
+            ("strata_kv_transfer_bytes", "Bytes copied by the running fetch or load", |g| g.copied as f64),
+            ("strata_kv_transfer_total_bytes", "Bytes the running fetch or load copies in all", |g| g.total as f64),
+        ];
+        for (name, help, get) in gauges {
+            let mut m = encoder.encode_descriptor(name, help, None, MetricType::Gauge)?;
+            for g in &rows {
+                ConstGauge::new(get(g)).encode(m.encode_family(&vec![("store", g.store.clone())])?)?;
+            }
+        }
+        Ok(())
+    }
+}
 
 impl std::fmt::Debug for EngineCollector {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
