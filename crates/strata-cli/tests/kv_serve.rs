@@ -93,4 +93,7 @@ async fn serve_swap_rollback_and_bad_input() {
     assert_eq!(status(miss).1, "NoSuchKey");
     let m = c.get_text("/metrics").await.unwrap();
     assert!(m.lines().any(|l| l.starts_with("strata_http_requests_total{op=\"kv_get\",status=\"200\"}")), "no fast-path lookups counted");
+    let gauge = |name: &str| m.lines().find_map(|l| l.strip_prefix(&format!("{name}{{store=\"scores\"}} "))?.parse::<f64>().ok());
+    assert_eq!(gauge("strata_kv_live_version"), Some(n1 as f64), "live-version gauge");
+    assert!(m.lines().any(|l| l.starts_with("strata_kv_records{store=\"scores\"} ") && !l.ends_with(" 0")), "no records gauge");
 }
