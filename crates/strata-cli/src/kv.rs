@@ -35,6 +35,8 @@ pub enum KvCmd {
     Push(crate::kv_ring::PushArgs),
     /// Gives a new node its share of the ring, moving chunk files in batches.
     Rebalance(crate::kv_ring::RebalanceArgs),
+    /// Stores a build's files as blobs in Strata; prints the strata:// source for push.
+    Upload(crate::kv_ring::UploadArgs),
 }
 
 #[derive(clap::Args, Debug)]
@@ -176,6 +178,7 @@ pub async fn run(cmd: KvCmd) -> Result<()> {
         KvCmd::Define(a) => crate::kv_ring::define(a).await,
         KvCmd::Push(a) => crate::kv_ring::push(a).await,
         KvCmd::Rebalance(a) => crate::kv_ring::rebalance(a).await,
+        KvCmd::Upload(a) => crate::kv_ring::upload(a).await,
         KvCmd::Create(a) => {
             let v =
                 Client::new(&a.common.server).post_json(&format!("/admin/kv/{}", a.store), &json!({ "partitions": a.partitions, "chunks": a.chunks })).await?;

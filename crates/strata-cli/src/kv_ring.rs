@@ -526,3 +526,79 @@ pub async fn rebalance(a: RebalanceArgs) -> Result<()> {
     println!("rebalanced: node {} owns {} of {} ring partitions", a.add_node, map.kv.ring.iter().filter(|&&n| n == a.add_node).count(), map.kv.ring.len());
     Ok(())
 }
+
+#[derive(clap::Args, Debug)]
+pub struct UploadArgs {
+    /// A build's output (node-<id>/ folders, or one single-node version).
+    #[arg(long)]
+    pub dir: PathBuf,
+    #[command(flatten)]
+    pub common: Common,
+}
+
+/// `strata kv upload`: stores a build's files as blobs in Strata, and a
+/// manifest naming them; prints the `strata://` source `kv push` and
+/// `/admin/kv/{store}/fetch` take.
+pub async fn upload(a: UploadArgs) -> Result<()> {
+    use futures_util::StreamExt;
+    use tokio::io::AsyncReadExt;
+    let mut files: Vec<(String, PathBuf)> = Vec::new();
+    for e in std::fs::read_dir(&a.dir).with_context(|| format!("reading {}", a.dir.display()))? {
+        let p = e?.path();
+        let name = p.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+        if p.is_dir() && name.starts_with("node-") {
+            for f in std::fs::read_dir(&p)? {
+                let f = f?.path();
+                let fname = f.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+                files.push((format!("{name}/{fname}"), f));
+            }
+        } else if p.is_file() {
+            files.push((name, p));
+        }
+    }
+    files.sort();
+    if !files.iter().any(|(n, _)| n.ends_with(".metadata")) {
+        bail!("{} holds no build (no .metadata)", a.dir.display());
+    }
+    let total: u64 = files.iter().map(|(_, p)| std::fs::metadata(p).map_or(0, |m| m.len())).sum();
+    let pb = if a.common.json { indicatif::ProgressBar::hidden() } else { indicatif::ProgressBar::new(total) };
+    if let Ok(s) = indicatif::ProgressStyle::with_template("uploading [{bar:40}] {bytes}/{total_bytes} {bytes_per_sec}") {
+        pb.set_style(s.progress_chars("=> "));
+    }
+    let client = strata_client::Client::new(&a.common.server);
+    let mut manifest = BTreeMap::new();
+    for (name, path) in &files {
+        let f = tokio::fs::File::open(path).await?;
+        let len = f.metadata().await?.len();
+        let pb2 = pb.clone();
+        let stream = futures_util::stream::unfold(f, |mut f| async move {
+            let mut buf = vec![0u8; 1 << 20];
+            match f.read(&mut buf).await {
+                Ok(0) => None,
+                Ok(n) => {
+                    buf.truncate(n);
+                    Some((Ok(bytes::Bytes::from(buf)), f))
+                }
+                Err(e) => Some((Err(e), f)),
+            }
+        })
+        .inspect(move |r| {
+            if let Ok(b) = r {
+                pb2.inc(b.len() as u64);
+            }
+        });
+        let r = client.put(strata_client::streaming(stream), Some(len), &strata_client::PutArgs::default()).await.with_context(|| format!("storing {name}"))?;
+        manifest.insert(name.clone(), r.id);
+    }
+    pb.finish_and_clear();
+    let m = strata_server::kv_fetch::Manifest { format: 1, files: manifest };
+    let r = client.put_bytes(serde_json::to_vec(&m)?, &strata_client::PutArgs::default()).await?;
+    let host = a.common.server.trim_start_matches("http://").trim_end_matches('/');
+    let source = format!("strata://{host}/{}", r.id);
+    if a.common.json {
+        println!("{}", json!({ "source": source, "files": files.len(), "bytes": total }));
+    } else {
+        println!("{source}");
+    }
+    Ok(())
+}

@@ -5,8 +5,8 @@
 //! built by Spark and by the Rust builder from the same generated input,
 //! which must be byte-identical. Then `strata kv push` fetches it onto
 //! every node and swaps it in. Every key is read from each of its owners,
-//! and every other node answers 421 `NotOwned`. Version 2 is pushed while
-//! readers run: no read fails, and no reader sees version 2 and then 1. A
+//! and every other node answers 421 `NotOwned`. Version 2 is uploaded as
+//! blobs into Strata itself and pushed from there while readers run: no read fails, and no reader sees version 2 and then 1. A
 //! push with one node's folder corrupted swaps nothing and leaves no
 //! version behind. A cluster-wide rollback returns every node to version 1.
 //! A seventh node joins and `strata kv rebalance` moves its share to it in
@@ -58,7 +58,23 @@ impl Cluster {
         for n in 1..=NODES {
             c.add_node(n).await;
         }
+        // Blob partitions too: builds can be pushed from blobs in Strata.
+        for n in 1..=NODES {
+            c.command(serde_json::json!({ "AddDisk": { "node": n, "path": "d0", "capacity_bytes": 4u64 << 30 } })).await;
+        }
+        c.command(serde_json::json!({ "AddPartitions": { "count": 2, "replicas_per_zone": 1, "capacity_bytes": 256u64 << 20 } })).await;
         c
+    }
+
+    async fn command(&self, cmd: serde_json::Value) {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            match Client::new(&url(1)).post_json("/admin/cluster/command", &cmd).await {
+                Ok(v) if v.get("Refused").is_none() => break,
+                other => assert!(Instant::now() < deadline, "{cmd}: {other:?}"),
+            }
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
     }
 
     async fn spawn(&mut self, n: u8) {
@@ -69,6 +85,7 @@ impl Cluster {
             .arg(self.dir.join(format!("n{n}")))
             .args(["--listen", &addr(n), "--node-id", &n.to_string(), "--meta", &meta.join(",")])
             .args(["--outbound-ip", &format!("127.{OCTET}.0.{n}")])
+            .args(["--replica-capacity", "256MiB", "--disk-reserve", "0", "--segment-size", "16MiB"])
             .env("STRATA_LOG", "warn")
             .stdout(Stdio::null())
             .stderr(Stdio::from(log))
@@ -84,15 +101,7 @@ impl Cluster {
 
     async fn add_node(&self, n: u8) {
         let zone = format!("z{}", ((n - 1) / 2) % 3 + 1);
-        let cmd = serde_json::json!({ "AddNode": { "id": n, "addr": addr(n), "zone": zone, "rack": "r1" } });
-        let deadline = Instant::now() + Duration::from_secs(30);
-        loop {
-            match Client::new(&url(1)).post_json("/admin/cluster/command", &cmd).await {
-                Ok(v) if v.get("Refused").is_none() => break,
-                other => assert!(Instant::now() < deadline, "{cmd}: {other:?}"),
-            }
-            tokio::time::sleep(Duration::from_millis(200)).await;
-        }
+        self.command(serde_json::json!({ "AddNode": { "id": n, "addr": addr(n), "zone": zone, "rack": "r1" } })).await;
     }
 
     fn kill9(&mut self, n: u8) {
@@ -230,10 +239,11 @@ async fn push_swap_rollback_and_a_failed_fetch_across_a_three_zone_cluster() {
 
     // Version 2 while readers run: no failed read, no going back.
     let (stop, reads, rs) = readers();
-    let push = tokio::task::spawn_blocking({
-        let from = p("v2");
-        move || cli(&["kv", "push", "--store", "people", "--from", &from])
-    });
+    // Version 2 comes from blobs stored in Strata itself.
+    let (ok, log) = cli(&["kv", "upload", "--dir", &p("v2")]);
+    assert!(ok, "{log}");
+    let source = log.lines().find(|l| l.starts_with("strata://")).unwrap_or_else(|| panic!("no source in {log}")).to_string();
+    let push = tokio::task::spawn_blocking(move || cli(&["kv", "push", "--store", "people", "--from", &source]));
     let (ok, log) = push.await.unwrap();
     assert!(ok, "{log}");
     tokio::time::sleep(Duration::from_millis(300)).await;

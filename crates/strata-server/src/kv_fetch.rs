@@ -2,7 +2,10 @@
 //! model, so a node throttles its own fetch). The source holds a build's
 //! output: `node-<id>/` folders of a ring build, or one version directory
 //! for a single-node store. It is a directory this node can read (local or
-//! shared) or an `http://` URL serving the same tree.
+//! shared), an `http://` URL serving the same tree, or blobs stored in
+//! Strata itself: `strata://host:port/<manifest blob id>`, where the
+//! manifest (written by `strata kv upload`) maps each file's path in the
+//! tree to its blob.
 //!
 //! The node reads `.metadata` first and refuses a version for another store,
 //! ring or node before copying a byte. Each chunk file is then copied into
@@ -28,6 +31,30 @@ pub enum Source {
     Dir(PathBuf),
     /// An HTTP server serving the directory tree.
     Http(String),
+    /// Blobs in a Strata cluster: the frontend's URL and the manifest's id.
+    Strata {
+        /// `http://host:port` of any frontend.
+        base: String,
+        /// The manifest blob.
+        manifest: String,
+    },
+    /// One folder of a Strata manifest: file name → blob id.
+    Blobs {
+        /// `http://host:port` of any frontend.
+        base: String,
+        /// The folder's files.
+        ids: std::collections::BTreeMap<String, String>,
+    },
+}
+
+/// The manifest `strata kv upload` stores: the build's files by path
+/// (`node-3/0_1_0.data`, or `0_0_0.data` for a single-node build).
+#[derive(Debug, serde::Serialize, serde::Deserialize)]
+pub struct Manifest {
+    /// Layout version (1).
+    pub format: u16,
+    /// Path → blob id.
+    pub files: std::collections::BTreeMap<String, String>,
 }
 
 /// Why a fetch failed.
@@ -55,6 +82,13 @@ impl Source {
         if s.starts_with("http://") {
             return Ok(Self::Http(s.trim_end_matches('/').to_string()));
         }
+        if let Some(rest) = s.strip_prefix("strata://") {
+            let (host, id) = rest.split_once('/').ok_or_else(|| FetchError::Source(format!("{s}: expected strata://host:port/<manifest blob id>")))?;
+            if host.is_empty() || id.is_empty() || id.contains('/') {
+                return Err(FetchError::Source(format!("{s}: expected strata://host:port/<manifest blob id>")));
+            }
+            return Ok(Self::Strata { base: format!("http://{host}"), manifest: id.to_string() });
+        }
         if s.starts_with("https://") {
             return Err(FetchError::Source(format!("{s}: https is not supported by this build; fetch over http or from a shared directory")));
         }
@@ -65,20 +99,38 @@ impl Source {
         Ok(Self::Dir(PathBuf::from(p)))
     }
 
-    /// The folder for `node` (`None`: a single-node build at the root).
-    fn folder(&self, node: Option<u32>) -> Self {
+    /// The folder for `node` (`None`: a single-node build at the root); a
+    /// Strata manifest is read here.
+    async fn folder(&self, node: Option<u32>) -> Result<Self, FetchError> {
         let sub = node.map(|n| format!("node-{n}"));
-        match (self, sub) {
+        Ok(match (self, sub) {
             (Self::Dir(d), Some(s)) => Self::Dir(d.join(s)),
             (Self::Http(u), Some(s)) => Self::Http(format!("{u}/{s}")),
-            (s, None) => s.clone(),
-        }
+            (Self::Strata { base, manifest }, sub) => {
+                let whole = Self::Http(base.clone());
+                let text = read_all(&whole, manifest).await?;
+                let m: Manifest = serde_json::from_slice(&text).map_err(|e| FetchError::Source(format!("blob {manifest} is not a build manifest: {e}")))?;
+                let ids = m
+                    .files
+                    .into_iter()
+                    .filter_map(|(path, id)| match (&sub, path.split_once('/')) {
+                        (Some(s), Some((dir, name))) if dir == s => Some((name.to_string(), id)),
+                        (None, None) => Some((path, id)),
+                        _ => None,
+                    })
+                    .collect();
+                Self::Blobs { base: base.clone(), ids }
+            }
+            (s, _) => s.clone(),
+        })
     }
 
     fn show(&self, file: &str) -> String {
         match self {
             Self::Dir(d) => d.join(file).display().to_string(),
             Self::Http(u) => format!("{u}/{file}"),
+            Self::Strata { base, manifest } => format!("{base}/{manifest} ({file})"),
+            Self::Blobs { base, ids } => format!("{base}/{} ({file})", ids.get(file).map_or("<not in the manifest>", String::as_str)),
         }
     }
 }
@@ -131,6 +183,11 @@ async fn open(src: &Source, file: &str, offset: u64) -> Result<(Reader, bool), F
             f.seek(std::io::SeekFrom::Start(offset)).await.map_err(|e| t(e.to_string()))?;
             Ok((Reader::File(f, vec![0u8; 1 << 20]), true))
         }
+        Source::Strata { .. } => Err(t("a manifest is read through its folder".into())),
+        Source::Blobs { base, ids } => {
+            let id = ids.get(file).ok_or_else(|| t("not in the manifest".into()))?;
+            Box::pin(open(&Source::Http(base.clone()), id, offset)).await
+        }
         Source::Http(u) => {
             let rest = u.strip_prefix("http://").unwrap_or(u);
             let (host, path) = rest.split_at(rest.find('/').unwrap_or(rest.len()));
@@ -178,7 +235,7 @@ async fn staged(path: &Path) -> (u64, u32) {
 /// Returns the version number; it is not live until swapped.
 pub async fn fetch(store: Arc<ReadOnlyStore>, source: &Source, number: Option<u64>, mb_per_sec: Option<f64>) -> Result<u64, FetchError> {
     let layout = store.layout();
-    let src = source.folder(layout.node);
+    let src = source.folder(layout.node).await?;
     let text = read_all(&src, strata_kv::version::METADATA_FILE).await?;
     let meta = Metadata::parse(&text, Path::new(&src.show(strata_kv::version::METADATA_FILE)))?;
     // Refuse a version for another store, ring or node before copying.
@@ -308,6 +365,7 @@ mod tests {
         assert_eq!(Source::parse("file:///data/b").unwrap(), Source::Dir("/data/b".into()));
         assert_eq!(Source::parse("http://h:1/x/").unwrap(), Source::Http("http://h:1/x".into()));
         assert!(Source::parse("https://h/x").unwrap_err().to_string().contains("https is not supported"));
-        assert_eq!(Source::parse("http://h:1/x").unwrap().folder(Some(3)), Source::Http("http://h:1/x/node-3".into()));
+        assert_eq!(Source::parse("strata://h:1/abc").unwrap(), Source::Strata { base: "http://h:1".into(), manifest: "abc".into() });
+        assert!(Source::parse("strata://h:1").is_err());
     }
 }
