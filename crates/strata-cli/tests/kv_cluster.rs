@@ -279,9 +279,23 @@ async fn push_swap_rollback_and_a_failed_fetch_across_a_three_zone_cluster() {
         }
     }
 
-    // A seventh node joins and takes its share, in batches, while readers run.
+    // A seventh node joins. While it is down, the rebalance fails and
+    // changes nothing; started again, a rerun resumes from the checkpoint
+    // and moves its share to it, in batches, while readers run.
     c.spawn(7).await;
     c.add_node(7).await;
+    c.kill9(7);
+    let before = owners_of_keys().await;
+    let (ok, log) = cli(&["kv", "rebalance", "--add-node", "7", "--batch", "1", "--checkpoint", &p("rebalance.json")]);
+    assert!(!ok && log.contains("nothing changed in the map"), "{log}");
+    assert_eq!(owners_of_keys().await, before, "a failed rebalance leaves the ring as it was");
+    assert!(dir.join("rebalance.json").exists(), "the checkpoint stays for the rerun");
+    for i in (0..RECORDS).step_by(53) {
+        for &n in &before[i as usize] {
+            assert_eq!(get(n, i).await.unwrap(), (200, 1, format!("v1-{i}").into_bytes()), "key {i} on node {n} after the failed rebalance");
+        }
+    }
+    c.spawn(7).await;
     let (stop, reads, rs) = readers();
     let rebalance = tokio::task::spawn_blocking({
         let cp = p("rebalance.json");
@@ -290,6 +304,7 @@ async fn push_swap_rollback_and_a_failed_fetch_across_a_three_zone_cluster() {
     let (ok, log) = rebalance.await.unwrap();
     assert!(ok, "{log}");
     assert!(log.contains("rebalanced: node 7 owns 3 of 24"), "{log}");
+    assert!(!dir.join("rebalance.json").exists(), "the checkpoint is removed when done");
     tokio::time::sleep(Duration::from_millis(300)).await;
     stop.store(true, Ordering::Relaxed);
     for r in rs {
