@@ -1,12 +1,11 @@
 //! The client commands: put, get, info, delete, ttl, partitions, compact.
 
 use anyhow::{Context, Result, bail};
-use bytes::Bytes;
 use futures_util::StreamExt;
 use indicatif::{ProgressBar, ProgressStyle};
 use std::path::PathBuf;
 use strata_client::{Client, PutArgs as ClientPutArgs};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::io::AsyncWriteExt;
 
 /// Transfers larger than this show a progress bar (on a terminal).
 const PROGRESS_MIN_BYTES: u64 = 4 << 20;
@@ -110,18 +109,7 @@ pub async fn put(a: PutArgs) -> Result<()> {
     };
     let pb = bar(size.unwrap_or(0), "put");
     let pb2 = pb.clone();
-    let stream = futures_util::stream::unfold(reader, |mut r| async move {
-        let mut buf = vec![0u8; 256 << 10];
-        match r.read(&mut buf).await {
-            Ok(0) => None,
-            Ok(n) => {
-                buf.truncate(n);
-                Some((Ok(Bytes::from(buf)), r))
-            }
-            Err(e) => Some((Err(e), r)),
-        }
-    })
-    .inspect(move |r| {
+    let stream = strata_client::read_stream(reader).inspect(move |r| {
         if let Ok(b) = r {
             pb2.inc(b.len() as u64)
         }

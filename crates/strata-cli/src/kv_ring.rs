@@ -541,7 +541,6 @@ pub struct UploadArgs {
 /// `/admin/kv/{store}/fetch` take.
 pub async fn upload(a: UploadArgs) -> Result<()> {
     use futures_util::StreamExt;
-    use tokio::io::AsyncReadExt;
     let mut files: Vec<(String, PathBuf)> = Vec::new();
     for e in std::fs::read_dir(&a.dir).with_context(|| format!("reading {}", a.dir.display()))? {
         let p = e?.path();
@@ -571,18 +570,7 @@ pub async fn upload(a: UploadArgs) -> Result<()> {
         let f = tokio::fs::File::open(path).await?;
         let len = f.metadata().await?.len();
         let pb2 = pb.clone();
-        let stream = futures_util::stream::unfold(f, |mut f| async move {
-            let mut buf = vec![0u8; 1 << 20];
-            match f.read(&mut buf).await {
-                Ok(0) => None,
-                Ok(n) => {
-                    buf.truncate(n);
-                    Some((Ok(bytes::Bytes::from(buf)), f))
-                }
-                Err(e) => Some((Err(e), f)),
-            }
-        })
-        .inspect(move |r| {
+        let stream = strata_client::read_stream(f).inspect(move |r| {
             if let Ok(b) = r {
                 pb2.inc(b.len() as u64);
             }

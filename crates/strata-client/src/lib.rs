@@ -105,6 +105,26 @@ pub fn full(b: impl Into<Bytes>) -> Body {
     Full::new(b.into()).map_err(|never| match never {}).boxed()
 }
 
+/// A reader as a stream of chunks of up to 1 MiB (a file for an upload or
+/// a download body).
+pub fn read_stream<R>(reader: R) -> impl Stream<Item = Result<Bytes, std::io::Error>> + Send + Sync + 'static
+where
+    R: tokio::io::AsyncRead + Unpin + Send + Sync + 'static,
+{
+    futures_util::stream::unfold(reader, |mut r| async move {
+        use tokio::io::AsyncReadExt;
+        let mut buf = vec![0u8; 1 << 20];
+        match r.read(&mut buf).await {
+            Ok(0) => None,
+            Ok(n) => {
+                buf.truncate(n);
+                Some((Ok(Bytes::from(buf)), r))
+            }
+            Err(e) => Some((Err(e), r)),
+        }
+    })
+}
+
 /// A body from a stream of chunks.
 pub fn streaming<S>(s: S) -> Body
 where

@@ -338,18 +338,7 @@ async fn live_file(State(st): S, Path((store, file)): Path<(String, String)>, he
             use tokio::io::AsyncSeekExt;
             f.seek(std::io::SeekFrom::Start(off)).await.map_err(|e| ApiError::Internal(e.to_string()))?;
         }
-        let stream = futures_util::stream::unfold(f, |mut f| async move {
-            use tokio::io::AsyncReadExt;
-            let mut buf = vec![0u8; 1 << 20];
-            match f.read(&mut buf).await {
-                Ok(0) => None,
-                Ok(n) => {
-                    buf.truncate(n);
-                    Some((Ok::<_, std::io::Error>(Bytes::from(buf)), f))
-                }
-                Err(e) => Some((Err(e), f)),
-            }
-        });
+        let stream = strata_client::read_stream(f);
         let mut resp = axum::body::Body::from_stream(stream.boxed()).into_response();
         let from = start.unwrap_or(0);
         resp.headers_mut().insert(http::header::CONTENT_LENGTH, http::HeaderValue::from(len - from));
