@@ -167,8 +167,8 @@ fn readers() -> (Arc<AtomicBool>, Arc<AtomicU64>, Vec<tokio::task::JoinHandle<u6
         .map(|r| {
             let (stop, reads) = (stop.clone(), reads.clone());
             tokio::spawn(async move {
-                let zone = if r == 0 { "z1" } else { "z3" };
-                let router = strata_router::KvRouter::connect(vec![url(1)], Some(zone.to_string())).await.expect("router");
+                let proximity: Vec<String> = if r == 0 { vec!["z1".into(), "z2".into()] } else { vec!["z3".into(), "z1".into()] };
+                let router = strata_router::KvRouter::connect(vec![url(1)], proximity).await.expect("router");
                 let mut seen = 0u64;
                 let mut i = r * 997;
                 while !stop.load(Ordering::Relaxed) {

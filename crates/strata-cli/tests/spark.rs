@@ -2,7 +2,8 @@
 //! local mode) writes the same bytes as the Rust builder: the golden vectors
 //! in single-node mode, and every node folder of a zone-aware ring build of
 //! a generated CSV full of quotes, commas, newlines, empty fields and
-//! non-ASCII text. A duplicate key fails the Spark build, naming it.
+//! non-ASCII text, and of a Snappy Parquet file with integer keys. A
+//! duplicate key fails the Spark build, naming it.
 //!
 //! Needs PySpark (pinned in `tools/spark/requirements.txt`) in the virtual
 //! environment `scripts/test.sh` makes (`target/pyenv`, or `STRATA_PYENV`)
@@ -46,6 +47,28 @@ fn generated_csv(path: &Path, rows: u32, duplicate: bool) {
         text.push_str("user-7,again\n");
     }
     std::fs::write(path, text).unwrap();
+}
+
+/// `rows` rows of (INT64 id, UTF-8 payload) in row groups of 3,000, Snappy.
+fn write_parquet(path: &Path, rows: i64) {
+    use parquet::data_type::{ByteArray, ByteArrayType, Int64Type};
+    use std::sync::Arc;
+    let schema = Arc::new(parquet::schema::parser::parse_message_type("message m { required int64 id; required binary payload (UTF8); }").unwrap());
+    let props = Arc::new(parquet::file::properties::WriterProperties::builder().set_compression(parquet::basic::Compression::SNAPPY).build());
+    let mut w = parquet::file::writer::SerializedFileWriter::new(std::fs::File::create(path).unwrap(), schema, props).unwrap();
+    let ids: Vec<i64> = (0..rows).map(|i| i * 7919 - 50_000).collect();
+    for group in ids.chunks(3000) {
+        let mut rg = w.next_row_group().unwrap();
+        let mut col = rg.next_column().unwrap().unwrap();
+        col.typed::<Int64Type>().write_batch(group, None, None).unwrap();
+        col.close().unwrap();
+        let mut col = rg.next_column().unwrap().unwrap();
+        let values: Vec<ByteArray> = group.iter().map(|i| ByteArray::from(format!("payload ✓ {i}").as_str())).collect();
+        col.typed::<ByteArrayType>().write_batch(&values, None, None).unwrap();
+        col.close().unwrap();
+        rg.close().unwrap();
+    }
+    w.close().unwrap();
 }
 
 #[test]
@@ -92,6 +115,41 @@ fn spark_and_rust_ring_builds_are_identical() {
     let nodes: Vec<String> = std::fs::read_dir(p("rust")).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).collect();
     assert_eq!(nodes.len(), 5, "every node has a share: {nodes:?}");
     same(&tmp.path().join("rust"), &tmp.path().join("spark"));
+
+    // Parquet input (INT64 keys, Snappy, several row groups): the same bytes too.
+    write_parquet(&tmp.path().join("in.parquet"), 20_000);
+    strata(&[
+        "kv",
+        "build",
+        "--store",
+        "gen",
+        "--ring",
+        &p("ring.json"),
+        "--input",
+        &p("in.parquet"),
+        "--key-field",
+        "id",
+        "--value-field",
+        "payload",
+        "--out",
+        &p("rust-pq"),
+    ]);
+    let (ok, log) = spark(&[
+        "--store",
+        "gen",
+        "--ring",
+        &p("ring.json"),
+        "--input",
+        &p("in.parquet"),
+        "--key-field",
+        "id",
+        "--value-field",
+        "payload",
+        "--out",
+        &p("spark-pq"),
+    ]);
+    assert!(ok, "{log}");
+    same(&tmp.path().join("rust-pq"), &tmp.path().join("spark-pq"));
 
     // A duplicate key fails the Spark build, naming it.
     generated_csv(&tmp.path().join("dup.csv"), 100, true);

@@ -103,15 +103,16 @@ impl ClusterMap {
         self.kv_ring()?.replica_table(&self.replication_of(spec)?).map_err(|e| invalid("replication", e.to_string()))
     }
 
-    /// A store's nodes for a key's primary partition, nearest zone first:
-    /// `zone`'s nodes, then the others in replica order.
-    pub fn kv_preference(&self, store: &str, partition: u32, zone: Option<&str>) -> Result<Vec<NodeId>, MapError> {
+    /// A store's nodes for a key's primary partition, reordered by the
+    /// zone proximity list (Spock §3.1.2): nodes of `proximity[0]` (the
+    /// caller's zone) first, then `proximity[1]`, ..., zones not listed
+    /// last; replica order breaks ties.
+    pub fn kv_preference(&self, store: &str, partition: u32, proximity: &[String]) -> Result<Vec<NodeId>, MapError> {
         let table = self.kv_table(store)?;
         let row = table.get(partition as usize).ok_or_else(|| invalid("partition", format!("the ring has {} partitions", table.len())))?;
         let mut out: Vec<NodeId> = row.iter().map(|&n| u64::from(n)).collect();
-        if let Some(z) = zone {
-            out.sort_by_key(|n| self.nodes.get(n).is_none_or(|node| node.zone != z));
-        }
+        let rank = |n: &NodeId| self.nodes.get(n).and_then(|node| proximity.iter().position(|z| *z == node.zone)).unwrap_or(usize::MAX);
+        out.sort_by_key(rank);
         Ok(out)
     }
 
@@ -208,8 +209,9 @@ mod tests {
             let zones: std::collections::BTreeSet<&str> = row.iter().map(|n| m.nodes[&u64::from(*n)].zone.as_str()).collect();
             assert_eq!(zones.len(), 3, "one replica per zone: {row:?}");
         }
-        let near = m.kv_preference("s", 0, Some("z2")).unwrap();
-        assert_eq!(m.nodes[&near[0]].zone, "z2");
+        let near = m.kv_preference("s", 0, &["z2".to_string(), "z0".to_string()]).unwrap();
+        let zones: Vec<&str> = near.iter().map(|n| m.nodes[n].zone.as_str()).collect();
+        assert_eq!(zones, vec!["z2", "z0", "z1"], "the proximity list orders the replicas");
         // Refusals change nothing.
         let epoch = m.epoch;
         for bad in [

@@ -62,7 +62,7 @@ const SWAP_WAIT: Duration = Duration::from_secs(2);
 /// Routes gets of read-only stores across a cluster.
 pub struct KvRouter {
     seeds: Vec<String>,
-    zone: Option<String>,
+    proximity: Vec<String>,
     map: RwLock<Arc<ClusterMap>>,
     floors: Mutex<HashMap<String, u64>>,
     clients: Mutex<HashMap<NodeId, strata_client::Client>>,
@@ -78,9 +78,10 @@ enum Answer {
 
 impl KvRouter {
     /// A router that reads the map from the first of `seeds` (node URLs)
-    /// that answers, preferring nodes of `zone`.
-    pub async fn connect(seeds: Vec<String>, zone: Option<String>) -> Result<Self, KvRouteError> {
-        let r = Self { seeds, zone, map: RwLock::new(Arc::new(ClusterMap::default())), floors: Mutex::default(), clients: Mutex::default() };
+    /// that answers, and asks replicas in the order of the zone proximity
+    /// list `proximity` (its own zone first).
+    pub async fn connect(seeds: Vec<String>, proximity: Vec<String>) -> Result<Self, KvRouteError> {
+        let r = Self { seeds, proximity, map: RwLock::new(Arc::new(ClusterMap::default())), floors: Mutex::default(), clients: Mutex::default() };
         r.refresh().await?;
         Ok(r)
     }
@@ -157,7 +158,7 @@ impl KvRouter {
             let wanted = spec.required_reads.max(1);
             let partitions = map.kv.ring.len() as u32;
             let p = partition_of(&key_digest(key), partitions);
-            let nodes = map.kv_preference(store, p, self.zone.as_deref()).map_err(|_| KvRouteError::NoSuchStore(store.to_string()))?;
+            let nodes = map.kv_preference(store, p, &self.proximity).map_err(|_| KvRouteError::NoSuchStore(store.to_string()))?;
             let floor = self.floors.lock().unwrap_or_else(|e| e.into_inner()).get(store).copied().unwrap_or(0);
             let (mut got, mut best, mut missing, mut behind, mut stale) = (0u32, None::<KvValue>, false, false, false);
             let mut errors = Vec::new();
