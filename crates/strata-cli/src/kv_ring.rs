@@ -183,7 +183,7 @@ pub struct PushArgs {
     /// Store name (defined on the cluster's ring).
     #[arg(long)]
     pub store: String,
-    /// The build's output: a directory every node can read, or an http:// URL.
+    /// The build's output: a directory every node can read, an http(s):// URL, or strata://host:port/<manifest>.
     #[arg(long)]
     pub from: String,
     /// Version number on every node (default: the highest on any node + 1).

@@ -13,7 +13,8 @@
 //! - `POST /admin/kv/{store}/swap`: `{"version"}` makes it live.
 //! - `POST /admin/kv/{store}/rollback`: `{"version"?}` back to an older one.
 //! - `POST /admin/kv/{store}/fetch`: `{"source", "version"?, "throttle_mb_s"?}`
-//!   pulls this node's folder of a build (a directory or `http://` URL)
+//!   pulls this node's folder of a build (a directory, an `http(s)://` URL
+//!   or `strata://` blobs)
 //!   after checking its metadata; a store the cluster map defines on the
 //!   ring is created here on its first fetch.
 //! - `POST /admin/kv/{store}/discard`: `{"version"}` removes a version that

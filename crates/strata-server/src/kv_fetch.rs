@@ -2,7 +2,9 @@
 //! model, so a node throttles its own fetch). The source holds a build's
 //! output: `node-<id>/` folders of a ring build, or one version directory
 //! for a single-node store. It is a directory this node can read (local or
-//! shared), an `http://` URL serving the same tree, or blobs stored in
+//! shared), an `http://` or `https://` URL serving the same tree (TLS by
+//! rustls; server certificates checked against the system's roots, or the
+//! file `SSL_CERT_FILE` names), or blobs stored in
 //! Strata itself: `strata://host:port/<manifest blob id>`, where the
 //! manifest (written by `strata kv upload`) maps each file's path in the
 //! tree to its blob.
@@ -29,7 +31,7 @@ use tokio::io::{AsyncReadExt, AsyncSeekExt, AsyncWriteExt};
 pub enum Source {
     /// A directory on this node's filesystem (local or shared).
     Dir(PathBuf),
-    /// An HTTP server serving the directory tree.
+    /// An HTTP or HTTPS server serving the directory tree (the URL).
     Http(String),
     /// Blobs in a Strata cluster: the frontend's URL and the manifest's id.
     Strata {
@@ -90,7 +92,7 @@ impl Source {
             return Ok(Self::Strata { base: format!("http://{host}"), manifest: id.to_string() });
         }
         if s.starts_with("https://") {
-            return Err(FetchError::Source(format!("{s}: https is not supported by this build; fetch over http or from a shared directory")));
+            return Ok(Self::Http(s.trim_end_matches('/').to_string()));
         }
         let p = s.strip_prefix("file://").unwrap_or(s);
         if p.is_empty() {
@@ -158,6 +160,7 @@ impl Throttle {
 enum Reader {
     File(tokio::fs::File, Vec<u8>),
     Http(std::pin::Pin<Box<dyn futures_util::Stream<Item = Result<Bytes, strata_client::ClientError>> + Send>>),
+    Https(hyper::body::Incoming),
 }
 
 impl Reader {
@@ -169,8 +172,43 @@ impl Reader {
                 Ok((n > 0).then(|| Bytes::copy_from_slice(&buf[..n])))
             }
             Self::Http(s) => s.next().await.transpose().map_err(|e| e.to_string()),
+            Self::Https(body) => {
+                use http_body_util::BodyExt;
+                loop {
+                    match body.frame().await {
+                        None => return Ok(None),
+                        Some(Err(e)) => return Err(e.to_string()),
+                        Some(Ok(f)) => {
+                            if let Ok(d) = f.into_data() {
+                                return Ok(Some(d));
+                            }
+                        }
+                    }
+                }
+            }
         }
     }
+}
+
+type HttpsClient =
+    hyper_util::client::legacy::Client<hyper_rustls::HttpsConnector<hyper_util::client::legacy::connect::HttpConnector>, http_body_util::Empty<Bytes>>;
+
+/// The HTTPS client: rustls with ring, roots from the system's store
+/// (which honours `SSL_CERT_FILE`), built once.
+fn https_client() -> Result<&'static HttpsClient, String> {
+    static CLIENT: std::sync::OnceLock<Result<HttpsClient, String>> = std::sync::OnceLock::new();
+    CLIENT
+        .get_or_init(|| {
+            let conn = hyper_rustls::HttpsConnectorBuilder::new()
+                .with_provider_and_native_roots(rustls::crypto::ring::default_provider())
+                .map_err(|e| format!("no TLS roots: {e}"))?
+                .https_only()
+                .enable_http1()
+                .build();
+            Ok(hyper_util::client::legacy::Client::builder(hyper_util::rt::TokioExecutor::new()).build(conn))
+        })
+        .as_ref()
+        .map_err(Clone::clone)
 }
 
 /// Opens `file` of `src` at `offset`; the flag says whether it really
@@ -187,6 +225,21 @@ async fn open(src: &Source, file: &str, offset: u64) -> Result<(Reader, bool), F
         Source::Blobs { base, ids } => {
             let id = ids.get(file).ok_or_else(|| t("not in the manifest".into()))?;
             Box::pin(open(&Source::Http(base.clone()), id, offset)).await
+        }
+        Source::Http(u) if u.starts_with("https://") => {
+            let client = https_client().map_err(t)?;
+            let mut req = http::Request::get(format!("{u}/{file}"));
+            if offset > 0 {
+                req = req.header(http::header::RANGE, format!("bytes={offset}-"));
+            }
+            let req = req.body(http_body_util::Empty::new()).map_err(|e| t(e.to_string()))?;
+            let r = client.request(req).await.map_err(|e| t(format!("{e}: {}", std::error::Error::source(&e).map_or(String::new(), |s| s.to_string()))))?;
+            let status = r.status();
+            if !status.is_success() {
+                return Err(t(format!("the server answered {status}")));
+            }
+            let from_offset = offset == 0 || status == http::StatusCode::PARTIAL_CONTENT;
+            Ok((Reader::Https(r.into_body()), from_offset))
         }
         Source::Http(u) => {
             let rest = u.strip_prefix("http://").unwrap_or(u);
@@ -364,7 +417,7 @@ mod tests {
         assert_eq!(Source::parse("/data/build").unwrap(), Source::Dir("/data/build".into()));
         assert_eq!(Source::parse("file:///data/b").unwrap(), Source::Dir("/data/b".into()));
         assert_eq!(Source::parse("http://h:1/x/").unwrap(), Source::Http("http://h:1/x".into()));
-        assert!(Source::parse("https://h/x").unwrap_err().to_string().contains("https is not supported"));
+        assert_eq!(Source::parse("https://h/x/").unwrap(), Source::Http("https://h/x".into()));
         assert_eq!(Source::parse("strata://h:1/abc").unwrap(), Source::Strata { base: "http://h:1".into(), manifest: "abc".into() });
         assert!(Source::parse("strata://h:1").is_err());
     }

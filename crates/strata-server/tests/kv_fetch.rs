@@ -102,3 +102,83 @@ async fn fetch_over_http() {
     let e = missing.unwrap_err().to_string();
     assert!(e.contains("/nothing/.metadata"), "{e}");
 }
+
+/// Over HTTPS from a real Python server with a self-signed certificate,
+/// trusted through `SSL_CERT_FILE` (the system roots otherwise).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fetch_over_https() {
+    let tmp = tempfile::tempdir().unwrap();
+    let src = tmp.path().join("build");
+    build(&src, 1_000, "s");
+    // A CA, and a server certificate for 127.0.0.1 that it signs.
+    let d = tmp.path();
+    let (ca, cert, key) = (d.join("ca.pem"), d.join("cert.pem"), d.join("key.pem"));
+    std::fs::write(d.join("ext.cnf"), "subjectAltName=IP:127.0.0.1\nbasicConstraints=CA:FALSE\n").unwrap();
+    let openssl = |args: &[&str]| {
+        let ok = std::process::Command::new("openssl")
+            .args(args)
+            .current_dir(d)
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .status()
+            .expect("openssl")
+            .success();
+        assert!(ok, "openssl {args:?} failed");
+    };
+    openssl(&["req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1", "-subj", "/CN=strata-test-ca", "-keyout", "ca.key", "-out", "ca.pem"]);
+    openssl(&["req", "-newkey", "rsa:2048", "-nodes", "-subj", "/CN=localhost", "-keyout", "key.pem", "-out", "leaf.csr"]);
+    openssl(&[
+        "x509",
+        "-req",
+        "-in",
+        "leaf.csr",
+        "-CA",
+        "ca.pem",
+        "-CAkey",
+        "ca.key",
+        "-CAcreateserial",
+        "-days",
+        "1",
+        "-out",
+        "cert.pem",
+        "-extfile",
+        "ext.cnf",
+    ]);
+    let port = {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        l.local_addr().unwrap().port()
+    };
+    let script = format!(
+        "import http.server, ssl, functools\n\
+         h = functools.partial(http.server.SimpleHTTPRequestHandler, directory={dir:?})\n\
+         s = http.server.ThreadingHTTPServer(('127.0.0.1', {port}), h)\n\
+         c = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)\n\
+         c.load_cert_chain({cert:?}, {key:?})\n\
+         s.socket = c.wrap_socket(s.socket, server_side=True)\n\
+         s.serve_forever()\n",
+        dir = tmp.path().to_str().unwrap(),
+        cert = cert.to_str().unwrap(),
+        key = key.to_str().unwrap(),
+    );
+    let mut server = std::process::Command::new("python3")
+        .args(["-c", &script])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("python3 https server");
+    let deadline = Instant::now() + std::time::Duration::from_secs(20);
+    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+        assert!(Instant::now() < deadline, "https server did not start");
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    // SAFETY: set before the first HTTPS request of this test binary, which
+    // reads it once; no other thread reads the environment meanwhile.
+    unsafe { std::env::set_var("SSL_CERT_FILE", &ca) };
+    let s = store(&tmp.path().join("store"));
+    let r = fetch(s.clone(), &Source::parse(&format!("https://127.0.0.1:{port}/build")).unwrap(), None, None).await;
+    let _ = server.kill();
+    let _ = server.wait();
+    let n = r.unwrap();
+    s.swap(n).unwrap();
+    assert!(s.get(b"k999").unwrap().unwrap().starts_with(b"s-999-"));
+}
