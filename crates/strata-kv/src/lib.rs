@@ -21,4 +21,4 @@ pub use build::{BuildReport, Builder, Duplicates, build_in_memory, build_with_me
 pub use format::{ChunkReader, ChunkWriter, FormatError, Search};
 pub use placement::{KeyHash, Md5Hash, chunk_of, partition_of};
 pub use store::{LoadProgress, ReadOnlyStore};
-pub use version::{Layout, Metadata, RingFile, StoreDef, Version, VersionError, ring_checksum};
+pub use version::{Layout, Lookup, Metadata, RingFile, StoreDef, Version, VersionError, ring_checksum};

@@ -5,6 +5,7 @@
 //! before it can go live.
 
 use crate::format::{ChunkReader, FormatError};
+use crate::placement::KeyHash;
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeSet, HashMap};
 use std::io::Read;
@@ -378,23 +379,45 @@ impl Version {
     /// Whether this version holds `key`'s partition (on a ring, a node
     /// holds only its share).
     pub fn holds(&self, key: &[u8]) -> bool {
-        use crate::placement::{KeyHash, Md5Hash, chunk_of, partition_of};
-        let d = Md5Hash.digest(key);
+        self.chunk(&crate::placement::Md5Hash.digest(key)).is_some()
+    }
+
+    fn chunk(&self, d: &[u8; 16]) -> Option<&ChunkReader> {
+        use crate::placement::{chunk_of, partition_of};
         let s = &self.meta.store;
-        self.chunks.contains_key(&(partition_of(&d, s.partitions), chunk_of(&d, s.chunks)))
+        self.chunks.get(&(partition_of(d, s.partitions), chunk_of(d, s.chunks)))
+    }
+
+    /// `key` looked up with one digest: its value, absent, or in a
+    /// partition this version does not hold.
+    pub fn lookup(&self, key: &[u8], search: crate::Search) -> Result<Lookup<'_>, FormatError> {
+        let d = crate::placement::Md5Hash.digest(key);
+        let Some(r) = self.chunk(&d) else { return Ok(Lookup::NotHeld) };
+        Ok(match r.get(crate::placement::prefix(&d), key, search)? {
+            Some(v) => Lookup::Found(v),
+            None => Lookup::Missing,
+        })
     }
 
     /// The value of `key` (`None` also when the partition is not held:
-    /// ask `holds`).
+    /// `lookup` tells the two apart).
     pub fn get(&self, key: &[u8], search: crate::Search) -> Result<Option<&[u8]>, FormatError> {
-        use crate::placement::{KeyHash, Md5Hash, chunk_of, partition_of, prefix};
-        let d = Md5Hash.digest(key);
-        let s = &self.meta.store;
-        match self.chunks.get(&(partition_of(&d, s.partitions), chunk_of(&d, s.chunks))) {
-            Some(r) => r.get(prefix(&d), key, search),
-            None => Ok(None),
-        }
+        Ok(match self.lookup(key, search)? {
+            Lookup::Found(v) => Some(v),
+            Lookup::Missing | Lookup::NotHeld => None,
+        })
     }
+}
+
+/// What a lookup found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Lookup<'a> {
+    /// The value, read in place from the map.
+    Found(&'a [u8]),
+    /// The partition is held; the key is not in it.
+    Missing,
+    /// This version does not hold the key's partition (a node's share of a ring).
+    NotHeld,
 }
 
 /// A store's layout over a ring, as builders take it (`ring.json`, written

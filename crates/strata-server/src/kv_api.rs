@@ -118,13 +118,25 @@ impl KvStores {
         if let Some(s) = g.get(name) {
             return Ok(s.clone());
         }
-        let dir = self.root.join(name);
+        self.install(&mut g, def, layout, ServeOptions::default())
+    }
+
+    /// Creates a store's directory, `serve.json` and the store itself, under
+    /// the caller's write lock.
+    fn install(
+        &self,
+        g: &mut BTreeMap<String, Arc<ReadOnlyStore>>,
+        def: StoreDef,
+        layout: strata_kv::Layout,
+        o: ServeOptions,
+    ) -> Result<Arc<ReadOnlyStore>, ApiError> {
+        let name = def.name.clone();
+        let dir = self.root.join(&name);
         std::fs::create_dir_all(&dir).map_err(|e| ApiError::Internal(format!("{}: {e}", dir.display())))?;
-        let o = ServeOptions::default();
         let opts = serde_json::to_vec(&o).map_err(|e| ApiError::Internal(e.to_string()))?;
         std::fs::write(dir.join("serve.json"), opts).map_err(|e| ApiError::Internal(format!("{}: {e}", dir.display())))?;
         let store = Arc::new(ReadOnlyStore::open_with(&dir, def, layout, o.keep, o.search)?);
-        g.insert(name.to_string(), store.clone());
+        g.insert(name, store.clone());
         Ok(store)
     }
 
@@ -169,14 +181,8 @@ impl KvStores {
         if g.contains_key(&def.name) {
             return Err(ApiError::StoreExists(def.name));
         }
-        let name = def.name.clone();
-        let dir = self.root.join(&name);
-        std::fs::create_dir_all(&dir).map_err(|e| ApiError::Internal(format!("{}: {e}", dir.display())))?;
-        let opts = serde_json::to_vec(&o).map_err(|e| ApiError::Internal(e.to_string()))?;
-        std::fs::write(dir.join("serve.json"), opts).map_err(|e| ApiError::Internal(format!("{}: {e}", dir.display())))?;
-        let store = ReadOnlyStore::open(&dir, def, o.keep, o.search)?;
-        g.insert(name, Arc::new(store));
-        Ok(())
+        let layout = strata_kv::Layout::single(&def);
+        self.install(&mut g, def, layout, o).map(|_| ())
     }
 }
 
@@ -244,10 +250,11 @@ async fn get_key(State(st): S, Path((store, key)): Path<(String, String)>, heade
         let snap = s.snapshot();
         check_min(&store, snap.as_ref().map(|v| v.number), wanted)?;
         let v = snap.ok_or_else(|| ApiError::NoSuchKey(store.clone()))?;
-        if !v.holds(&k) {
-            return Err(not_owned(&st, &store));
-        }
-        let value = v.get(&k, s.search()).map_err(strata_kv::VersionError::from)?.ok_or_else(|| ApiError::NoSuchKey(store.clone()))?;
+        let value = match v.lookup(&k, s.search()).map_err(strata_kv::VersionError::from)? {
+            strata_kv::Lookup::Found(value) => value,
+            strata_kv::Lookup::Missing => return Err(ApiError::NoSuchKey(store.clone())),
+            strata_kv::Lookup::NotHeld => return Err(not_owned(&st, &store)),
+        };
         Ok::<_, ApiError>(([("content-type", "application/octet-stream"), ("x-strata-kv-version", &v.number.to_string())], value.to_vec()).into_response())
     })();
     r.unwrap_or_else(|e| e.into_response())
@@ -268,13 +275,13 @@ async fn multi_get(State(st): S, Path(store): Path<String>, headers: http::Heade
         let Some(v) = snap else {
             return Ok(Json(serde_json::json!({ "version": null, "values": vec![serde_json::Value::Null; keys.len()] })).into_response());
         };
-        if keys.iter().any(|k| !v.holds(k)) {
-            return Err(not_owned(&st, &store));
-        }
         let mut values = Vec::with_capacity(keys.len());
         for k in &keys {
-            let val = v.get(k, s.search()).map_err(strata_kv::VersionError::from)?;
-            values.push(val.map_or(serde_json::Value::Null, |x| serde_json::Value::String(b64().encode(x))));
+            values.push(match v.lookup(k, s.search()).map_err(strata_kv::VersionError::from)? {
+                strata_kv::Lookup::Found(x) => serde_json::Value::String(b64().encode(x)),
+                strata_kv::Lookup::Missing => serde_json::Value::Null,
+                strata_kv::Lookup::NotHeld => return Err(not_owned(&st, &store)),
+            });
         }
         Ok::<_, ApiError>(Json(serde_json::json!({ "version": v.number, "values": values })).into_response())
     })();

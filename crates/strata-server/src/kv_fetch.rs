@@ -158,8 +158,8 @@ impl Throttle {
 
 /// One source file, read from an offset.
 enum Reader {
-    File(tokio::fs::File, Vec<u8>),
-    Http(std::pin::Pin<Box<dyn futures_util::Stream<Item = Result<Bytes, strata_client::ClientError>> + Send>>),
+    /// A file, or an HTTP body through strata-client.
+    Stream(std::pin::Pin<Box<dyn futures_util::Stream<Item = Result<Bytes, String>> + Send>>),
     Https(hyper::body::Incoming),
 }
 
@@ -167,11 +167,7 @@ impl Reader {
     /// The next piece; `None` at the end.
     async fn next(&mut self) -> Result<Option<Bytes>, String> {
         match self {
-            Self::File(f, buf) => {
-                let n = f.read(buf).await.map_err(|e| e.to_string())?;
-                Ok((n > 0).then(|| Bytes::copy_from_slice(&buf[..n])))
-            }
-            Self::Http(s) => s.next().await.transpose().map_err(|e| e.to_string()),
+            Self::Stream(s) => s.next().await.transpose(),
             Self::Https(body) => {
                 use http_body_util::BodyExt;
                 loop {
@@ -219,7 +215,7 @@ async fn open(src: &Source, file: &str, offset: u64) -> Result<(Reader, bool), F
         Source::Dir(d) => {
             let mut f = tokio::fs::File::open(d.join(file)).await.map_err(|e| t(e.to_string()))?;
             f.seek(std::io::SeekFrom::Start(offset)).await.map_err(|e| t(e.to_string()))?;
-            Ok((Reader::File(f, vec![0u8; 1 << 20]), true))
+            Ok((Reader::Stream(Box::pin(strata_client::read_stream(f).map(|r| r.map_err(|e| e.to_string())))), true))
         }
         Source::Strata { .. } => Err(t("a manifest is read through its folder".into())),
         Source::Blobs { base, ids } => {
@@ -249,7 +245,7 @@ async fn open(src: &Source, file: &str, offset: u64) -> Result<(Reader, bool), F
             let r =
                 client.send(http::Method::GET, &format!("{path}/{file}"), &headers, strata_client::full(Bytes::new())).await.map_err(|e| t(e.to_string()))?;
             let from_offset = offset == 0 || r.head.status == http::StatusCode::PARTIAL_CONTENT;
-            Ok((Reader::Http(Box::pin(r.into_stream())), from_offset))
+            Ok((Reader::Stream(Box::pin(r.into_stream().map(|r| r.map_err(|e| e.to_string())))), from_offset))
         }
     }
 }
