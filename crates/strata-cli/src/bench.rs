@@ -317,7 +317,7 @@ pub async fn run(a: BenchArgs) -> Result<()> {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
     let addr = listener.local_addr()?;
     let kv = strata_server::KvStores::open(server_args.data_dir.join("kv"))?;
-    let state = strata_server::AppState::new(router, strata_server::Disks::single(store.clone()), kv);
+    let state = strata_server::AppState::new(router, strata_server::Disks::single(store.clone()), kv, None);
     let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
     let server = tokio::spawn(strata_server::serve(listener, state, async move {
         let _ = stop_rx.await;

@@ -327,7 +327,7 @@ pub async fn run(a: BenchKvArgs) -> Result<()> {
         let sqlite_addr = sl.local_addr()?;
         let sqlite_srv = tokio::spawn(async move { axum::serve(sl, sqlite_app).await });
         let (router_store, router) = crate::server::open_node(&crate::server::ServerArgs::for_bench(dir.join("node")))?;
-        let state = strata_server::AppState::new(router, strata_server::Disks::single(router_store), kv);
+        let state = strata_server::AppState::new(router, strata_server::Disks::single(router_store), kv, None);
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
         let strata_addr = listener.local_addr()?;
         let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();

@@ -8,6 +8,7 @@ mod cluster;
 mod commands;
 mod kv;
 mod kv_ring;
+mod s3;
 mod server;
 mod sim;
 mod size;
@@ -54,6 +55,12 @@ enum Cmd {
     /// Read-only key-value stores: build versions offline.
     #[command(subcommand)]
     Kv(kv::KvCmd),
+    /// S3 access keys: create, list, delete, grant.
+    #[command(subcommand)]
+    Key(s3::KeyCmd),
+    /// S3 buckets: list, make public.
+    #[command(subcommand)]
+    Bucket(s3::BucketCmd),
     /// Measures PUT/GET over loopback against this machine's disk and network limits.
     Bench(bench::BenchArgs),
     /// Measures a cluster of 1, 3 and 6 node processes on this machine: throughput, replication lag, catch-up.
@@ -92,6 +99,8 @@ fn main() -> std::process::ExitCode {
             Cmd::Disk(c) => cluster::disk(c).await,
             Cmd::Partition(c) => cluster::partition(c).await,
             Cmd::Kv(c) => kv::run(c).await,
+            Cmd::Key(c) => s3::key(c).await,
+            Cmd::Bucket(c) => s3::bucket(c).await,
             Cmd::Bench(a) => bench::run(a).await,
             Cmd::BenchCluster(a) => bench_cluster::run(a).await,
             Cmd::BenchKv(a) => bench_kv::run(a).await,

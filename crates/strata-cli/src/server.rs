@@ -60,6 +60,15 @@ pub struct ServerArgs {
     /// Idle period of inter-zone replication, ms.
     #[arg(long, default_value_t = 500)]
     pub inter_replication_ms: u64,
+    /// Where the S3 API listens (`off` to disable).
+    #[arg(long, default_value = "127.0.0.1:8081")]
+    pub s3_listen: String,
+    /// Base domain for virtual-host-style S3 requests (`bucket.DOMAIN`); repeatable.
+    #[arg(long = "s3-domain", default_value = "localhost")]
+    pub s3_domains: Vec<String>,
+    /// Region the S3 API reports.
+    #[arg(long, default_value = "us-east-1")]
+    pub s3_region: String,
 }
 
 /// Parses `1=127.0.0.1:7001,2=...`.
@@ -99,6 +108,9 @@ impl ServerArgs {
             failure_wait_ms: 5000,
             intra_replication_ms: 100,
             inter_replication_ms: 500,
+            s3_listen: "off".into(),
+            s3_domains: vec!["localhost".into()],
+            s3_region: "us-east-1".into(),
         }
     }
 
@@ -171,7 +183,10 @@ async fn run_cluster(args: ServerArgs, node_id: u64) -> Result<()> {
     let rconfig = RouterConfig { chunk_size: args.chunk_size as usize, blob_bytes_max: args.max_blob_size, ..RouterConfig::default() };
     let router = Arc::new(Router::new(Arc::new(view), rconfig, clock, None));
     let kv = strata_server::KvStores::open(args.data_dir.join("kv")).context("opening the read-only stores")?;
-    let state = strata_server::AppState::clustered(router, node.clone(), detector, kv);
+    let state = strata_server::AppState::clustered(router, node.clone(), detector, kv, None);
+    if args.s3_listen != "off" {
+        tracing::info!("S3 on a cluster needs the replicated name index; not started on this node");
+    }
     strata_server::spawn_compactor(node.disks.clone(), Duration::from_secs(args.compaction_interval_secs.max(1)));
     strata_server::spawn_space_monitor(node.disks.clone());
     println!("Strata node {node_id} is serving http://{} (data in {})", listener.local_addr()?, args.data_dir.display());
@@ -202,10 +217,18 @@ pub async fn run(args: ServerArgs) -> Result<()> {
     let addr = listener.local_addr()?;
     let disks = strata_server::Disks::single(store.clone());
     let kv = strata_server::KvStores::open(args.data_dir.join("kv")).context("opening the read-only stores")?;
-    let state = strata_server::AppState::new(router, disks.clone(), kv);
+    let s3 = args.s3_listen != "off";
+    let (names, key) = if s3 { crate::s3::open_names(&args.data_dir).await.map(|(n, k)| (Some(n), Some(k)))? } else { (None, None) };
+    let state = strata_server::AppState::new(router, disks.clone(), kv, names.clone());
     strata_server::spawn_compactor(disks.clone(), Duration::from_secs(args.compaction_interval_secs.max(1)));
     strata_server::spawn_space_monitor(disks.clone());
     println!("Strata is serving http://{addr} (data in {}, {} partitions)", args.data_dir.display(), store.replicas().len());
+    if let (Some(names), Some((id, secret))) = (names, key) {
+        let s3_addr = crate::s3::start(&args.s3_listen, args.s3_domains.clone(), args.s3_region.clone(), state.clone(), names).await?;
+        println!("S3 API on http://{s3_addr} (region {}); access key for it (admin):", args.s3_region);
+        println!("  AWS_ACCESS_KEY_ID={id} AWS_SECRET_ACCESS_KEY={secret}");
+        println!("  aws --endpoint-url http://{s3_addr} s3 mb s3://demo   # more keys: strata key create");
+    }
     println!("Try it:");
     println!("  strata put README.md                      # prints the new blob id");
     println!("  strata get <ID> -o copy.md");

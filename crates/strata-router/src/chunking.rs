@@ -151,6 +151,45 @@ impl Router {
         self.put_stream(opts, body).await
     }
 
+    /// Puts a composite blob over chunks that already exist (each a chunk
+    /// or a simple blob, in order, with its size): how a multipart upload's
+    /// parts become one object without copying their bytes. The chunks then
+    /// belong to the new blob: deleting it deletes them.
+    pub async fn put_composite(self: &Arc<Self>, opts: PutOptions, chunks: Vec<(BlobId, u64)>) -> Result<BlobId, RouterError> {
+        let expiry_ms = opts.ttl_ms.map_or(0, |t| self.now_ms().saturating_add(t.max(1)));
+        let policy = opts.policy.unwrap_or(self.policies().put);
+        if chunks.iter().any(|c| c.0.kind() == BlobKind::Composite) {
+            return Err(RouterError::BadRequest("a composite blob cannot list another composite blob".into()));
+        }
+        let total_size = chunks.iter().map(|c| c.1).sum();
+        let chunk_size = chunks.iter().map(|c| c.1).max().unwrap_or(0);
+        let list = ChunkList { chunk_size, total_size, chunks };
+        let props = PutProps { expiry_ms, content_type: opts.content_type, owner: opts.owner, meta: opts.meta };
+        self.put_one(BlobKind::Composite, props, Bytes::from(list.encode()), policy).await
+    }
+
+    /// The pieces of a blob as [`Router::put_composite`] takes them: a
+    /// composite blob's chunks, or a simple blob itself.
+    pub async fn pieces(self: &Arc<Self>, id: BlobId) -> Result<Vec<(BlobId, u64)>, RouterError> {
+        let rec = self.read_record(id, id.kind() == BlobKind::Composite).await?;
+        match id.kind() {
+            BlobKind::Composite => Ok(decode_list(&rec)?.chunks),
+            _ => Ok(vec![(id, rec.size)]),
+        }
+    }
+
+    /// Deletes a composite blob's record but not its chunks, once another
+    /// composite blob has taken them over.
+    pub async fn forget_composite(&self, id: BlobId) -> Result<(), RouterError> {
+        if id.kind() != BlobKind::Composite {
+            return Err(RouterError::BadRequest(format!("{id} is not a composite blob")));
+        }
+        match self.write_quorum(id.partition(), strata_engine::WriteOp::Delete { key: id.key() }, self.policies().delete).await {
+            Ok(()) | Err(RouterError::Deleted) => Ok(()),
+            Err(e) => Err(e),
+        }
+    }
+
     /// Starts a chunk put on its own task, so chunks progress while the
     /// body is still being received.
     fn spawn_chunk(

@@ -90,6 +90,12 @@ pub enum ApiError {
     /// The metadata group did not answer.
     #[error("metadata service unavailable: {0}")]
     MetaUnavailable(String),
+    /// A named-blob or access-key operation failed.
+    #[error(transparent)]
+    Names(#[from] strata_names::NameError),
+    /// S3 is not enabled on this server.
+    #[error("the S3 API is not enabled on this server (start it with --s3-listen)")]
+    NoS3,
     /// An internal failure outside the router.
     #[error("internal error: {0}")]
     Internal(String),
@@ -138,6 +144,19 @@ impl ApiError {
             Self::NotOwned { .. } => (StatusCode::MISDIRECTED_REQUEST, "NotOwned"),
             Self::VersionBehind { .. } => (StatusCode::SERVICE_UNAVAILABLE, "VersionBehind"),
             Self::NotClustered => (StatusCode::NOT_FOUND, "NotClustered"),
+            Self::NoS3 => (StatusCode::NOT_FOUND, "NoS3"),
+            Self::Names(e) => {
+                use strata_names::NameError as N;
+                match e {
+                    N::NoSuchBucket(_) => (StatusCode::NOT_FOUND, "NoSuchBucket"),
+                    N::NoSuchAccessKey(_) => (StatusCode::NOT_FOUND, "NoSuchAccessKey"),
+                    N::AccessKeyExists(_) => (StatusCode::CONFLICT, "AccessKeyExists"),
+                    N::BucketExists { .. } => (StatusCode::CONFLICT, "BucketAlreadyExists"),
+                    N::BucketNotEmpty(_) => (StatusCode::CONFLICT, "BucketNotEmpty"),
+                    N::Unavailable(_) => (StatusCode::SERVICE_UNAVAILABLE, "NamesUnavailable"),
+                    _ => (StatusCode::BAD_REQUEST, "BadRequest"),
+                }
+            }
             Self::NotAMetadataMember => (StatusCode::BAD_REQUEST, "NotAMetadataMember"),
             Self::AlreadyInitialized => (StatusCode::CONFLICT, "AlreadyInitialized"),
             Self::MetaUnavailable(_) => (StatusCode::SERVICE_UNAVAILABLE, "MetaUnavailable"),

@@ -17,6 +17,7 @@ mod kv_api;
 pub mod kv_fetch;
 mod metrics;
 mod replication;
+mod s3_admin;
 
 pub use cluster::{ClusterConfig, ClusterError, ClusterNode};
 pub use disks::Disks;
@@ -24,6 +25,7 @@ pub use error::ApiError;
 pub use kv_api::KvStores;
 pub use metrics::Metrics;
 pub use replication::{PairLag, Replication};
+pub use s3_admin::new_access_key;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -46,25 +48,33 @@ pub struct AppState {
     pub router_detector: Option<Arc<strata_router::FailureDetector>>,
     /// Read-only key-value stores.
     pub kv: Arc<KvStores>,
+    /// Named blobs and access keys (the S3 API's metadata), when S3 is on.
+    pub names: Option<Arc<dyn strata_names::NameIndex>>,
 }
 
 impl AppState {
     /// State for a router over a node's stores.
-    pub fn new(router: Arc<Router>, disks: Arc<Disks>, kv: Arc<KvStores>) -> Arc<Self> {
-        let metrics = Metrics::new(disks.clone(), router.clone(), None, kv.clone());
-        Arc::new(Self { router, disks, metrics, cluster: None, router_detector: None, kv })
+    pub fn new(router: Arc<Router>, disks: Arc<Disks>, kv: Arc<KvStores>, names: Option<Arc<dyn strata_names::NameIndex>>) -> Arc<Self> {
+        let metrics = Metrics::new(disks.clone(), router.clone(), None, kv.clone(), names.clone());
+        Arc::new(Self { router, disks, metrics, cluster: None, router_detector: None, kv, names })
     }
 
     /// State for a cluster node, its router and the router's failure detector.
-    pub fn clustered(router: Arc<Router>, node: Arc<ClusterNode>, detector: Arc<strata_router::FailureDetector>, kv: Arc<KvStores>) -> Arc<Self> {
-        let metrics = Metrics::new(node.disks.clone(), router.clone(), Some((node.clone(), detector.clone())), kv.clone());
-        Arc::new(Self { router, disks: node.disks.clone(), metrics, cluster: Some(node), router_detector: Some(detector), kv })
+    pub fn clustered(
+        router: Arc<Router>,
+        node: Arc<ClusterNode>,
+        detector: Arc<strata_router::FailureDetector>,
+        kv: Arc<KvStores>,
+        names: Option<Arc<dyn strata_names::NameIndex>>,
+    ) -> Arc<Self> {
+        let metrics = Metrics::new(node.disks.clone(), router.clone(), Some((node.clone(), detector.clone())), kv.clone(), names.clone());
+        Arc::new(Self { router, disks: node.disks.clone(), metrics, cluster: Some(node), router_detector: Some(detector), kv, names })
     }
 }
 
 /// The axum application.
 pub fn app(state: Arc<AppState>) -> axum::Router {
-    handlers::routes().merge(cluster_api::routes()).merge(kv_api::routes()).with_state(state)
+    handlers::routes().merge(cluster_api::routes()).merge(kv_api::routes()).merge(s3_admin::routes()).with_state(state)
 }
 
 pub use conn::serve;

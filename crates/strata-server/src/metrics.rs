@@ -39,6 +39,8 @@ pub struct Metrics {
     registry: Registry,
     requests: Family<OpStatus, Counter>,
     latency: Family<Op, Histogram>,
+    s3_requests: Family<OpStatus, Counter>,
+    s3_latency: Family<Op, Histogram>,
     /// Blob bytes received in put bodies.
     pub bytes_received: Counter,
     /// Blob bytes sent in get bodies.
@@ -54,6 +56,7 @@ impl Metrics {
         router: Arc<strata_router::Router>,
         cluster: Option<(Arc<ClusterNode>, Arc<strata_router::FailureDetector>)>,
         kv: Arc<crate::KvStores>,
+        names: Option<Arc<dyn strata_names::NameIndex>>,
     ) -> Self {
         let mut registry = Registry::default();
         let requests = Family::<OpStatus, Counter>::default();
@@ -69,13 +72,26 @@ impl Metrics {
         registry.register_collector(Box::new(EngineCollector(store)));
         registry.register_collector(Box::new(KvCollector(kv)));
         registry.register_collector(Box::new(ClusterCollector { router, cluster }));
-        Self { registry, requests, latency, bytes_received, bytes_sent, sendfile_responses }
+        let s3_requests = Family::<OpStatus, Counter>::default();
+        let s3_latency = Family::<Op, Histogram>::new_with_constructor(|| Histogram::new(exponential_buckets(0.000_05, 2.0, 20)));
+        registry.register("strata_s3_requests", "S3 requests by operation and status", s3_requests.clone());
+        registry.register("strata_s3_request_duration_seconds", "S3 request latency by operation (to the response head)", s3_latency.clone());
+        if let Some(names) = names {
+            registry.register_collector(Box::new(NamesCollector(names)));
+        }
+        Self { registry, requests, latency, s3_requests, s3_latency, bytes_received, bytes_sent, sendfile_responses }
     }
 
     /// Records one finished request.
     pub fn observe(&self, op: &'static str, status: u16, seconds: f64) {
         self.requests.get_or_create(&OpStatus { op, status }).inc();
         self.latency.get_or_create(&[("op", op)]).observe(seconds);
+    }
+
+    /// Records one finished S3 operation.
+    pub fn observe_s3(&self, op: &'static str, status: u16, seconds: f64) {
+        self.s3_requests.get_or_create(&OpStatus { op, status }).inc();
+        self.s3_latency.get_or_create(&[("op", op)]).observe(seconds);
     }
 
     /// The OpenMetrics text exposition.
@@ -254,6 +270,37 @@ impl Collector for ClusterCollector {
         for (id, h) in detector.nodes() {
             let down = matches!(h, strata_router::NodeHealth::Down { .. }) as u8 as f64;
             ConstGauge::new(down).encode(m.encode_family(&vec![("node", id.to_string())])?)?;
+        }
+        Ok(())
+    }
+}
+
+/// Named blobs, read at scrape time: buckets, objects, bytes, multipart
+/// uploads in progress and access keys.
+struct NamesCollector(Arc<dyn strata_names::NameIndex>);
+
+impl std::fmt::Debug for NamesCollector {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("NamesCollector")
+    }
+}
+
+impl Collector for NamesCollector {
+    fn encode(&self, mut encoder: DescriptorEncoder) -> Result<(), std::fmt::Error> {
+        let (buckets, objects, bytes, uploads, keys) = strata_names::read(&*self.0, |s| {
+            let objects: usize = s.buckets.values().map(|b| b.objects.len()).sum();
+            let bytes: u64 = s.buckets.values().flat_map(|b| b.objects.values()).map(|o| o.size).sum();
+            let uploads: usize = s.buckets.values().map(|b| b.uploads.len()).sum();
+            (s.buckets.len(), objects, bytes, uploads, s.keys.len())
+        });
+        for (name, help, v) in [
+            ("strata_s3_buckets", "Buckets", buckets as i64),
+            ("strata_s3_objects", "Named objects (expired ones until swept included)", objects as i64),
+            ("strata_s3_object_bytes", "Bytes of named objects", bytes as i64),
+            ("strata_s3_multipart_uploads", "Multipart uploads in progress", uploads as i64),
+            ("strata_s3_access_keys", "Access keys", keys as i64),
+        ] {
+            ConstGauge::new(v).encode(encoder.encode_descriptor(name, help, None, MetricType::Gauge)?)?;
         }
         Ok(())
     }

@@ -1,0 +1,214 @@
+//! The S3 side of the binary: starting the S3 listener next to a node, and
+//! `strata key` / `strata bucket` (access keys, grants, public buckets).
+
+use crate::commands::Common;
+use anyhow::{Context, Result};
+use bytes::Bytes;
+use serde_json::json;
+use std::sync::Arc;
+use strata_client::{Client, full};
+use strata_names::{NameIndex, NameOp};
+use strata_types::Clock;
+
+/// Opens the embedded name index under `data_dir`, creating its admin
+/// key named `default` on first start; returns the index and that key's
+/// id and secret.
+pub async fn open_names(data_dir: &std::path::Path) -> Result<(Arc<dyn NameIndex>, AccessPair)> {
+    let names = strata_names::EmbeddedIndex::open(&data_dir.join("names")).context("opening the name index")?;
+    let names: Arc<dyn NameIndex> = Arc::new(names);
+    let existing = strata_names::read(&*names, |s| s.keys.values().find(|k| k.name == "default" && k.admin).map(|k| (k.id.clone(), k.secret.clone())));
+    let pair = match existing {
+        Some(p) => p,
+        None => {
+            let key = strata_server::new_access_key("default", true, strata_types::SystemClock.now_ms());
+            let pair = (key.id.clone(), key.secret.clone());
+            names.apply(NameOp::CreateKey { key }).await.context("creating the default access key")?;
+            pair
+        }
+    };
+    Ok((names, pair))
+}
+
+/// An access key id and its secret.
+pub type AccessPair = (String, String);
+
+/// Starts the S3 listener on `listen` for `router` and `names`; returns the
+/// bound address.
+pub async fn start(
+    listen: &str,
+    domains: Vec<String>,
+    region: String,
+    state: Arc<strata_server::AppState>,
+    names: Arc<dyn NameIndex>,
+) -> Result<std::net::SocketAddr> {
+    let listener = tokio::net::TcpListener::bind(listen).await.with_context(|| format!("binding the S3 listener {listen}"))?;
+    let addr = listener.local_addr()?;
+    let clock: Arc<dyn Clock> = Arc::new(strata_types::SystemClock);
+    let obs_state = state.clone();
+    let observer: strata_s3::Observer = Arc::new(move |op, status, secs| obs_state.metrics.observe_s3(op, status, secs));
+    let opts = strata_s3::S3Options { region, domains, ..strata_s3::S3Options::default() };
+    let svc = strata_s3::service(state.router.clone(), names.clone(), clock.clone(), opts, Some(observer));
+    strata_s3::spawn_expiry_sweeper(names, clock, std::time::Duration::from_secs(60));
+    tokio::spawn(async move {
+        if let Err(e) = strata_s3::serve(listener, svc, std::future::pending()).await {
+            tracing::error!(error = %e, "the S3 listener stopped");
+        }
+    });
+    Ok(addr)
+}
+
+#[derive(clap::Subcommand, Debug)]
+pub enum KeyCmd {
+    /// Creates an access key and prints its id and secret (the secret is shown only now).
+    Create(KeyCreate),
+    /// Lists access keys and their grants (without secrets).
+    List(Common),
+    /// Deletes an access key.
+    Delete(KeyId),
+    /// Grants a key read and/or write on a bucket (`none` revokes).
+    Grant(KeyGrant),
+}
+
+#[derive(clap::Args, Debug)]
+pub struct KeyCreate {
+    #[command(flatten)]
+    common: Common,
+    /// A name for people.
+    #[arg(long, default_value = "")]
+    name: String,
+    /// Every right on every bucket.
+    #[arg(long)]
+    admin: bool,
+}
+
+#[derive(clap::Args, Debug)]
+pub struct KeyId {
+    #[command(flatten)]
+    common: Common,
+    /// Access key id.
+    id: String,
+}
+
+#[derive(clap::Args, Debug)]
+pub struct KeyGrant {
+    #[command(flatten)]
+    common: Common,
+    /// Access key id.
+    id: String,
+    /// Bucket.
+    bucket: String,
+    /// read, write, readwrite or none.
+    rights: String,
+}
+
+#[derive(clap::Subcommand, Debug)]
+pub enum BucketCmd {
+    /// Lists buckets with their object counts and bytes.
+    List(Common),
+    /// Allows anonymous reads of a bucket (`--off` stops them).
+    Public(BucketPublic),
+}
+
+#[derive(clap::Args, Debug)]
+pub struct BucketPublic {
+    #[command(flatten)]
+    common: Common,
+    /// Bucket.
+    bucket: String,
+    /// Make it private again.
+    #[arg(long)]
+    off: bool,
+}
+
+async fn send_json(c: &Client, method: http::Method, path: &str, body: serde_json::Value) -> Result<serde_json::Value> {
+    let b = serde_json::to_vec(&body)?;
+    let resp = c.send(method, path, &[("content-type", "application/json".to_string())], full(Bytes::from(b))).await?;
+    Ok(serde_json::from_slice(&resp.bytes().await?)?)
+}
+
+fn print(json_out: bool, v: &serde_json::Value, text: impl FnOnce(&serde_json::Value) -> String) -> Result<()> {
+    if json_out {
+        println!("{}", serde_json::to_string_pretty(v)?);
+    } else {
+        println!("{}", text(v));
+    }
+    Ok(())
+}
+
+pub async fn key(cmd: KeyCmd) -> Result<()> {
+    match cmd {
+        KeyCmd::Create(a) => {
+            let c = Client::new(&a.common.server);
+            let v = c.post_json("/admin/s3/keys", &json!({ "name": a.name, "admin": a.admin })).await?;
+            print(a.common.json, &v, |v| {
+                format!(
+                    "access_key_id:     {}\nsecret_access_key: {}\n(the secret is not shown again)",
+                    v["access_key_id"].as_str().unwrap_or(""),
+                    v["secret_access_key"].as_str().unwrap_or("")
+                )
+            })
+        }
+        KeyCmd::List(c) => {
+            let v = Client::new(&c.server).json(http::Method::GET, "/admin/s3/keys").await?;
+            print(c.json, &v, |v| {
+                let mut out = format!("{:<22} {:<16} {:<6} grants", "access_key_id", "name", "admin");
+                for k in v.as_array().into_iter().flatten() {
+                    let grants: Vec<String> = k["grants"].as_object().into_iter().flatten().map(|(b, g)| format!("{b}:{}", g.as_str().unwrap_or(""))).collect();
+                    out.push_str(&format!(
+                        "\n{:<22} {:<16} {:<6} {}",
+                        k["access_key_id"].as_str().unwrap_or(""),
+                        k["name"].as_str().unwrap_or(""),
+                        k["admin"].as_bool().unwrap_or(false),
+                        grants.join(" ")
+                    ));
+                }
+                out
+            })
+        }
+        KeyCmd::Delete(a) => {
+            let resp = Client::new(&a.common.server).send(http::Method::DELETE, &format!("/admin/s3/keys/{}", a.id), &[], full(Bytes::new())).await?;
+            let v: serde_json::Value = serde_json::from_slice(&resp.bytes().await?)?;
+            print(a.common.json, &v, |_| format!("deleted access key {}", a.id))
+        }
+        KeyCmd::Grant(a) => {
+            let (read, write) = match a.rights.as_str() {
+                "read" => (true, false),
+                "write" => (false, true),
+                "readwrite" | "rw" => (true, true),
+                "none" => (false, false),
+                other => anyhow::bail!("rights must be read, write, readwrite or none, not {other:?}"),
+            };
+            let c = Client::new(&a.common.server);
+            let v = send_json(&c, http::Method::PUT, &format!("/admin/s3/keys/{}/grants/{}", a.id, a.bucket), json!({ "read": read, "write": write })).await?;
+            print(a.common.json, &v, |v| format!("{} on {}: {}", a.id, a.bucket, v["grant"].as_str().unwrap_or("")))
+        }
+    }
+}
+
+pub async fn bucket(cmd: BucketCmd) -> Result<()> {
+    match cmd {
+        BucketCmd::List(c) => {
+            let v = Client::new(&c.server).json(http::Method::GET, "/admin/s3/buckets").await?;
+            print(c.json, &v, |v| {
+                let mut out = format!("{:<32} {:>10} {:>14} {:<6}", "bucket", "objects", "bytes", "public");
+                for b in v.as_array().into_iter().flatten() {
+                    out.push_str(&format!(
+                        "\n{:<32} {:>10} {:>14} {:<6}",
+                        b["bucket"].as_str().unwrap_or(""),
+                        b["objects"].as_u64().unwrap_or(0),
+                        b["bytes"].as_u64().unwrap_or(0),
+                        b["public"].as_bool().unwrap_or(false)
+                    ));
+                }
+                out
+            })
+        }
+        BucketCmd::Public(a) => {
+            let c = Client::new(&a.common.server);
+            let v = send_json(&c, http::Method::PUT, &format!("/admin/s3/buckets/{}/public", a.bucket), json!({ "public": !a.off }))
+                .await
+                .context("setting the bucket's access")?;
+            print(a.common.json, &v, |_| format!("bucket {} is {}", a.bucket, if a.off { "private" } else { "public (anonymous reads allowed)" }))
+        }
+    }
+}

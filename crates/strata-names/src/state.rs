@@ -1,0 +1,511 @@
+//! The state machine: buckets, objects, uploads and access keys, changed
+//! only by [`NameOp`]s. `apply` is deterministic (every time it needs comes
+//! inside the op), so a log replayed, or a Raft log applied on another
+//! member, gives the same state.
+
+use crate::{KEY_BYTES_MAX, NameError};
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use strata_types::BlobId;
+
+const DAY_MS: u64 = 86_400_000;
+
+/// A named object: the blob holding its bytes and its S3 properties.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ObjectMeta {
+    /// The blob (simple, or composite for chunked and multipart objects).
+    pub blob: BlobId,
+    /// Size in bytes.
+    pub size: u64,
+    /// The ETag without quotes: hex MD5, or `<hex>-N` for N parts.
+    pub etag: String,
+    /// MIME type.
+    pub content_type: String,
+    /// `x-amz-meta-*` pairs, names lower-cased, without the prefix.
+    pub meta: Vec<(String, String)>,
+    /// Last modified, ms since the epoch.
+    pub modified_ms: u64,
+    /// When the object expires (0 = never), from a lifecycle rule.
+    pub expiry_ms: u64,
+    /// Parts it was assembled from (0 for a single put).
+    pub parts: u32,
+}
+
+impl ObjectMeta {
+    /// Whether the object has expired at `now_ms`.
+    pub fn expired(&self, now_ms: u64) -> bool {
+        self.expiry_ms != 0 && self.expiry_ms <= now_ms
+    }
+}
+
+/// One uploaded part of a multipart upload.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PartMeta {
+    /// The blob holding the part.
+    pub blob: BlobId,
+    /// Size in bytes.
+    pub size: u64,
+    /// Hex MD5 of the part.
+    pub etag: String,
+    /// Upload time, ms since the epoch.
+    pub modified_ms: u64,
+}
+
+/// A multipart upload in progress.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Upload {
+    /// The object key it will complete into.
+    pub key: String,
+    /// Started, ms since the epoch.
+    pub created_ms: u64,
+    /// MIME type of the object.
+    pub content_type: String,
+    /// User metadata of the object.
+    pub meta: Vec<(String, String)>,
+    /// The access key that started it ("" if anonymous).
+    pub owner: String,
+    /// Parts uploaded so far, by part number.
+    pub parts: BTreeMap<u32, PartMeta>,
+}
+
+/// A lifecycle expiration rule: objects under `prefix` expire `days` after
+/// they are written, or at `date_ms`, mapped onto their blobs' TTLs.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ExpiryRule {
+    /// Rule id.
+    pub id: String,
+    /// Key prefix the rule covers ("" = all).
+    pub prefix: String,
+    /// Days after writing.
+    pub days: Option<u32>,
+    /// A fixed date, ms since the epoch.
+    pub date_ms: Option<u64>,
+    /// Whether the rule is enabled.
+    pub enabled: bool,
+}
+
+/// A bucket.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Bucket {
+    /// Created, ms since the epoch.
+    pub created_ms: u64,
+    /// The access key that created it ("" for an admin tool).
+    pub owner: String,
+    /// Anonymous reads allowed.
+    pub public: bool,
+    /// Lifecycle expiration rules.
+    pub lifecycle: Vec<ExpiryRule>,
+    /// Objects by key.
+    pub objects: BTreeMap<String, ObjectMeta>,
+    /// Uploads in progress by upload id.
+    pub uploads: BTreeMap<String, Upload>,
+}
+
+impl Bucket {
+    /// The expiry (ms since the epoch, 0 = never) the lifecycle rules give
+    /// an object named `key` written at `now_ms`: the earliest of the
+    /// enabled rules whose prefix it has.
+    pub fn expiry_for(&self, key: &str, now_ms: u64) -> u64 {
+        self.lifecycle
+            .iter()
+            .filter(|r| r.enabled && key.starts_with(&r.prefix))
+            .filter_map(|r| match (r.days, r.date_ms) {
+                (Some(d), _) => Some(now_ms.saturating_add(u64::from(d) * DAY_MS)),
+                (None, Some(t)) => Some(t.max(1)),
+                (None, None) => None,
+            })
+            .min()
+            .unwrap_or(0)
+    }
+
+    /// The live object named `key` at `now_ms`.
+    pub fn object(&self, key: &str, now_ms: u64) -> Option<&ObjectMeta> {
+        self.objects.get(key).filter(|o| !o.expired(now_ms))
+    }
+}
+
+/// Read and write rights of an access key on a bucket.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Grant {
+    /// List and get.
+    pub read: bool,
+    /// Put, copy into, delete, multipart.
+    pub write: bool,
+}
+
+/// An access key for SigV4.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AccessKey {
+    /// Access key id (public).
+    pub id: String,
+    /// Secret access key.
+    pub secret: String,
+    /// A name for people.
+    pub name: String,
+    /// Created, ms since the epoch.
+    pub created_ms: u64,
+    /// Every right on every bucket, and bucket creation for others.
+    pub admin: bool,
+    /// Rights by bucket.
+    pub grants: BTreeMap<String, Grant>,
+}
+
+impl AccessKey {
+    /// The key's rights on `bucket`.
+    pub fn grant(&self, bucket: &str) -> Grant {
+        if self.admin { Grant { read: true, write: true } } else { self.grants.get(bucket).copied().unwrap_or_default() }
+    }
+}
+
+/// A change to the names. Times are inside the op, so applying is
+/// deterministic.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub enum NameOp {
+    /// Creates a bucket; a non-admin owner gets read and write on it.
+    CreateBucket {
+        /// Name (validated by the API).
+        name: String,
+        /// Creating access key ("" = admin tool).
+        owner: String,
+        /// Now.
+        now_ms: u64,
+    },
+    /// Deletes an empty bucket (no objects, no uploads in progress).
+    DeleteBucket {
+        /// Name.
+        name: String,
+        /// Now (expired objects do not count).
+        now_ms: u64,
+    },
+    /// Allows or stops anonymous reads.
+    SetPublic {
+        /// Bucket.
+        bucket: String,
+        /// Public or not.
+        public: bool,
+    },
+    /// Replaces the lifecycle rules.
+    SetLifecycle {
+        /// Bucket.
+        bucket: String,
+        /// Rules (empty = none).
+        rules: Vec<ExpiryRule>,
+    },
+    /// Names a blob; returns the object it replaced.
+    PutObject {
+        /// Bucket.
+        bucket: String,
+        /// Key.
+        key: String,
+        /// The object.
+        object: ObjectMeta,
+        /// Fail if a live object has the name (`If-None-Match: *`).
+        if_absent: bool,
+    },
+    /// Removes a name; with `blob`, only if the name still points at it.
+    DeleteObject {
+        /// Bucket.
+        bucket: String,
+        /// Key.
+        key: String,
+        /// Only this blob.
+        blob: Option<BlobId>,
+    },
+    /// Starts a multipart upload.
+    CreateUpload {
+        /// Bucket.
+        bucket: String,
+        /// Upload id.
+        upload_id: String,
+        /// The upload.
+        upload: Upload,
+    },
+    /// Adds or replaces a part; returns the part it replaced.
+    PutPart {
+        /// Bucket.
+        bucket: String,
+        /// Upload id.
+        upload_id: String,
+        /// Part number (1..=10000).
+        number: u32,
+        /// The part.
+        part: PartMeta,
+    },
+    /// Completes an upload into an object, if the listed parts are still
+    /// the ones uploaded; returns the object replaced and the unused parts.
+    CompleteUpload {
+        /// Bucket.
+        bucket: String,
+        /// Upload id.
+        upload_id: String,
+        /// Part numbers and their blobs, as the completion used them.
+        used: Vec<(u32, BlobId)>,
+        /// The object.
+        object: ObjectMeta,
+    },
+    /// Aborts an upload; returns its parts.
+    AbortUpload {
+        /// Bucket.
+        bucket: String,
+        /// Upload id.
+        upload_id: String,
+    },
+    /// Adds an access key.
+    CreateKey {
+        /// The key.
+        key: AccessKey,
+    },
+    /// Removes an access key.
+    DeleteKey {
+        /// Key id.
+        id: String,
+    },
+    /// Sets a key's rights on a bucket (both false = none).
+    SetGrant {
+        /// Key id.
+        id: String,
+        /// Bucket.
+        bucket: String,
+        /// Rights.
+        grant: Grant,
+    },
+}
+
+/// What an op replaced or released: blobs the caller should free.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Outcome {
+    /// The object the op replaced or removed.
+    pub replaced: Option<ObjectMeta>,
+    /// Parts released (replaced, unused by a completion, or aborted).
+    pub parts: Vec<PartMeta>,
+}
+
+/// All names.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct NameState {
+    /// Buckets by name.
+    pub buckets: BTreeMap<String, Bucket>,
+    /// Access keys by id.
+    pub keys: BTreeMap<String, AccessKey>,
+}
+
+impl NameState {
+    /// The bucket, or NoSuchBucket.
+    pub fn bucket(&self, name: &str) -> Result<&Bucket, NameError> {
+        self.buckets.get(name).ok_or_else(|| NameError::NoSuchBucket(name.to_owned()))
+    }
+
+    fn bucket_mut(&mut self, name: &str) -> Result<&mut Bucket, NameError> {
+        self.buckets.get_mut(name).ok_or_else(|| NameError::NoSuchBucket(name.to_owned()))
+    }
+
+    /// Checks `op` against the state without changing it.
+    pub fn check(&self, op: &NameOp) -> Result<(), NameError> {
+        self.clone_for_check(op).apply(op.clone()).map(|_| ())
+    }
+
+    // A copy of the parts of the state `op` touches (a bucket, or the keys),
+    // so checking does not copy every bucket.
+    fn clone_for_check(&self, op: &NameOp) -> NameState {
+        let bucket = match op {
+            NameOp::CreateBucket { name, .. } | NameOp::DeleteBucket { name, .. } => Some(name),
+            NameOp::SetPublic { bucket, .. }
+            | NameOp::SetLifecycle { bucket, .. }
+            | NameOp::PutObject { bucket, .. }
+            | NameOp::DeleteObject { bucket, .. }
+            | NameOp::CreateUpload { bucket, .. }
+            | NameOp::PutPart { bucket, .. }
+            | NameOp::CompleteUpload { bucket, .. }
+            | NameOp::AbortUpload { bucket, .. }
+            | NameOp::SetGrant { bucket, .. } => Some(bucket),
+            NameOp::CreateKey { .. } | NameOp::DeleteKey { .. } => None,
+        };
+        let mut s = NameState { buckets: BTreeMap::new(), keys: self.keys.clone() };
+        if let Some(b) = bucket.and_then(|b| self.buckets.get_key_value(b)) {
+            s.buckets.insert(b.0.clone(), b.1.clone());
+        }
+        s
+    }
+
+    /// Applies `op`: all of it, or (on error) none of it.
+    pub fn apply(&mut self, op: NameOp) -> Result<Outcome, NameError> {
+        let mut out = Outcome::default();
+        match op {
+            NameOp::CreateBucket { name, owner, now_ms } => {
+                if let Some(b) = self.buckets.get(&name) {
+                    return Err(NameError::BucketExists { name, yours: b.owner == owner });
+                }
+                if let Some(k) = self.keys.get_mut(&owner).filter(|k| !k.admin) {
+                    k.grants.insert(name.clone(), Grant { read: true, write: true });
+                }
+                self.buckets.insert(name, Bucket { created_ms: now_ms, owner, ..Bucket::default() });
+            }
+            NameOp::DeleteBucket { name, now_ms } => {
+                let b = self.bucket(&name)?;
+                if b.objects.values().any(|o| !o.expired(now_ms)) || !b.uploads.is_empty() {
+                    return Err(NameError::BucketNotEmpty(name));
+                }
+                // Expired objects still name blobs the engine expires itself.
+                self.buckets.remove(&name);
+                for k in self.keys.values_mut() {
+                    k.grants.remove(&name);
+                }
+            }
+            NameOp::SetPublic { bucket, public } => self.bucket_mut(&bucket)?.public = public,
+            NameOp::SetLifecycle { bucket, rules } => {
+                // Existing objects expire as the rules now say, counted from
+                // when each was written (S3's semantics).
+                let b = self.bucket_mut(&bucket)?;
+                b.lifecycle = rules;
+                let rules = Bucket { lifecycle: std::mem::take(&mut b.lifecycle), ..Bucket::default() };
+                for (key, o) in &mut b.objects {
+                    o.expiry_ms = rules.expiry_for(key, o.modified_ms);
+                }
+                b.lifecycle = rules.lifecycle;
+            }
+            NameOp::PutObject { bucket, key, object, if_absent } => {
+                if key.len() > KEY_BYTES_MAX {
+                    return Err(NameError::KeyTooLong(key.len()));
+                }
+                let b = self.bucket_mut(&bucket)?;
+                if if_absent && b.object(&key, object.modified_ms).is_some() {
+                    return Err(NameError::PreconditionFailed(format!("{key:?} exists (If-None-Match: *)")));
+                }
+                out.replaced = b.objects.insert(key, object);
+            }
+            NameOp::DeleteObject { bucket, key, blob } => {
+                let b = self.bucket_mut(&bucket)?;
+                if blob.is_none_or(|id| b.objects.get(&key).is_some_and(|o| o.blob == id)) {
+                    out.replaced = b.objects.remove(&key);
+                }
+            }
+            NameOp::CreateUpload { bucket, upload_id, upload } => {
+                if upload.key.len() > KEY_BYTES_MAX {
+                    return Err(NameError::KeyTooLong(upload.key.len()));
+                }
+                self.bucket_mut(&bucket)?.uploads.insert(upload_id, upload);
+            }
+            NameOp::PutPart { bucket, upload_id, number, part } => {
+                let b = self.bucket_mut(&bucket)?;
+                let u = b.uploads.get_mut(&upload_id).ok_or(NameError::NoSuchUpload(upload_id))?;
+                out.parts.extend(u.parts.insert(number, part));
+            }
+            NameOp::CompleteUpload { bucket, upload_id, used, object } => {
+                let b = self.bucket_mut(&bucket)?;
+                let u = b.uploads.get(&upload_id).ok_or_else(|| NameError::NoSuchUpload(upload_id.clone()))?;
+                for (n, blob) in &used {
+                    if u.parts.get(n).is_none_or(|p| p.blob != *blob) {
+                        return Err(NameError::InvalidPart(format!("part {n} was replaced or removed while completing")));
+                    }
+                }
+                let Some(u) = b.uploads.remove(&upload_id) else { return Err(NameError::NoSuchUpload(upload_id)) };
+                out.parts = u.parts.into_iter().filter(|(n, _)| !used.iter().any(|(m, _)| m == n)).map(|p| p.1).collect();
+                out.replaced = b.objects.insert(u.key, object);
+            }
+            NameOp::AbortUpload { bucket, upload_id } => {
+                let b = self.bucket_mut(&bucket)?;
+                let u = b.uploads.remove(&upload_id).ok_or(NameError::NoSuchUpload(upload_id))?;
+                out.parts = u.parts.into_values().collect();
+            }
+            NameOp::CreateKey { key } => {
+                if self.keys.contains_key(&key.id) {
+                    return Err(NameError::AccessKeyExists(key.id));
+                }
+                self.keys.insert(key.id.clone(), key);
+            }
+            NameOp::DeleteKey { id } => {
+                self.keys.remove(&id).ok_or(NameError::NoSuchAccessKey(id))?;
+            }
+            NameOp::SetGrant { id, bucket, grant } => {
+                if !self.buckets.contains_key(&bucket) {
+                    return Err(NameError::NoSuchBucket(bucket));
+                }
+                let k = self.keys.get_mut(&id).ok_or(NameError::NoSuchAccessKey(id))?;
+                if grant == Grant::default() {
+                    k.grants.remove(&bucket);
+                } else {
+                    k.grants.insert(bucket, grant);
+                }
+            }
+        }
+        Ok(out)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use strata_types::BlobKind;
+
+    fn blob(n: u8) -> BlobId {
+        BlobId::from_parts(BlobKind::Simple, 1, [n; 16])
+    }
+
+    fn obj(n: u8, t: u64) -> ObjectMeta {
+        ObjectMeta { blob: blob(n), size: 1, etag: "e".into(), content_type: String::new(), meta: vec![], modified_ms: t, expiry_ms: 0, parts: 0 }
+    }
+
+    fn put(bucket: &str, key: &str, n: u8) -> NameOp {
+        NameOp::PutObject { bucket: bucket.into(), key: key.into(), object: obj(n, 10), if_absent: false }
+    }
+
+    #[test]
+    fn overwrite_returns_the_old_blob_and_failed_ops_change_nothing() {
+        let mut s = NameState::default();
+        assert_eq!(s.apply(put("b", "k", 1)), Err(NameError::NoSuchBucket("b".into())));
+        s.apply(NameOp::CreateBucket { name: "b".into(), owner: String::new(), now_ms: 1 }).unwrap();
+        assert_eq!(s.apply(put("b", "k", 1)).unwrap().replaced, None);
+        assert_eq!(s.apply(put("b", "k", 2)).unwrap().replaced.map(|o| o.blob), Some(blob(1)));
+        let before = s.clone();
+        let op = NameOp::PutObject { bucket: "b".into(), key: "k".into(), object: obj(3, 10), if_absent: true };
+        assert!(matches!(s.check(&op), Err(NameError::PreconditionFailed(_))));
+        assert!(matches!(s.apply(op), Err(NameError::PreconditionFailed(_))));
+        assert_eq!(s.apply(NameOp::DeleteBucket { name: "b".into(), now_ms: 20 }), Err(NameError::BucketNotEmpty("b".into())));
+        assert_eq!(s, before);
+        // A conditional delete of a blob the name no longer points at is a no-op.
+        assert_eq!(s.apply(NameOp::DeleteObject { bucket: "b".into(), key: "k".into(), blob: Some(blob(1)) }).unwrap().replaced, None);
+        assert_eq!(s.apply(NameOp::DeleteObject { bucket: "b".into(), key: "k".into(), blob: None }).unwrap().replaced.map(|o| o.blob), Some(blob(2)));
+        s.apply(NameOp::DeleteBucket { name: "b".into(), now_ms: 20 }).unwrap();
+    }
+
+    #[test]
+    fn completion_checks_parts_and_releases_unused_ones() {
+        let mut s = NameState::default();
+        s.apply(NameOp::CreateBucket { name: "b".into(), owner: String::new(), now_ms: 1 }).unwrap();
+        let upload = Upload { key: "k".into(), created_ms: 1, content_type: String::new(), meta: vec![], owner: String::new(), parts: BTreeMap::new() };
+        s.apply(NameOp::CreateUpload { bucket: "b".into(), upload_id: "u".into(), upload }).unwrap();
+        for n in 1..=3u8 {
+            let part = PartMeta { blob: blob(n), size: 1, etag: "p".into(), modified_ms: 1 };
+            s.apply(NameOp::PutPart { bucket: "b".into(), upload_id: "u".into(), number: u32::from(n), part }).unwrap();
+        }
+        let stale = NameOp::CompleteUpload { bucket: "b".into(), upload_id: "u".into(), used: vec![(1, blob(9))], object: obj(7, 2) };
+        assert!(matches!(s.apply(stale), Err(NameError::InvalidPart(_))));
+        let op = NameOp::CompleteUpload { bucket: "b".into(), upload_id: "u".into(), used: vec![(1, blob(1)), (3, blob(3))], object: obj(7, 2) };
+        let out = s.apply(op).unwrap();
+        assert_eq!(out.parts.iter().map(|p| p.blob).collect::<Vec<_>>(), vec![blob(2)]);
+        assert!(s.buckets["b"].uploads.is_empty());
+        assert_eq!(s.buckets["b"].objects["k"].blob, blob(7));
+    }
+
+    #[test]
+    fn lifecycle_rules_give_the_earliest_expiry() {
+        let b = Bucket {
+            lifecycle: vec![
+                ExpiryRule { id: "a".into(), prefix: "logs/".into(), days: Some(2), date_ms: None, enabled: true },
+                ExpiryRule { id: "b".into(), prefix: "".into(), days: Some(5), date_ms: None, enabled: true },
+                ExpiryRule { id: "c".into(), prefix: "".into(), days: Some(1), date_ms: None, enabled: false },
+            ],
+            ..Bucket::default()
+        };
+        assert_eq!(b.expiry_for("logs/x", 0), 2 * DAY_MS);
+        assert_eq!(b.expiry_for("data/x", 0), 5 * DAY_MS);
+        // Setting rules re-dates existing objects from when they were written.
+        let mut s = NameState::default();
+        s.apply(NameOp::CreateBucket { name: "b".into(), owner: String::new(), now_ms: 1 }).unwrap();
+        s.apply(put("b", "logs/x", 1)).unwrap();
+        s.apply(NameOp::SetLifecycle { bucket: "b".into(), rules: b.lifecycle.clone() }).unwrap();
+        assert_eq!(s.buckets["b"].objects["logs/x"].expiry_ms, 10 + 2 * DAY_MS);
+        s.apply(NameOp::SetLifecycle { bucket: "b".into(), rules: vec![] }).unwrap();
+        assert_eq!(s.buckets["b"].objects["logs/x"].expiry_ms, 0);
+    }
+}

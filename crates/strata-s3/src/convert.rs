@@ -1,0 +1,115 @@
+//! Mapping between Strata's types and S3's: errors (once, here), times,
+//! metadata and URL-encoded listings.
+
+use s3s::dto::Timestamp;
+use s3s::{S3Error, S3ErrorCode, s3_error};
+use std::time::{Duration, UNIX_EPOCH};
+use strata_names::NameError;
+use strata_router::RouterError;
+
+/// A name-index error as S3 reports it.
+pub(crate) fn name_err(e: NameError) -> S3Error {
+    let msg = e.to_string();
+    let code = match e {
+        NameError::NoSuchBucket(_) => S3ErrorCode::NoSuchBucket,
+        NameError::BucketExists { yours: true, .. } => S3ErrorCode::BucketAlreadyOwnedByYou,
+        NameError::BucketExists { yours: false, .. } => S3ErrorCode::BucketAlreadyExists,
+        NameError::BucketNotEmpty(_) => S3ErrorCode::BucketNotEmpty,
+        NameError::NoSuchKey { .. } => S3ErrorCode::NoSuchKey,
+        NameError::NoSuchUpload(_) => S3ErrorCode::NoSuchUpload,
+        NameError::PreconditionFailed(_) => S3ErrorCode::PreconditionFailed,
+        NameError::InvalidPart(_) => S3ErrorCode::InvalidPart,
+        NameError::KeyTooLong(_) => S3ErrorCode::KeyTooLongError,
+        NameError::NoSuchAccessKey(_) => S3ErrorCode::InvalidAccessKeyId,
+        NameError::AccessKeyExists(_) => S3ErrorCode::InvalidArgument,
+        NameError::Unavailable(_) => S3ErrorCode::ServiceUnavailable,
+    };
+    S3Error::with_message(code, msg)
+}
+
+/// A router error as S3 reports it.
+pub(crate) fn router_err(e: RouterError) -> S3Error {
+    let msg = e.to_string();
+    let code = match e {
+        RouterError::NotFound | RouterError::Deleted | RouterError::Expired => S3ErrorCode::NoSuchKey,
+        RouterError::InvalidRange { .. } => S3ErrorCode::InvalidRange,
+        RouterError::TooLarge { .. } => S3ErrorCode::EntityTooLarge,
+        RouterError::BadRequest(_) => S3ErrorCode::InvalidRequest,
+        RouterError::IncompleteBody(_) => S3ErrorCode::IncompleteBody,
+        RouterError::NoWritablePartition => S3ErrorCode::ServiceUnavailable,
+        _ => S3ErrorCode::InternalError,
+    };
+    S3Error::with_message(code, msg)
+}
+
+/// Milliseconds since the epoch as an S3 timestamp.
+pub(crate) fn ts(ms: u64) -> Timestamp {
+    Timestamp::from(UNIX_EPOCH + Duration::from_millis(ms))
+}
+
+/// An S3 timestamp in milliseconds since the epoch (0 before it).
+pub(crate) fn ms(t: &Timestamp) -> u64 {
+    let odt = time::OffsetDateTime::from(t.clone());
+    u64::try_from(odt.unix_timestamp_nanos() / 1_000_000).unwrap_or(0)
+}
+
+/// Checks an object key: not empty, at most 1024 bytes.
+pub(crate) fn check_key(key: &str) -> Result<(), S3Error> {
+    if key.is_empty() {
+        return Err(s3_error!(InvalidArgument, "the object key is empty"));
+    }
+    if key.len() > strata_names::KEY_BYTES_MAX {
+        return Err(s3_error!(KeyTooLongError, "the object key is {} bytes; at most 1024 are allowed", key.len()));
+    }
+    Ok(())
+}
+
+/// `x-amz-meta-*` as stored: names lower-cased, sorted.
+pub(crate) fn meta_in(m: Option<s3s::dto::Metadata>) -> Vec<(String, String)> {
+    let mut v: Vec<_> = m.unwrap_or_default().into_iter().map(|(k, v)| (k.to_ascii_lowercase(), v)).collect();
+    v.sort();
+    v
+}
+
+/// Stored metadata for a response.
+pub(crate) fn meta_out(m: &[(String, String)]) -> Option<s3s::dto::Metadata> {
+    if m.is_empty() { None } else { Some(m.iter().cloned().collect()) }
+}
+
+/// The content type to store: the client's, or S3's default.
+pub(crate) fn content_type_in(c: Option<String>) -> String {
+    c.filter(|c| !c.is_empty()).unwrap_or_else(|| "binary/octet-stream".into())
+}
+
+/// Percent-encodes a key for `encoding-type=url` listings (unreserved
+/// characters and `/` kept).
+pub(crate) fn url_encode(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for b in s.bytes() {
+        if b.is_ascii_alphanumeric() || b"-_.~/".contains(&b) {
+            out.push(b as char);
+        } else {
+            out.push_str(&format!("%{b:02X}"));
+        }
+    }
+    out
+}
+
+/// A quoted-less strong ETag for s3s.
+pub(crate) fn etag(s: &str) -> s3s::dto::ETag {
+    s3s::dto::ETag::Strong(s.to_owned())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn conversions_round_trip() {
+        assert_eq!(ms(&ts(1_700_000_000_123)), 1_700_000_000_123);
+        assert_eq!(url_encode("a b/ü+%"), "a%20b/%C3%BC%2B%25");
+        assert!(check_key(&"k".repeat(1024)).is_ok());
+        assert!(check_key(&"k".repeat(1025)).is_err());
+        assert!(check_key("").is_err());
+    }
+}

@@ -1,0 +1,820 @@
+//! The S3 operations.
+
+use crate::StrataS3;
+use crate::convert::{check_key, content_type_in, etag, meta_in, meta_out, ms, name_err, router_err, ts, url_encode};
+use base64::Engine;
+use futures_util::StreamExt;
+use md5::{Digest, Md5};
+use s3s::dto::*;
+use s3s::{S3, S3Error, S3Request, S3Response, S3Result, s3_error};
+use std::collections::BTreeMap;
+use strata_names::{ExpiryRule, ListQuery, NameOp, ObjectMeta, PartMeta, Upload};
+use strata_router::{BlobData, ByteRange, PutOptions};
+
+const MAX_KEYS: i32 = 1000;
+const MAX_PARTS: u32 = 10_000;
+
+fn b64(s: &str) -> String {
+    base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(s)
+}
+
+fn unb64(s: &str) -> Result<String, S3Error> {
+    base64::engine::general_purpose::URL_SAFE_NO_PAD
+        .decode(s)
+        .ok()
+        .and_then(|b| String::from_utf8(b).ok())
+        .ok_or_else(|| s3_error!(InvalidArgument, "the continuation token is not valid"))
+}
+
+fn page_size(max: Option<i32>) -> Result<usize, S3Error> {
+    match max {
+        None => Ok(MAX_KEYS as usize),
+        Some(m) if m < 0 => Err(s3_error!(InvalidArgument, "max-keys must not be negative")),
+        Some(m) => Ok(m.min(MAX_KEYS) as usize),
+    }
+}
+
+fn ok<T>(output: T) -> S3Result<S3Response<T>> {
+    Ok(S3Response::new(output))
+}
+
+/// The conditions of GET and HEAD, checked against an object.
+struct Conditions {
+    if_match: Option<IfMatch>,
+    if_none_match: Option<IfNoneMatch>,
+    if_modified_since: Option<IfModifiedSince>,
+    if_unmodified_since: Option<IfUnmodifiedSince>,
+}
+
+impl Conditions {
+    fn check(&self, o: &ObjectMeta) -> Result<(), S3Error> {
+        let tag = etag(&o.etag);
+        let secs = o.modified_ms / 1000;
+        if let Some(c) = &self.if_match
+            && !c.is_any()
+            && c.as_etag().is_none_or(|e| !e.strong_cmp(&tag))
+        {
+            return Err(s3_error!(PreconditionFailed, "If-Match does not match the ETag"));
+        }
+        if self.if_match.is_none()
+            && let Some(t) = &self.if_unmodified_since
+            && secs > ms(t) / 1000
+        {
+            return Err(s3_error!(PreconditionFailed, "the object was modified since If-Unmodified-Since"));
+        }
+        if let Some(c) = &self.if_none_match {
+            if c.is_any() || c.as_etag().is_some_and(|e| e.weak_cmp(&tag)) {
+                return Err(s3_error!(NotModified));
+            }
+        } else if let Some(t) = &self.if_modified_since
+            && secs <= ms(t) / 1000
+        {
+            return Err(s3_error!(NotModified));
+        }
+        Ok(())
+    }
+}
+
+/// A `Send` stream made `Sync` (as s3s's bodies must be): it is only ever
+/// polled through `&mut`, so the mutex is never contended.
+struct SyncStream<S>(std::sync::Mutex<S>);
+
+impl<S> SyncStream<S> {
+    fn new(s: S) -> Self {
+        Self(std::sync::Mutex::new(s))
+    }
+}
+
+impl<S: futures_util::Stream + Unpin> futures_util::Stream for SyncStream<S> {
+    type Item = S::Item;
+    fn poll_next(self: std::pin::Pin<&mut Self>, cx: &mut std::task::Context<'_>) -> std::task::Poll<Option<S::Item>> {
+        let inner = self.get_mut().0.get_mut().unwrap_or_else(std::sync::PoisonError::into_inner);
+        std::pin::Pin::new(inner).poll_next(cx)
+    }
+}
+
+fn to_range(r: Option<Range>) -> Option<ByteRange> {
+    r.map(|r| match r {
+        Range::Int { first, last: Some(l) } => ByteRange::FromTo(first, l),
+        Range::Int { first, last: None } => ByteRange::From(first),
+        Range::Suffix { length } => ByteRange::Suffix(length),
+    })
+}
+
+impl StrataS3 {
+    fn observe<T>(&self, op: &'static str, t0: std::time::Instant, r: &S3Result<T>) {
+        if let Some(obs) = &self.observer {
+            let status = match r {
+                Ok(_) => 200,
+                Err(e) => e.status_code().map_or(500, |s| s.as_u16()),
+            };
+            obs(op, status, t0.elapsed().as_secs_f64());
+        }
+    }
+
+    /// The live object, or NoSuchBucket / NoSuchKey.
+    fn object(&self, bucket: &str, key: &str) -> Result<ObjectMeta, S3Error> {
+        let now = self.now_ms();
+        strata_names::read(&*self.names, |s| {
+            let b = s.bucket(bucket).map_err(name_err)?;
+            b.object(key, now).cloned().ok_or_else(|| s3_error!(NoSuchKey, "no object {key:?} in bucket {bucket:?}"))
+        })
+    }
+
+    /// Lifecycle expiry for a new object, checking that the bucket exists.
+    fn expiry(&self, bucket: &str, key: &str, now: u64) -> Result<u64, S3Error> {
+        strata_names::read(&*self.names, |s| s.bucket(bucket).map(|b| b.expiry_for(key, now))).map_err(name_err)
+    }
+
+    fn put_opts(&self, content_type: String, meta: Vec<(String, String)>, expiry_ms: u64, now: u64) -> PutOptions {
+        PutOptions { ttl_ms: (expiry_ms != 0).then(|| expiry_ms.saturating_sub(now).max(1)), content_type, meta, ..PutOptions::default() }
+    }
+
+    /// Names `object`; frees what it replaced, or the new blob if naming failed.
+    async fn name(&self, bucket: String, key: String, object: ObjectMeta, if_absent: bool) -> Result<(), S3Error> {
+        let blob = object.blob;
+        match self.names.apply(NameOp::PutObject { bucket, key, object, if_absent }).await {
+            Ok(out) => {
+                self.free_outcome(out).await;
+                Ok(())
+            }
+            Err(e) => {
+                self.free(blob).await;
+                Err(name_err(e))
+            }
+        }
+    }
+
+    async fn do_put(&self, input: PutObjectInput) -> S3Result<S3Response<PutObjectOutput>> {
+        check_key(&input.key)?;
+        let now = self.now_ms();
+        let expiry_ms = self.expiry(&input.bucket, &input.key, now)?;
+        let if_absent = input.if_none_match.as_ref().is_some_and(|c| c.is_any());
+        if if_absent && self.object(&input.bucket, &input.key).is_ok() {
+            return Err(s3_error!(PreconditionFailed, "{:?} exists (If-None-Match: *)", input.key));
+        }
+        let content_type = content_type_in(input.content_type);
+        let meta = meta_in(input.metadata);
+        let opts = self.put_opts(content_type.clone(), meta.clone(), expiry_ms, now);
+        let stored = self.store(input.body, input.content_length, input.content_md5.as_deref(), opts).await?;
+        let tag = hex::encode(stored.md5);
+        let object = ObjectMeta { blob: stored.blob, size: stored.size, etag: tag.clone(), content_type, meta, modified_ms: now, expiry_ms, parts: 0 };
+        self.name(input.bucket, input.key, object, if_absent).await?;
+        ok(PutObjectOutput { e_tag: Some(etag(&tag)), ..Default::default() })
+    }
+
+    async fn do_get(&self, input: GetObjectInput) -> S3Result<S3Response<GetObjectOutput>> {
+        let o = self.object(&input.bucket, &input.key)?;
+        let cond = Conditions {
+            if_match: input.if_match,
+            if_none_match: input.if_none_match,
+            if_modified_since: input.if_modified_since,
+            if_unmodified_since: input.if_unmodified_since,
+        };
+        cond.check(&o)?;
+        let range = to_range(input.range);
+        let body = self.router.get(o.blob, range).await.map_err(router_err)?;
+        let (start, end) = body.range;
+        let data = match body.data {
+            BlobData::Whole(b, _) => futures_util::stream::once(async move { Ok::<_, strata_router::RouterError>(b) }).boxed(),
+            BlobData::Stream(s) => s,
+        };
+        ok(GetObjectOutput {
+            body: Some(StreamingBlob::wrap(SyncStream::new(data))),
+            content_length: Some((end - start) as i64),
+            content_range: range.map(|_| format!("bytes {start}-{}/{}", end.saturating_sub(1), o.size)),
+            accept_ranges: Some("bytes".into()),
+            content_type: Some(o.content_type.clone()),
+            e_tag: Some(etag(&o.etag)),
+            last_modified: Some(ts(o.modified_ms)),
+            metadata: meta_out(&o.meta),
+            parts_count: (o.parts > 0).then_some(o.parts as i32),
+            ..Default::default()
+        })
+    }
+
+    async fn do_head(&self, input: HeadObjectInput) -> S3Result<S3Response<HeadObjectOutput>> {
+        let o = self.object(&input.bucket, &input.key)?;
+        let cond = Conditions {
+            if_match: input.if_match,
+            if_none_match: input.if_none_match,
+            if_modified_since: input.if_modified_since,
+            if_unmodified_since: input.if_unmodified_since,
+        };
+        cond.check(&o)?;
+        let (len, content_range) = match input.range {
+            None => (o.size, None),
+            Some(r) => {
+                let rr = r.check(o.size).map_err(|_| s3_error!(InvalidRange, "the range is outside the object's {} bytes", o.size))?;
+                (rr.end - rr.start, Some(format!("bytes {}-{}/{}", rr.start, rr.end.saturating_sub(1), o.size)))
+            }
+        };
+        ok(HeadObjectOutput {
+            content_length: Some(len as i64),
+            content_range,
+            accept_ranges: Some("bytes".into()),
+            content_type: Some(o.content_type.clone()),
+            e_tag: Some(etag(&o.etag)),
+            last_modified: Some(ts(o.modified_ms)),
+            metadata: meta_out(&o.meta),
+            parts_count: (o.parts > 0).then_some(o.parts as i32),
+            ..Default::default()
+        })
+    }
+
+    async fn delete_one(&self, bucket: &str, key: &str) -> Result<(), S3Error> {
+        let out = self.names.apply(NameOp::DeleteObject { bucket: bucket.to_owned(), key: key.to_owned(), blob: None }).await.map_err(name_err)?;
+        self.free_outcome(out).await;
+        Ok(())
+    }
+
+    async fn do_copy(&self, req: S3Request<CopyObjectInput>) -> S3Result<S3Response<CopyObjectOutput>> {
+        let input = req.input;
+        check_key(&input.key)?;
+        let CopySource::Bucket { bucket: src_bucket, key: src_key, .. } = &input.copy_source else {
+            return Err(s3_error!(NotImplemented, "only bucket/key copy sources are supported"));
+        };
+        // Reading the source needs a read grant (or a public bucket) too.
+        let who = req.credentials.as_ref().map(|c| c.access_key.as_str());
+        let readable = strata_names::read(&*self.names, |s| {
+            let public = s.buckets.get(&**src_bucket).is_some_and(|b| b.public);
+            public || who.and_then(|w| s.keys.get(w)).is_some_and(|k| k.grant(src_bucket).read || !s.buckets.contains_key(&**src_bucket))
+        });
+        if !readable {
+            return Err(s3_error!(AccessDenied, "no read grant on the source bucket {src_bucket}"));
+        }
+        let src = self.object(src_bucket, src_key)?;
+        let cond = Conditions {
+            if_match: input.copy_source_if_match,
+            if_none_match: input.copy_source_if_none_match,
+            if_modified_since: input.copy_source_if_modified_since,
+            if_unmodified_since: input.copy_source_if_unmodified_since,
+        };
+        cond.check(&src).map_err(|e| if *e.code() == s3s::S3ErrorCode::NotModified { s3_error!(PreconditionFailed) } else { e })?;
+        let now = self.now_ms();
+        let expiry_ms = self.expiry(&input.bucket, &input.key, now)?;
+        let replace = input.metadata_directive.as_ref().is_some_and(|d| d.as_str() == MetadataDirective::REPLACE);
+        let (content_type, meta) =
+            if replace { (content_type_in(input.content_type), meta_in(input.metadata)) } else { (src.content_type.clone(), src.meta.clone()) };
+        let body = self.router.get(src.blob, None).await.map_err(router_err)?;
+        let data = match body.data {
+            BlobData::Whole(b, _) => futures_util::stream::once(async move { Ok::<_, strata_router::RouterError>(b) }).boxed(),
+            BlobData::Stream(s) => s,
+        };
+        let opts = self.put_opts(content_type.clone(), meta.clone(), expiry_ms, now);
+        let stored = self.store(Some(StreamingBlob::wrap(SyncStream::new(data))), Some(src.size as i64), None, opts).await?;
+        let tag = hex::encode(stored.md5);
+        let object = ObjectMeta { blob: stored.blob, size: stored.size, etag: tag.clone(), content_type, meta, modified_ms: now, expiry_ms, parts: 0 };
+        self.name(input.bucket, input.key, object, false).await?;
+        ok(CopyObjectOutput {
+            copy_object_result: Some(CopyObjectResult { e_tag: Some(etag(&tag)), last_modified: Some(ts(now)), ..Default::default() }),
+            ..Default::default()
+        })
+    }
+
+    fn list_page(&self, bucket: &str, prefix: &str, delimiter: Option<&str>, after: Option<&str>, max: usize) -> Result<strata_names::ListPage, S3Error> {
+        let now = self.now_ms();
+        strata_names::read(&*self.names, |s| {
+            let b = s.bucket(bucket).map_err(name_err)?;
+            Ok(b.list(&ListQuery { prefix, delimiter, after, max, now_ms: now }))
+        })
+    }
+
+    async fn do_complete(&self, input: CompleteMultipartUploadInput) -> S3Result<S3Response<CompleteMultipartUploadOutput>> {
+        let parts = input.multipart_upload.and_then(|m| m.parts).unwrap_or_default();
+        if parts.is_empty() {
+            return Err(s3_error!(MalformedXML, "the completion lists no parts"));
+        }
+        let upload = strata_names::read(&*self.names, |s| {
+            let b = s.bucket(&input.bucket).map_err(name_err)?;
+            b.uploads.get(&input.upload_id).cloned().ok_or_else(|| s3_error!(NoSuchUpload, "no multipart upload {:?}", input.upload_id))
+        })?;
+        if upload.key != input.key {
+            return Err(s3_error!(NoSuchUpload, "upload {:?} is for another key", input.upload_id));
+        }
+        let mut used: Vec<(u32, PartMeta)> = Vec::with_capacity(parts.len());
+        for (i, p) in parts.iter().enumerate() {
+            let n = p.part_number.ok_or_else(|| s3_error!(InvalidPart, "part {} has no part number", i + 1))?;
+            let n = u32::try_from(n).map_err(|_| s3_error!(InvalidPart, "part number {n} is out of range"))?;
+            if used.last().is_some_and(|(m, _)| *m >= n) {
+                return Err(s3_error!(InvalidPartOrder, "part numbers must be listed in ascending order; {n} follows {}", used.last().map_or(0, |u| u.0)));
+            }
+            let stored = upload.parts.get(&n).ok_or_else(|| s3_error!(InvalidPart, "part {n} was not uploaded"))?;
+            if let Some(e) = &p.e_tag
+                && e.value() != stored.etag
+            {
+                return Err(s3_error!(InvalidPart, "part {n}'s ETag {:?} is not the uploaded part's {:?}", e.value(), stored.etag));
+            }
+            used.push((n, stored.clone()));
+        }
+        let last = used.len() - 1;
+        if let Some((n, p)) = used[..last].iter().find(|(_, p)| p.size < self.opts.min_part_bytes) {
+            return Err(s3_error!(EntityTooSmall, "part {n} is {} bytes; every part but the last must be at least {}", p.size, self.opts.min_part_bytes));
+        }
+        // Stitch: the new composite lists the parts' chunks in order.
+        let mut pieces = Vec::new();
+        let mut md5s = Md5::new();
+        for (_, p) in &used {
+            pieces.extend(self.router.pieces(p.blob).await.map_err(router_err)?.into_iter().filter(|c| c.1 > 0));
+            let raw = hex::decode(&p.etag).map_err(|_| s3_error!(InternalError, "stored part ETag {:?} is not hex", p.etag))?;
+            md5s.update(&raw);
+        }
+        let tag = format!("{}-{}", hex::encode(md5s.finalize()), used.len());
+        let now = self.now_ms();
+        let expiry_ms = self.expiry(&input.bucket, &input.key, now)?;
+        let size = used.iter().map(|(_, p)| p.size).sum();
+        let opts = self.put_opts(upload.content_type.clone(), upload.meta.clone(), expiry_ms, now);
+        let blob = self.router.put_composite(opts, pieces).await.map_err(router_err)?;
+        let object = ObjectMeta {
+            blob,
+            size,
+            etag: tag.clone(),
+            content_type: upload.content_type,
+            meta: upload.meta,
+            modified_ms: now,
+            expiry_ms,
+            parts: used.len() as u32,
+        };
+        let op = NameOp::CompleteUpload {
+            bucket: input.bucket.clone(),
+            upload_id: input.upload_id.clone(),
+            used: used.iter().map(|(n, p)| (*n, p.blob)).collect(),
+            object,
+        };
+        match self.names.apply(op).await {
+            Ok(out) => {
+                // The parts' chunks now belong to the new blob: drop only
+                // the parts' own composite records.
+                for (_, p) in &used {
+                    if p.blob.kind() == strata_types::BlobKind::Composite
+                        && let Err(e) = self.router.forget_composite(p.blob).await
+                    {
+                        tracing::warn!(blob = %p.blob, error = %e, "could not drop a completed part's record");
+                    }
+                }
+                self.free_outcome(out).await;
+            }
+            Err(e) => {
+                let _ = self.router.forget_composite(blob).await;
+                return Err(name_err(e));
+            }
+        }
+        ok(CompleteMultipartUploadOutput { bucket: Some(input.bucket), key: Some(input.key), e_tag: Some(etag(&tag)), ..Default::default() })
+    }
+
+    async fn set_lifecycle(&self, bucket: &str, rules: Vec<ExpiryRule>) -> Result<(), S3Error> {
+        self.names.apply(NameOp::SetLifecycle { bucket: bucket.to_owned(), rules }).await.map_err(name_err)?;
+        // Existing objects get the expiry the rules now give them, on their
+        // blobs too (counted from when each object was written).
+        let now = self.now_ms();
+        let changed: Vec<_> = strata_names::read(&*self.names, |s| {
+            s.buckets.get(bucket).map_or_else(Vec::new, |b| b.objects.values().filter(|o| !o.expired(now)).map(|o| (o.blob, o.expiry_ms)).collect())
+        });
+        for (blob, expiry) in changed {
+            let ttl = (expiry != 0).then(|| expiry.saturating_sub(now).max(1));
+            if let Err(e) = self.router.update_ttl(blob, ttl).await {
+                tracing::warn!(%blob, error = %e, "could not apply a lifecycle rule to a blob");
+            }
+        }
+        Ok(())
+    }
+}
+
+fn rules_in(cfg: Option<BucketLifecycleConfiguration>) -> Result<Vec<ExpiryRule>, S3Error> {
+    let mut out = Vec::new();
+    for (i, r) in cfg.map(|c| c.rules).unwrap_or_default().into_iter().enumerate() {
+        if r.transitions.as_ref().is_some_and(|t| !t.is_empty()) || r.noncurrent_version_transitions.as_ref().is_some_and(|t| !t.is_empty()) {
+            return Err(s3_error!(NotImplemented, "lifecycle rule {}: only Expiration is supported, not transitions", i + 1));
+        }
+        let Some(exp) = r.expiration else {
+            return Err(s3_error!(NotImplemented, "lifecycle rule {}: only Expiration is supported", i + 1));
+        };
+        let prefix =
+            r.filter.as_ref().and_then(|f| f.prefix.clone().or_else(|| f.and.as_ref().and_then(|a| a.prefix.clone()))).or(r.prefix).unwrap_or_default();
+        let days = match exp.days {
+            Some(d) if d <= 0 => return Err(s3_error!(InvalidArgument, "lifecycle rule {}: Days must be a positive integer", i + 1)),
+            Some(d) => Some(d as u32),
+            None => None,
+        };
+        let date_ms = exp.date.as_ref().map(ms);
+        if days.is_none() && date_ms.is_none() {
+            return Err(s3_error!(MalformedXML, "lifecycle rule {}: Expiration needs Days or Date", i + 1));
+        }
+        out.push(ExpiryRule { id: r.id.unwrap_or_else(|| format!("rule-{}", i + 1)), prefix, days, date_ms, enabled: r.status.as_str() == "Enabled" });
+    }
+    Ok(out)
+}
+
+fn rule_out(r: &ExpiryRule) -> LifecycleRule {
+    LifecycleRule {
+        id: Some(r.id.clone()),
+        status: ExpirationStatus::from(if r.enabled { "Enabled".to_owned() } else { "Disabled".to_owned() }),
+        filter: Some(LifecycleRuleFilter { prefix: Some(r.prefix.clone()), ..Default::default() }),
+        expiration: Some(LifecycleExpiration { days: r.days.map(|d| d as i32), date: r.date_ms.map(ts), ..Default::default() }),
+        abort_incomplete_multipart_upload: None,
+        noncurrent_version_expiration: None,
+        noncurrent_version_transitions: None,
+        prefix: None,
+        transitions: None,
+    }
+}
+
+macro_rules! timed {
+    ($self:ident, $op:literal, $body:expr) => {{
+        let t0 = std::time::Instant::now();
+        let r = $body;
+        $self.observe($op, t0, &r);
+        r
+    }};
+}
+
+#[async_trait::async_trait]
+impl S3 for StrataS3 {
+    async fn list_buckets(&self, req: S3Request<ListBucketsInput>) -> S3Result<S3Response<ListBucketsOutput>> {
+        timed!(self, "ListBuckets", {
+            let who = req.credentials.map(|c| c.access_key);
+            let buckets = strata_names::read(&*self.names, |s| {
+                let key = who.as_deref().and_then(|w| s.keys.get(w));
+                s.buckets
+                    .iter()
+                    .filter(|(name, _)| key.is_some_and(|k| k.admin || k.grants.contains_key(*name)))
+                    .map(|(name, b)| Bucket { name: Some(name.clone()), creation_date: Some(ts(b.created_ms)), bucket_region: None })
+                    .collect::<Vec<_>>()
+            });
+            ok(ListBucketsOutput {
+                buckets: Some(buckets),
+                owner: Some(Owner { display_name: Some("strata".into()), id: Some("strata".into()) }),
+                ..Default::default()
+            })
+        })
+    }
+
+    async fn create_bucket(&self, req: S3Request<CreateBucketInput>) -> S3Result<S3Response<CreateBucketOutput>> {
+        timed!(self, "CreateBucket", {
+            let owner = req.credentials.map(|c| c.access_key).unwrap_or_default();
+            let name = req.input.bucket;
+            let public = req.input.acl.as_ref().is_some_and(|a| a.as_str() == BucketCannedACL::PUBLIC_READ);
+            match self.names.apply(NameOp::CreateBucket { name: name.clone(), owner, now_ms: self.now_ms() }).await {
+                Ok(_) => {
+                    if public {
+                        self.names.apply(NameOp::SetPublic { bucket: name.clone(), public }).await.map_err(name_err)?;
+                    }
+                    ok(CreateBucketOutput { location: Some(format!("/{name}")) })
+                }
+                Err(e) => Err(name_err(e)),
+            }
+        })
+    }
+
+    async fn delete_bucket(&self, req: S3Request<DeleteBucketInput>) -> S3Result<S3Response<DeleteBucketOutput>> {
+        timed!(self, "DeleteBucket", {
+            self.names.apply(NameOp::DeleteBucket { name: req.input.bucket, now_ms: self.now_ms() }).await.map_err(name_err)?;
+            ok(DeleteBucketOutput {})
+        })
+    }
+
+    async fn head_bucket(&self, req: S3Request<HeadBucketInput>) -> S3Result<S3Response<HeadBucketOutput>> {
+        timed!(self, "HeadBucket", {
+            strata_names::read(&*self.names, |s| s.bucket(&req.input.bucket).map(|_| ())).map_err(name_err)?;
+            ok(HeadBucketOutput { bucket_region: Some(self.opts.region.clone()), ..Default::default() })
+        })
+    }
+
+    async fn get_bucket_location(&self, req: S3Request<GetBucketLocationInput>) -> S3Result<S3Response<GetBucketLocationOutput>> {
+        timed!(self, "GetBucketLocation", {
+            strata_names::read(&*self.names, |s| s.bucket(&req.input.bucket).map(|_| ())).map_err(name_err)?;
+            let region = (self.opts.region != "us-east-1").then(|| BucketLocationConstraint::from(self.opts.region.clone()));
+            ok(GetBucketLocationOutput { location_constraint: region })
+        })
+    }
+
+    async fn put_bucket_acl(&self, req: S3Request<PutBucketAclInput>) -> S3Result<S3Response<PutBucketAclOutput>> {
+        timed!(self, "PutBucketAcl", {
+            let public = match req.input.acl.as_ref().map(|a| a.as_str()) {
+                Some(BucketCannedACL::PUBLIC_READ) => true,
+                Some(BucketCannedACL::PRIVATE) => false,
+                other => return Err(s3_error!(NotImplemented, "only the canned ACLs private and public-read are supported, not {other:?}")),
+            };
+            self.names.apply(NameOp::SetPublic { bucket: req.input.bucket, public }).await.map_err(name_err)?;
+            ok(PutBucketAclOutput::default())
+        })
+    }
+
+    async fn get_bucket_acl(&self, req: S3Request<GetBucketAclInput>) -> S3Result<S3Response<GetBucketAclOutput>> {
+        timed!(self, "GetBucketAcl", {
+            let public = strata_names::read(&*self.names, |s| s.bucket(&req.input.bucket).map(|b| b.public)).map_err(name_err)?;
+            let owner = Owner { display_name: Some("strata".into()), id: Some("strata".into()) };
+            let mut grants = vec![Grant {
+                grantee: Some(Grantee {
+                    type_: Type::from("CanonicalUser".to_owned()),
+                    id: owner.id.clone(),
+                    display_name: owner.display_name.clone(),
+                    email_address: None,
+                    uri: None,
+                }),
+                permission: Some(Permission::from("FULL_CONTROL".to_owned())),
+            }];
+            if public {
+                grants.push(Grant {
+                    grantee: Some(Grantee {
+                        type_: Type::from("Group".to_owned()),
+                        uri: Some("http://acs.amazonaws.com/groups/global/AllUsers".into()),
+                        id: None,
+                        display_name: None,
+                        email_address: None,
+                    }),
+                    permission: Some(Permission::from("READ".to_owned())),
+                });
+            }
+            ok(GetBucketAclOutput { grants: Some(grants), owner: Some(owner) })
+        })
+    }
+
+    async fn put_bucket_lifecycle_configuration(
+        &self,
+        req: S3Request<PutBucketLifecycleConfigurationInput>,
+    ) -> S3Result<S3Response<PutBucketLifecycleConfigurationOutput>> {
+        timed!(self, "PutBucketLifecycleConfiguration", {
+            let rules = rules_in(req.input.lifecycle_configuration)?;
+            self.set_lifecycle(&req.input.bucket, rules).await?;
+            ok(PutBucketLifecycleConfigurationOutput::default())
+        })
+    }
+
+    async fn get_bucket_lifecycle_configuration(
+        &self,
+        req: S3Request<GetBucketLifecycleConfigurationInput>,
+    ) -> S3Result<S3Response<GetBucketLifecycleConfigurationOutput>> {
+        timed!(self, "GetBucketLifecycleConfiguration", {
+            let rules = strata_names::read(&*self.names, |s| s.bucket(&req.input.bucket).map(|b| b.lifecycle.clone())).map_err(name_err)?;
+            if rules.is_empty() {
+                return Err(s3_error!(NoSuchLifecycleConfiguration, "bucket {} has no lifecycle rules", req.input.bucket));
+            }
+            ok(GetBucketLifecycleConfigurationOutput { rules: Some(rules.iter().map(rule_out).collect()), ..Default::default() })
+        })
+    }
+
+    async fn delete_bucket_lifecycle(&self, req: S3Request<DeleteBucketLifecycleInput>) -> S3Result<S3Response<DeleteBucketLifecycleOutput>> {
+        timed!(self, "DeleteBucketLifecycle", {
+            self.set_lifecycle(&req.input.bucket, vec![]).await?;
+            ok(DeleteBucketLifecycleOutput {})
+        })
+    }
+
+    async fn put_object(&self, req: S3Request<PutObjectInput>) -> S3Result<S3Response<PutObjectOutput>> {
+        timed!(self, "PutObject", self.do_put(req.input).await)
+    }
+
+    async fn get_object(&self, req: S3Request<GetObjectInput>) -> S3Result<S3Response<GetObjectOutput>> {
+        timed!(self, "GetObject", self.do_get(req.input).await)
+    }
+
+    async fn head_object(&self, req: S3Request<HeadObjectInput>) -> S3Result<S3Response<HeadObjectOutput>> {
+        timed!(self, "HeadObject", self.do_head(req.input).await)
+    }
+
+    async fn delete_object(&self, req: S3Request<DeleteObjectInput>) -> S3Result<S3Response<DeleteObjectOutput>> {
+        timed!(self, "DeleteObject", {
+            self.delete_one(&req.input.bucket, &req.input.key).await?;
+            ok(DeleteObjectOutput::default())
+        })
+    }
+
+    async fn delete_objects(&self, req: S3Request<DeleteObjectsInput>) -> S3Result<S3Response<DeleteObjectsOutput>> {
+        timed!(self, "DeleteObjects", {
+            let input = req.input;
+            if input.delete.objects.len() > 1000 {
+                return Err(s3_error!(MalformedXML, "at most 1000 keys can be deleted at once, not {}", input.delete.objects.len()));
+            }
+            strata_names::read(&*self.names, |s| s.bucket(&input.bucket).map(|_| ())).map_err(name_err)?;
+            let quiet = input.delete.quiet.unwrap_or(false);
+            let (mut deleted, mut errors) = (Vec::new(), Vec::new());
+            for o in input.delete.objects {
+                match self.delete_one(&input.bucket, &o.key).await {
+                    Ok(()) if quiet => {}
+                    Ok(()) => deleted.push(DeletedObject { key: Some(o.key), ..Default::default() }),
+                    Err(e) => errors.push(Error {
+                        code: Some(e.code().as_str().to_owned()),
+                        key: Some(o.key),
+                        message: e.message().map(str::to_owned),
+                        version_id: None,
+                    }),
+                }
+            }
+            ok(DeleteObjectsOutput { deleted: Some(deleted), errors: Some(errors), ..Default::default() })
+        })
+    }
+
+    async fn copy_object(&self, req: S3Request<CopyObjectInput>) -> S3Result<S3Response<CopyObjectOutput>> {
+        timed!(self, "CopyObject", self.do_copy(req).await)
+    }
+
+    async fn list_objects_v2(&self, req: S3Request<ListObjectsV2Input>) -> S3Result<S3Response<ListObjectsV2Output>> {
+        timed!(self, "ListObjectsV2", {
+            let i = req.input;
+            let max = page_size(i.max_keys)?;
+            let token = i.continuation_token.as_deref().map(unb64).transpose()?;
+            let after = token.as_deref().or(i.start_after.as_deref());
+            let prefix = i.prefix.clone().unwrap_or_default();
+            let page = self.list_page(&i.bucket, &prefix, i.delimiter.as_deref(), after, max)?;
+            let url = i.encoding_type.as_ref().is_some_and(|e| e.as_str() == EncodingType::URL);
+            let enc = |s: &str| if url { url_encode(s) } else { s.to_owned() };
+            let key_count = (page.objects.len() + page.prefixes.len()) as i32;
+            ok(ListObjectsV2Output {
+                name: Some(i.bucket),
+                prefix: Some(enc(&prefix)),
+                delimiter: i.delimiter.as_deref().map(enc),
+                max_keys: Some(max as i32),
+                key_count: Some(key_count),
+                is_truncated: Some(page.truncated),
+                continuation_token: i.continuation_token,
+                next_continuation_token: page.next.as_deref().map(b64),
+                start_after: i.start_after.as_deref().map(enc),
+                encoding_type: i.encoding_type,
+                contents: Some(page.objects.iter().map(|(k, o)| object_out(&enc(k), o)).collect()),
+                common_prefixes: Some(page.prefixes.iter().map(|p| CommonPrefix { prefix: Some(enc(p)) }).collect()),
+                ..Default::default()
+            })
+        })
+    }
+
+    async fn list_objects(&self, req: S3Request<ListObjectsInput>) -> S3Result<S3Response<ListObjectsOutput>> {
+        timed!(self, "ListObjects", {
+            let i = req.input;
+            let max = page_size(i.max_keys)?;
+            let prefix = i.prefix.clone().unwrap_or_default();
+            let page = self.list_page(&i.bucket, &prefix, i.delimiter.as_deref(), i.marker.as_deref(), max)?;
+            let url = i.encoding_type.as_ref().is_some_and(|e| e.as_str() == EncodingType::URL);
+            let enc = |s: &str| if url { url_encode(s) } else { s.to_owned() };
+            ok(ListObjectsOutput {
+                name: Some(i.bucket),
+                prefix: Some(enc(&prefix)),
+                delimiter: i.delimiter.as_deref().map(enc),
+                marker: Some(i.marker.as_deref().map(enc).unwrap_or_default()),
+                max_keys: Some(max as i32),
+                is_truncated: Some(page.truncated),
+                next_marker: page.next.as_deref().map(enc),
+                encoding_type: i.encoding_type,
+                contents: Some(page.objects.iter().map(|(k, o)| object_out(&enc(k), o)).collect()),
+                common_prefixes: Some(page.prefixes.iter().map(|p| CommonPrefix { prefix: Some(enc(p)) }).collect()),
+                ..Default::default()
+            })
+        })
+    }
+
+    async fn create_multipart_upload(&self, req: S3Request<CreateMultipartUploadInput>) -> S3Result<S3Response<CreateMultipartUploadOutput>> {
+        timed!(self, "CreateMultipartUpload", {
+            let i = req.input;
+            check_key(&i.key)?;
+            let upload_id = {
+                use rand::RngCore;
+                let mut raw = [0u8; 16];
+                rand::rng().fill_bytes(&mut raw);
+                hex::encode(raw)
+            };
+            let upload = Upload {
+                key: i.key.clone(),
+                created_ms: self.now_ms(),
+                content_type: content_type_in(i.content_type),
+                meta: meta_in(i.metadata),
+                owner: req.credentials.map(|c| c.access_key).unwrap_or_default(),
+                parts: BTreeMap::new(),
+            };
+            self.names.apply(NameOp::CreateUpload { bucket: i.bucket.clone(), upload_id: upload_id.clone(), upload }).await.map_err(name_err)?;
+            ok(CreateMultipartUploadOutput { bucket: Some(i.bucket), key: Some(i.key), upload_id: Some(upload_id), ..Default::default() })
+        })
+    }
+
+    async fn upload_part(&self, req: S3Request<UploadPartInput>) -> S3Result<S3Response<UploadPartOutput>> {
+        timed!(self, "UploadPart", {
+            let i = req.input;
+            let number = u32::try_from(i.part_number).ok().filter(|n| (1..=MAX_PARTS).contains(n));
+            let number = number.ok_or_else(|| s3_error!(InvalidArgument, "part number {} is not between 1 and 10000", i.part_number))?;
+            let key_ok = strata_names::read(&*self.names, |s| {
+                let b = s.bucket(&i.bucket).map_err(name_err)?;
+                match b.uploads.get(&i.upload_id) {
+                    Some(u) if u.key == i.key => Ok(()),
+                    _ => Err(s3_error!(NoSuchUpload, "no multipart upload {:?} for key {:?}", i.upload_id, i.key)),
+                }
+            });
+            key_ok?;
+            let now = self.now_ms();
+            let expiry_ms = self.expiry(&i.bucket, &i.key, now)?;
+            let opts = self.put_opts(String::new(), vec![], expiry_ms, now);
+            let stored = self.store(i.body, i.content_length, i.content_md5.as_deref(), opts).await?;
+            let tag = hex::encode(stored.md5);
+            let part = PartMeta { blob: stored.blob, size: stored.size, etag: tag.clone(), modified_ms: now };
+            match self.names.apply(NameOp::PutPart { bucket: i.bucket, upload_id: i.upload_id, number, part }).await {
+                Ok(out) => self.free_outcome(out).await,
+                Err(e) => {
+                    self.free(stored.blob).await;
+                    return Err(name_err(e));
+                }
+            }
+            ok(UploadPartOutput { e_tag: Some(etag(&tag)), ..Default::default() })
+        })
+    }
+
+    async fn complete_multipart_upload(&self, req: S3Request<CompleteMultipartUploadInput>) -> S3Result<S3Response<CompleteMultipartUploadOutput>> {
+        timed!(self, "CompleteMultipartUpload", self.do_complete(req.input).await)
+    }
+
+    async fn abort_multipart_upload(&self, req: S3Request<AbortMultipartUploadInput>) -> S3Result<S3Response<AbortMultipartUploadOutput>> {
+        timed!(self, "AbortMultipartUpload", {
+            let out = self.names.apply(NameOp::AbortUpload { bucket: req.input.bucket, upload_id: req.input.upload_id }).await.map_err(name_err)?;
+            self.free_outcome(out).await;
+            ok(AbortMultipartUploadOutput::default())
+        })
+    }
+
+    async fn list_parts(&self, req: S3Request<ListPartsInput>) -> S3Result<S3Response<ListPartsOutput>> {
+        timed!(self, "ListParts", {
+            let i = req.input;
+            let upload = strata_names::read(&*self.names, |s| {
+                let b = s.bucket(&i.bucket).map_err(name_err)?;
+                b.uploads.get(&i.upload_id).filter(|u| u.key == i.key).cloned().ok_or_else(|| s3_error!(NoSuchUpload, "no multipart upload {:?}", i.upload_id))
+            })?;
+            let max = i.max_parts.map_or(1000, |m| m.clamp(0, 1000) as usize);
+            let marker = i.part_number_marker.map_or(0, |m| m.max(0) as u32);
+            let mut parts: Vec<Part> = Vec::new();
+            let mut truncated = false;
+            for (n, p) in upload.parts.range(marker + 1..) {
+                if parts.len() == max {
+                    truncated = true;
+                    break;
+                }
+                parts.push(Part {
+                    part_number: Some(*n as i32),
+                    size: Some(p.size as i64),
+                    e_tag: Some(etag(&p.etag)),
+                    last_modified: Some(ts(p.modified_ms)),
+                    ..Default::default()
+                });
+            }
+            let next = if truncated { parts.last().and_then(|p| p.part_number) } else { None };
+            ok(ListPartsOutput {
+                bucket: Some(i.bucket),
+                key: Some(i.key),
+                upload_id: Some(i.upload_id),
+                max_parts: Some(max as i32),
+                part_number_marker: i.part_number_marker,
+                next_part_number_marker: next,
+                is_truncated: Some(truncated),
+                parts: Some(parts),
+                ..Default::default()
+            })
+        })
+    }
+
+    async fn list_multipart_uploads(&self, req: S3Request<ListMultipartUploadsInput>) -> S3Result<S3Response<ListMultipartUploadsOutput>> {
+        timed!(self, "ListMultipartUploads", {
+            let i = req.input;
+            let max = i.max_uploads.map_or(1000, |m| m.clamp(0, 1000) as usize);
+            let prefix = i.prefix.clone().unwrap_or_default();
+            let key_marker = i.key_marker.clone().unwrap_or_default();
+            let id_marker = i.upload_id_marker.clone().unwrap_or_default();
+            let mut all = strata_names::read(&*self.names, |s| {
+                let b = s.bucket(&i.bucket).map_err(name_err)?;
+                Ok::<_, S3Error>(
+                    b.uploads
+                        .iter()
+                        .filter(|(_, u)| u.key.starts_with(&prefix))
+                        .map(|(id, u)| (u.key.clone(), id.clone(), u.created_ms))
+                        .filter(|(k, id, _)| key_marker.is_empty() || *k > key_marker || (*k == key_marker && !id_marker.is_empty() && *id > id_marker))
+                        .collect::<Vec<_>>(),
+                )
+            })?;
+            all.sort();
+            let truncated = all.len() > max;
+            all.truncate(max);
+            let next = if truncated { all.last().cloned() } else { None };
+            ok(ListMultipartUploadsOutput {
+                bucket: Some(i.bucket),
+                prefix: i.prefix,
+                key_marker: i.key_marker,
+                upload_id_marker: i.upload_id_marker,
+                max_uploads: Some(max as i32),
+                is_truncated: Some(truncated),
+                next_key_marker: next.as_ref().map(|n| n.0.clone()),
+                next_upload_id_marker: next.map(|n| n.1),
+                uploads: Some(
+                    all.into_iter()
+                        .map(|(key, id, t)| MultipartUpload { key: Some(key), upload_id: Some(id), initiated: Some(ts(t)), ..Default::default() })
+                        .collect(),
+                ),
+                ..Default::default()
+            })
+        })
+    }
+}
+
+fn object_out(key: &str, o: &ObjectMeta) -> Object {
+    Object {
+        key: Some(key.to_owned()),
+        size: Some(o.size as i64),
+        e_tag: Some(etag(&o.etag)),
+        last_modified: Some(ts(o.modified_ms)),
+        storage_class: Some(ObjectStorageClass::from(ObjectStorageClass::STANDARD.to_owned())),
+        ..Default::default()
+    }
+}
