@@ -16,13 +16,15 @@ fi
 
 # The Spark builder's test runs tools/spark/build_store.py with spark-submit
 # in local mode: Java 17 and PySpark in a virtual environment under target/.
+# The S3 tests drive the server with boto3 and the aws CLI from the same
+# environment.
 if ! command -v java >/dev/null 2>&1; then
     apt-get update -qq && apt-get install -y -qq openjdk-17-jre-headless
 fi
 export STRATA_PYENV="${STRATA_PYENV:-$PWD/target/pyenv}"
-if ! "$STRATA_PYENV/bin/python" -c 'import pyspark, crc32c' >/dev/null 2>&1; then
+if ! "$STRATA_PYENV/bin/python" -c 'import pyspark, crc32c, boto3, awscli' >/dev/null 2>&1; then
     python3 -m venv "$STRATA_PYENV"
-    "$STRATA_PYENV/bin/pip" install -q --disable-pip-version-check -r tools/spark/requirements.txt
+    "$STRATA_PYENV/bin/pip" install -q --disable-pip-version-check -r tools/spark/requirements.txt -r crates/strata-cli/tests/s3/requirements.txt
 fi
 
 if cargo fmt --version >/dev/null 2>&1; then

@@ -47,6 +47,17 @@ pub(crate) fn ts(ms: u64) -> Timestamp {
     Timestamp::from(UNIX_EPOCH + Duration::from_millis(ms))
 }
 
+/// The `x-amz-expiration` value for an object expiring at `expiry_ms`
+/// (None if it never does).
+pub(crate) fn expiration(expiry_ms: u64) -> Option<String> {
+    if expiry_ms == 0 {
+        return None;
+    }
+    let mut date = Vec::new();
+    ts(expiry_ms).format(s3s::dto::TimestampFormat::HttpDate, &mut date).ok()?;
+    Some(format!("expiry-date=\"{}\", rule-id=\"lifecycle\"", String::from_utf8_lossy(&date)))
+}
+
 /// An S3 timestamp in milliseconds since the epoch (0 before it).
 pub(crate) fn ms(t: &Timestamp) -> u64 {
     let odt = time::OffsetDateTime::from(t.clone());
@@ -111,5 +122,7 @@ mod tests {
         assert!(check_key(&"k".repeat(1024)).is_ok());
         assert!(check_key(&"k".repeat(1025)).is_err());
         assert!(check_key("").is_err());
+        assert_eq!(expiration(1_700_000_000_000).as_deref(), Some("expiry-date=\"Tue, 14 Nov 2023 22:13:20 GMT\", rule-id=\"lifecycle\""));
+        assert_eq!(expiration(0), None);
     }
 }

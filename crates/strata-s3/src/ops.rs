@@ -1,7 +1,7 @@
 //! The S3 operations.
 
 use crate::StrataS3;
-use crate::convert::{check_key, content_type_in, etag, meta_in, meta_out, ms, name_err, router_err, ts, url_encode};
+use crate::convert::{check_key, content_type_in, etag, expiration, meta_in, meta_out, ms, name_err, router_err, ts, url_encode};
 use base64::Engine;
 use futures_util::StreamExt;
 use md5::{Digest, Md5};
@@ -160,7 +160,7 @@ impl StrataS3 {
         let tag = hex::encode(stored.md5);
         let object = ObjectMeta { blob: stored.blob, size: stored.size, etag: tag.clone(), content_type, meta, modified_ms: now, expiry_ms, parts: 0 };
         self.name(input.bucket, input.key, object, if_absent).await?;
-        ok(PutObjectOutput { e_tag: Some(etag(&tag)), ..Default::default() })
+        ok(PutObjectOutput { e_tag: Some(etag(&tag)), expiration: expiration(expiry_ms), ..Default::default() })
     }
 
     async fn do_get(&self, input: GetObjectInput) -> S3Result<S3Response<GetObjectOutput>> {
@@ -189,6 +189,7 @@ impl StrataS3 {
             last_modified: Some(ts(o.modified_ms)),
             metadata: meta_out(&o.meta),
             parts_count: (o.parts > 0).then_some(o.parts as i32),
+            expiration: expiration(o.expiry_ms),
             ..Default::default()
         })
     }
@@ -218,6 +219,7 @@ impl StrataS3 {
             last_modified: Some(ts(o.modified_ms)),
             metadata: meta_out(&o.meta),
             parts_count: (o.parts > 0).then_some(o.parts as i32),
+            expiration: expiration(o.expiry_ms),
             ..Default::default()
         })
     }

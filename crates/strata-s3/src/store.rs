@@ -24,6 +24,17 @@ pub(crate) struct Stored {
     pub md5: [u8; 16],
 }
 
+/// A failure reading the body: a chunk of a streaming SigV4 payload whose
+/// signature does not match (s3s reports it only as a body error), or a
+/// body cut short.
+fn body_err(msg: &str) -> S3Error {
+    if msg.contains("SignatureMismatch") {
+        s3_error!(SignatureDoesNotMatch, "a chunk signature of the streaming payload does not match")
+    } else {
+        s3_error!(IncompleteBody, "reading the request body: {msg}")
+    }
+}
+
 impl StrataS3 {
     /// Writes `body` to a new blob. With `content_md5` (base64), a body
     /// whose MD5 differs is deleted again and the put fails with BadDigest.
@@ -45,7 +56,7 @@ impl StrataS3 {
             let mut buf = bytes::BytesMut::new();
             let mut body = body;
             while let Some(frame) = body.next().await {
-                let frame = frame.map_err(|e| s3_error!(IncompleteBody, "reading the request body: {e}"))?;
+                let frame = frame.map_err(|e| body_err(&e.to_string()))?;
                 size += frame.len() as u64;
                 if size > INLINE_HASH_BYTES as u64 * 4 {
                     return Err(s3_error!(IncompleteBody, "the body is longer than its Content-Length"));
@@ -78,7 +89,11 @@ impl StrataS3 {
             });
             let put = self.router.put_stream(opts, Box::pin(tee)).await;
             let (size, md5) = hasher.await.map_err(|e| s3_error!(InternalError, "MD5 task: {e}"))?;
-            (put.map_err(router_err)?, size, md5)
+            let put = match put {
+                Err(strata_router::RouterError::IncompleteBody(m)) => Err(body_err(&m)),
+                other => other.map_err(router_err),
+            };
+            (put?, size, md5)
         };
         if let Some(want) = want
             && want != md5

@@ -13,6 +13,8 @@ pub struct Node {
     pub url: String,
     pub client: Client,
     pub data_dir: PathBuf,
+    /// Everything the server printed on stdout so far.
+    pub stdout: std::sync::Arc<std::sync::Mutex<Vec<String>>>,
 }
 
 impl Node {
@@ -23,6 +25,7 @@ impl Node {
             .args(["server", "--data-dir"])
             .arg(data_dir)
             .args(["--listen", "127.0.0.1:0"])
+            .args(if extra.contains(&"--s3-listen") { &[][..] } else { &["--s3-listen", "off"][..] })
             .args(extra)
             .stdout(Stdio::piped())
             .stderr(Stdio::from(log))
@@ -30,12 +33,17 @@ impl Node {
             .expect("spawn strata server");
         let stdout = child.stdout.take().expect("piped stdout");
         let (tx, rx) = std::sync::mpsc::channel();
+        let printed = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        let sink = printed.clone();
         std::thread::spawn(move || {
             let mut lines = BufReader::new(stdout).lines();
             if let Some(Ok(first)) = lines.next() {
                 let _ = tx.send(first);
             }
-            for _ in lines {} // keep draining so the server never blocks on stdout
+            // Keep draining so the server never blocks on stdout.
+            for line in lines.map_while(Result::ok) {
+                sink.lock().unwrap_or_else(|p| p.into_inner()).push(line);
+            }
         });
         let first = match rx.recv_timeout(Duration::from_secs(60)) {
             Ok(l) => l,
@@ -52,7 +60,19 @@ impl Node {
             assert!(Instant::now() < deadline, "server never became healthy");
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
-        Node { child, url, client, data_dir: data_dir.to_owned() }
+        Node { child, url, client, data_dir: data_dir.to_owned(), stdout: printed }
+    }
+
+    /// Waits for a stdout line containing `needle` and returns it.
+    pub async fn printed(&self, needle: &str) -> String {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            if let Some(l) = self.stdout.lock().unwrap_or_else(|p| p.into_inner()).iter().find(|l| l.contains(needle)) {
+                return l.clone();
+            }
+            assert!(Instant::now() < deadline, "the server never printed {needle:?}");
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
     }
 
     /// SIGKILL: no shutdown path runs.
