@@ -16,7 +16,11 @@ use std::time::{Duration, Instant};
 use strata_client::{Client, PutArgs};
 
 #[derive(clap::Args, Debug)]
+#[command(args_conflicts_with_subcommands = true)]
 pub struct BenchArgs {
+    /// Another benchmark instead of the blob API's.
+    #[command(subcommand)]
+    pub what: Option<BenchWhat>,
     /// Directory for the benchmark's data (removed afterwards); its filesystem is the one measured.
     #[arg(long, default_value = "./strata-bench-data")]
     pub data_dir: PathBuf,
@@ -41,6 +45,13 @@ pub struct BenchArgs {
     /// Keep the data directory.
     #[arg(long)]
     pub keep: bool,
+}
+
+/// Benchmarks besides the blob API's.
+#[derive(clap::Subcommand, Debug)]
+pub enum BenchWhat {
+    /// S3 PUT/GET against MinIO on the same filesystem, with our own SigV4 load generator.
+    S3(crate::bench_s3::BenchS3Args),
 }
 
 struct Limits {
@@ -297,6 +308,9 @@ where
 }
 
 pub async fn run(a: BenchArgs) -> Result<()> {
+    if let Some(BenchWhat::S3(s3)) = a.what {
+        return crate::bench_s3::run(s3).await;
+    }
     std::fs::create_dir_all(&a.data_dir).with_context(|| format!("creating {}", a.data_dir.display()))?;
     let probe_dir = a.data_dir.clone();
     let secs = a.seconds;

@@ -4,6 +4,7 @@ mod bench;
 mod bench_cluster;
 mod bench_kv;
 mod bench_kv_push;
+mod bench_s3;
 mod cluster;
 mod commands;
 mod kv;
@@ -61,7 +62,7 @@ enum Cmd {
     /// S3 buckets: list, make public.
     #[command(subcommand)]
     Bucket(s3::BucketCmd),
-    /// Measures PUT/GET over loopback against this machine's disk and network limits.
+    /// Measures PUT/GET over loopback against this machine's disk and network limits (`bench s3`: the S3 API against MinIO).
     Bench(bench::BenchArgs),
     /// Measures a cluster of 1, 3 and 6 node processes on this machine: throughput, replication lag, catch-up.
     BenchCluster(bench_cluster::BenchClusterArgs),

@@ -60,9 +60,10 @@ pub struct ServerArgs {
     /// Idle period of inter-zone replication, ms.
     #[arg(long, default_value_t = 500)]
     pub inter_replication_ms: u64,
-    /// Where the S3 API listens (`off` to disable).
-    #[arg(long, default_value = "127.0.0.1:8081")]
-    pub s3_listen: String,
+    /// Where the S3 API listens (`off` to disable). Default: 127.0.0.1:8081 on a
+    /// single node; off on a cluster node (only metadata members can serve S3).
+    #[arg(long)]
+    pub s3_listen: Option<String>,
     /// Base domain for virtual-host-style S3 requests (`bucket.DOMAIN`); repeatable.
     #[arg(long = "s3-domain", default_value = "localhost")]
     pub s3_domains: Vec<String>,
@@ -108,7 +109,7 @@ impl ServerArgs {
             failure_wait_ms: 5000,
             intra_replication_ms: 100,
             inter_replication_ms: 500,
-            s3_listen: "off".into(),
+            s3_listen: Some("off".into()),
             s3_domains: vec!["localhost".into()],
             s3_region: "us-east-1".into(),
         }
@@ -183,13 +184,22 @@ async fn run_cluster(args: ServerArgs, node_id: u64) -> Result<()> {
     let rconfig = RouterConfig { chunk_size: args.chunk_size as usize, blob_bytes_max: args.max_blob_size, ..RouterConfig::default() };
     let router = Arc::new(Router::new(Arc::new(view), rconfig, clock, None));
     let kv = strata_server::KvStores::open(args.data_dir.join("kv")).context("opening the read-only stores")?;
-    let state = strata_server::AppState::clustered(router, node.clone(), detector, kv, None);
-    if args.s3_listen != "off" {
-        tracing::info!("S3 on a cluster needs the replicated name index; not started on this node");
-    }
+    // S3 on a cluster: names live in the metadata service's Raft state
+    // machine, so only its members serve S3.
+    let s3_listen = args.s3_listen.clone().filter(|l| l != "off");
+    let names: Option<Arc<dyn strata_names::NameIndex>> = match (&s3_listen, &node.meta) {
+        (Some(_), Some(meta)) => Some(Arc::new(strata_cluster::meta::RaftNames::new(meta.clone()))),
+        (Some(_), None) => anyhow::bail!("--s3-listen on a cluster needs a metadata member (this node is not in --meta)"),
+        (None, _) => None,
+    };
+    let state = strata_server::AppState::clustered(router, node.clone(), detector, kv, names.clone());
     strata_server::spawn_compactor(node.disks.clone(), Duration::from_secs(args.compaction_interval_secs.max(1)));
     strata_server::spawn_space_monitor(node.disks.clone());
     println!("Strata node {node_id} is serving http://{} (data in {})", listener.local_addr()?, args.data_dir.display());
+    if let (Some(listen), Some(names)) = (&s3_listen, names) {
+        let s3_addr = crate::s3::start(listen, args.s3_domains.clone(), args.s3_region.clone(), state.clone(), names).await?;
+        println!("S3 API on http://{s3_addr} (names replicated by the metadata group; make keys with strata key create)");
+    }
     strata_server::serve(listener, state, shutdown_signal()).await?;
     if let Some(meta) = &node.meta {
         meta.shutdown().await;
@@ -217,14 +227,15 @@ pub async fn run(args: ServerArgs) -> Result<()> {
     let addr = listener.local_addr()?;
     let disks = strata_server::Disks::single(store.clone());
     let kv = strata_server::KvStores::open(args.data_dir.join("kv")).context("opening the read-only stores")?;
-    let s3 = args.s3_listen != "off";
+    let s3_listen = args.s3_listen.clone().unwrap_or_else(|| "127.0.0.1:8081".into());
+    let s3 = s3_listen != "off";
     let (names, key) = if s3 { crate::s3::open_names(&args.data_dir).await.map(|(n, k)| (Some(n), Some(k)))? } else { (None, None) };
     let state = strata_server::AppState::new(router, disks.clone(), kv, names.clone());
     strata_server::spawn_compactor(disks.clone(), Duration::from_secs(args.compaction_interval_secs.max(1)));
     strata_server::spawn_space_monitor(disks.clone());
     println!("Strata is serving http://{addr} (data in {}, {} partitions)", args.data_dir.display(), store.replicas().len());
     if let (Some(names), Some((id, secret))) = (names, key) {
-        let s3_addr = crate::s3::start(&args.s3_listen, args.s3_domains.clone(), args.s3_region.clone(), state.clone(), names).await?;
+        let s3_addr = crate::s3::start(&s3_listen, args.s3_domains.clone(), args.s3_region.clone(), state.clone(), names).await?;
         println!("S3 API on http://{s3_addr} (region {}); access key for it (admin):", args.s3_region);
         println!("  AWS_ACCESS_KEY_ID={id} AWS_SECRET_ACCESS_KEY={secret}");
         println!("  aws --endpoint-url http://{s3_addr} s3 mb s3://demo   # more keys: strata key create");

@@ -84,3 +84,91 @@ async fn acknowledged_s3_puts_survive_kill_9() {
     println!("{count} acknowledged before kill -9; {text}");
     assert!(out.status.success(), "acknowledged S3 objects lost or damaged after kill -9:\n{text}");
 }
+
+/// Three `strata` processes, each a metadata member serving S3 on
+/// 127.81.0.N: names replicated by Raft are read-after-write consistent
+/// across nodes, and survive the loss of one member.
+#[tokio::test(flavor = "multi_thread")]
+async fn names_are_consistent_across_a_cluster() {
+    use strata_client::Client;
+    let dir = tempfile::tempdir().unwrap();
+    let addr = |n: u8, port: u16| format!("127.81.0.{n}:{port}");
+    let meta: Vec<String> = (1..=3).map(|n| format!("{n}={}", addr(n, 7000))).collect();
+    let mut procs = Vec::new();
+    for n in 1..=3u8 {
+        let log = std::fs::File::create(dir.path().join(format!("n{n}.log"))).unwrap();
+        let child = Command::new(env!("CARGO_BIN_EXE_strata"))
+            .args(["server", "--data-dir"])
+            .arg(dir.path().join(format!("n{n}")))
+            .args(["--listen", &addr(n, 7000), "--node-id", &n.to_string(), "--meta", &meta.join(",")])
+            .args(["--outbound-ip", &format!("127.81.0.{n}"), "--s3-listen", &addr(n, 7001)])
+            .args(["--chunk-size", "1MiB", "--segment-size", "16MiB", "--disk-reserve", "0", "--replica-capacity", "256MiB"])
+            .env("STRATA_LOG", "warn")
+            .stdout(std::process::Stdio::null())
+            .stderr(log)
+            .spawn()
+            .expect("spawn strata");
+        procs.push(ScopedChild(child));
+    }
+    let client = |n: u8| Client::new(&format!("http://{}", addr(n, 7000)));
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    while client(1).post_json("/admin/cluster/init", &serde_json::json!({})).await.is_err() {
+        assert!(std::time::Instant::now() < deadline, "the metadata group did not form");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    let command = |via: u8, cmd: serde_json::Value| async move {
+        let deadline = std::time::Instant::now() + Duration::from_secs(30);
+        loop {
+            match client(via).post_json("/admin/cluster/command", &cmd).await {
+                Ok(v) if v.get("Refused").is_none() => return,
+                other => assert!(std::time::Instant::now() < deadline, "{cmd}: {other:?}"),
+            }
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+    };
+    for n in 1..=3u8 {
+        command(n, serde_json::json!({ "AddNode": { "id": n, "addr": addr(n, 7000), "zone": "z1", "rack": format!("r{n}") } })).await;
+        command(n, serde_json::json!({ "AddDisk": { "node": n, "path": "d0", "capacity_bytes": 4u64 << 30 } })).await;
+    }
+    command(1, serde_json::json!({ "AddPartitions": { "count": 4, "replicas_per_zone": 3, "capacity_bytes": 256u64 << 20 } })).await;
+    for n in 1..=3u8 {
+        let deadline = std::time::Instant::now() + Duration::from_secs(30);
+        while client(n).json(http::Method::GET, "/admin/partitions").await.map_or(0, |v| v.as_array().map_or(0, Vec::len)) < 4 {
+            assert!(std::time::Instant::now() < deadline, "node {n} did not open its replicas");
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+    // A key made through node 2 works on every node.
+    let out = Command::new(env!("CARGO_BIN_EXE_strata"))
+        .args(["key", "create", "--admin", "--json", "--server", &format!("http://{}", addr(2, 7000))])
+        .output()
+        .expect("strata key create");
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let key: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let (ak, sk) = (key["access_key_id"].as_str().unwrap().to_owned(), key["secret_access_key"].as_str().unwrap().to_owned());
+    let endpoints: Vec<String> = (1..=3).map(|n| format!("http://{}", addr(n, 7001))).collect();
+    let run = |mode: &str, endpoints: &[String]| {
+        let out = python("cluster.py")
+            .arg(mode)
+            .env("STRATA_S3_ENDPOINTS", endpoints.join(","))
+            .env("AWS_ACCESS_KEY_ID", &ak)
+            .env("AWS_SECRET_ACCESS_KEY", &sk)
+            .output()
+            .expect("run python");
+        let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+        println!("{mode}: {text}");
+        assert!(out.status.success(), "{mode} failed:\n{text}");
+    };
+    run("check", &endpoints);
+    drop(procs.pop()); // SIGKILL node 3
+    run("after-kill", &endpoints[..2]);
+}
+
+struct ScopedChild(std::process::Child);
+
+impl Drop for ScopedChild {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}

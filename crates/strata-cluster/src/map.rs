@@ -169,6 +169,10 @@ pub enum Command {
         /// Name.
         name: String,
     },
+    /// A change to the named blobs of the S3 API (buckets, object names,
+    /// uploads, access keys): not part of the map, applied by the metadata
+    /// service's state machine to its name state (`strata-names`).
+    Names(strata_names::NameOp),
 }
 
 /// What an applied command reports.
@@ -188,6 +192,8 @@ pub enum Outcome {
     },
     /// Refused; the map did not change.
     Refused(MapError),
+    /// What a [`Command::Names`] op did.
+    Names(Result<strata_names::Outcome, strata_names::NameError>),
 }
 
 /// Why a command was refused.
@@ -241,6 +247,9 @@ impl ClusterMap {
     /// map is unchanged. Deterministic: every replica of the metadata log
     /// computes the same map.
     pub fn apply(&mut self, cmd: &Command) -> Outcome {
+        if let Command::Names(_) = cmd {
+            return Outcome::Names(Err(strata_names::NameError::Unavailable("name ops are applied by the metadata service, not the map".into())));
+        }
         let mut next = self.clone();
         match next.apply_inner(cmd) {
             Ok(ids) => {
@@ -258,6 +267,7 @@ impl ClusterMap {
     fn apply_inner(&mut self, cmd: &Command) -> Result<Option<Vec<PartitionId>>, MapError> {
         let invalid = |field: &str, detail: &str| MapError::Invalid { field: field.to_string(), detail: detail.to_string() };
         match cmd {
+            Command::Names(_) => Err(invalid("command", "name ops are not map commands")),
             Command::AddNode { id, addr, zone, rack } => {
                 if self.nodes.contains_key(id) {
                     return Err(MapError::NodeExists(*id));

@@ -26,7 +26,7 @@ use std::sync::RwLock;
 pub const KEY_BYTES_MAX: usize = 1024;
 
 /// What can go wrong with a name op.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error, serde::Serialize, serde::Deserialize)]
 pub enum NameError {
     /// No such bucket.
     #[error("bucket {0:?} does not exist")]

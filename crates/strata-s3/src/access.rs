@@ -22,8 +22,13 @@ impl KeyAuth {
 #[async_trait::async_trait]
 impl S3Auth for KeyAuth {
     async fn get_secret_key(&self, access_key: &str) -> S3Result<SecretKey> {
-        strata_names::read(&*self.0, |s| s.keys.get(access_key).map(|k| SecretKey::from(k.secret.as_str())))
-            .ok_or_else(|| s3_error!(InvalidAccessKeyId, "the access key {access_key:?} does not exist"))
+        let find = || strata_names::read(&*self.0, |s| s.keys.get(access_key).map(|k| SecretKey::from(k.secret.as_str())));
+        if let Some(k) = find() {
+            return Ok(k);
+        }
+        // A key created on another node may not be applied here yet.
+        self.0.barrier().await.map_err(|e| s3_error!(ServiceUnavailable, "{e}"))?;
+        find().ok_or_else(|| s3_error!(InvalidAccessKeyId, "the access key {access_key:?} does not exist"))
     }
 }
 

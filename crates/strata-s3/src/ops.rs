@@ -421,10 +421,15 @@ fn rule_out(r: &ExpiryRule) -> LifecycleRule {
     }
 }
 
+/// Runs an operation after the name index's read barrier (so it sees every
+/// write acknowledged anywhere before it; free on one node) and records it.
 macro_rules! timed {
     ($self:ident, $op:literal, $body:expr) => {{
         let t0 = std::time::Instant::now();
-        let r = $body;
+        let r = match $self.names.barrier().await {
+            Err(e) => Err(name_err(e)),
+            Ok(()) => $body,
+        };
         $self.observe($op, t0, &r);
         r
     }};

@@ -18,6 +18,7 @@ pub(crate) fn routes() -> Router<Arc<AppState>> {
         .route("/rpc/v1/{name}", post(rpc))
         .route("/raft/v1/{name}", post(raft))
         .route("/meta/v1/propose", post(raft))
+        .route("/meta/v1/read-index", post(raft))
         .route("/meta/v1/map", get(map_bytes))
         .route("/admin/cluster/status", get(status))
         .route("/admin/cluster/init", post(init))

@@ -5,13 +5,17 @@
 
 mod feed;
 mod log_store;
+mod names;
 mod network;
 mod service;
 mod state_machine;
 
 pub use feed::{MapFeed, fetch_map};
 pub use log_store::LogStore;
-pub use network::{HttpClient, KIND_APPEND, KIND_PROPOSE, KIND_SNAPSHOT, KIND_VOTE, PostError, http_client, post_frame, post_raw, set_outbound_ip};
+pub use names::RaftNames;
+pub use network::{
+    HttpClient, KIND_APPEND, KIND_PROPOSE, KIND_READ_INDEX, KIND_SNAPSHOT, KIND_VOTE, PostError, http_client, post_frame, post_raw, set_outbound_ip,
+};
 pub use service::{MetaConfig, MetaError, MetaService, MetaStatus};
 pub use state_machine::StateMachine;
 

@@ -21,6 +21,9 @@ pub const KIND_VOTE: u16 = 0x11;
 pub const KIND_SNAPSHOT: u16 = 0x12;
 /// Frame kind of a forwarded proposal and its answer.
 pub const KIND_PROPOSE: u16 = 0x13;
+/// A follower asking the leader for a read index (empty payload; the
+/// answer is postcard `Result<u64, String>`).
+pub const KIND_READ_INDEX: u16 = 0x14;
 
 /// The HTTP client nodes use to talk to each other.
 pub type HttpClient = hyper_util::client::legacy::Client<hyper_util::client::legacy::connect::HttpConnector, Full<Bytes>>;

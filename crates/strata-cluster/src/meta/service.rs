@@ -2,7 +2,7 @@
 //! to the leader when this node is not it), the map, and the handler for
 //! Raft messages that the HTTP server routes here.
 
-use super::network::{KIND_APPEND, KIND_PROPOSE, KIND_SNAPSHOT, KIND_VOTE, Network};
+use super::network::{KIND_APPEND, KIND_PROPOSE, KIND_READ_INDEX, KIND_SNAPSHOT, KIND_VOTE, Network};
 use super::{HttpClient, LogStore, StateMachine, TypeConfig, http_client, post_frame};
 use crate::map::{ClusterMap, Command, MapError, Outcome};
 use openraft::error::{ClientWriteError, InitializeError, RaftError};
@@ -81,6 +81,7 @@ pub struct MetaService {
     raft: Raft<TypeConfig>,
     map_rx: watch::Receiver<Arc<ClusterMap>>,
     client: HttpClient,
+    sm: StateMachine,
 }
 
 impl MetaService {
@@ -101,8 +102,8 @@ impl MetaService {
             ..Default::default()
         };
         let raft_config = Arc::new(raft_config.validate().map_err(|e| MetaError::Invalid(e.to_string()))?);
-        let raft = Raft::new(config.id, raft_config, Network { client: client.clone() }, log, sm).await.map_err(|e| MetaError::Raft(e.to_string()))?;
-        Ok(Arc::new(Self { id: config.id, raft, map_rx, client }))
+        let raft = Raft::new(config.id, raft_config, Network { client: client.clone() }, log, sm.clone()).await.map_err(|e| MetaError::Raft(e.to_string()))?;
+        Ok(Arc::new(Self { id: config.id, raft, map_rx, client, sm }))
     }
 
     /// Makes `members` (id → `host:port`) the first voting configuration.
@@ -147,11 +148,18 @@ impl MetaService {
     /// forwarding to the leader when this node is not it. Retries for a
     /// few seconds while no leader is known (an election).
     pub async fn propose(&self, cmd: Command) -> Result<Outcome, MetaError> {
+        self.propose_indexed(cmd).await.map(|(o, _)| o)
+    }
+
+    /// [`MetaService::propose`], also returning the log index the command
+    /// was committed at (to wait for it locally with
+    /// [`MetaService::wait_applied`]).
+    pub async fn propose_indexed(&self, cmd: Command) -> Result<(Outcome, u64), MetaError> {
         let deadline = tokio::time::Instant::now() + Duration::from_secs(8);
         let mut last = String::from("no leader elected yet");
         while tokio::time::Instant::now() < deadline {
             match self.raft.client_write(cmd.clone()).await {
-                Ok(r) => return Ok(r.data),
+                Ok(r) => return Ok((r.data, r.log_id.index)),
                 Err(RaftError::APIError(ClientWriteError::ForwardToLeader(f))) => {
                     if let Some(node) = f.leader_node {
                         match self.forward(&node.addr, &cmd).await {
@@ -167,11 +175,47 @@ impl MetaService {
         Err(MetaError::NoLeader(last))
     }
 
-    async fn forward(&self, addr: &str, cmd: &Command) -> Result<Outcome, String> {
+    async fn forward(&self, addr: &str, cmd: &Command) -> Result<(Outcome, u64), String> {
         let payload = postcard::to_stdvec(cmd).map_err(|e| e.to_string())?;
         let answer = post_frame(&self.client, addr, "/meta/v1/propose", KIND_PROPOSE, &payload, Duration::from_secs(5)).await.map_err(|e| e.to_string())?;
-        let r: Result<Outcome, String> = postcard::from_bytes(&answer).map_err(|e| e.to_string())?;
+        let r: Result<(Outcome, u64), String> = postcard::from_bytes(&answer).map_err(|e| e.to_string())?;
         r
+    }
+
+    /// A linearizable read point (Raft's read index): the leader confirms
+    /// it still leads and answers its commit index; a follower asks the
+    /// leader. Once this node has applied that index, its state holds every
+    /// write that was acknowledged before the call.
+    pub async fn read_index(&self) -> Result<u64, MetaError> {
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(8);
+        let mut last = String::from("no leader elected yet");
+        while tokio::time::Instant::now() < deadline {
+            match self.raft.ensure_linearizable().await {
+                Ok(log_id) => return Ok(log_id.map_or(0, |l| l.index)),
+                Err(RaftError::APIError(openraft::error::CheckIsLeaderError::ForwardToLeader(f))) => {
+                    if let Some(node) = f.leader_node {
+                        let asked = post_frame(&self.client, &node.addr, "/meta/v1/read-index", KIND_READ_INDEX, &[], Duration::from_secs(5)).await;
+                        match asked.map_err(|e| e.to_string()).and_then(|a| postcard::from_bytes::<Result<u64, String>>(&a).map_err(|e| e.to_string())) {
+                            Ok(Ok(i)) => return Ok(i),
+                            Ok(Err(e)) | Err(e) => last = e,
+                        }
+                    }
+                }
+                Err(e) => last = e.to_string(),
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        Err(MetaError::NoLeader(last))
+    }
+
+    /// Waits until this node has applied the entry at `index`.
+    pub async fn wait_applied(&self, index: u64) {
+        self.sm.wait_applied(index).await;
+    }
+
+    /// The S3 API's name state as this node has applied it.
+    pub fn names(&self) -> &std::sync::RwLock<strata_names::NameState> {
+        self.sm.names()
     }
 
     /// Handles a frame POSTed to `/raft/v1/*` or `/meta/v1/propose` and
@@ -186,7 +230,11 @@ impl MetaService {
             KIND_PROPOSE => {
                 // Only the leader answers a forwarded proposal; no second hop.
                 let cmd: Command = postcard::from_bytes(payload).map_err(bad)?;
-                let r: Result<Outcome, String> = self.raft.client_write(cmd).await.map(|r| r.data).map_err(|e| e.to_string());
+                let r: Result<(Outcome, u64), String> = self.raft.client_write(cmd).await.map(|r| (r.data, r.log_id.index)).map_err(|e| e.to_string());
+                postcard::to_stdvec(&r)
+            }
+            KIND_READ_INDEX => {
+                let r: Result<u64, String> = self.raft.ensure_linearizable().await.map(|l| l.map_or(0, |l| l.index)).map_err(|e| e.to_string());
                 postcard::to_stdvec(&r)
             }
             k => return Err(format!("unknown message kind {k}")),

@@ -1,6 +1,8 @@
-//! The state machine: the cluster map, rebuilt from the log, snapshotted to
-//! `raft-snapshot` (a frame holding the snapshot's meta and the encoded map).
-//! Every applied change is published on a watch channel for map readers.
+//! The state machine: the cluster map and the S3 API's name state, rebuilt
+//! from the log, snapshotted to `raft-snapshot` (a frame holding the
+//! snapshot's meta, the encoded map and the encoded names). Every applied
+//! map change is published on a watch channel for map readers, and the last
+//! applied index on another, for reads that wait for their read index.
 
 use super::{TypeConfig, write_atomic};
 use crate::codec::{decode_map, encode_map};
@@ -9,8 +11,9 @@ use openraft::storage::{RaftStateMachine, Snapshot};
 use openraft::{AnyError, Entry, EntryPayload, LogId, RaftSnapshotBuilder, SnapshotMeta, StorageError, StorageIOError, StoredMembership};
 use std::io::Cursor;
 use std::path::PathBuf;
-use std::sync::Arc;
+use std::sync::{Arc, RwLock};
 use strata_format::frame::{decode_frame, encode_frame};
+use strata_names::NameState;
 use tokio::sync::{Mutex, watch};
 
 const KIND_SNAPSHOT: u16 = 5;
@@ -31,22 +34,39 @@ struct Inner {
 pub struct StateMachine {
     inner: Arc<Mutex<Inner>>,
     tx: Arc<watch::Sender<Arc<ClusterMap>>>,
+    names: Arc<RwLock<NameState>>,
+    applied: Arc<watch::Sender<u64>>,
 }
 
 #[derive(serde::Serialize, serde::Deserialize)]
 struct SnapshotFile {
     meta: Meta,
     map: Vec<u8>,
+    /// postcard of the `NameState` (absent in snapshots written before S3).
+    names: Vec<u8>,
 }
 
-fn decode_snapshot(b: &[u8]) -> Result<(Meta, ClusterMap, Vec<u8>), String> {
+#[derive(serde::Deserialize)]
+struct SnapshotFileV1 {
+    meta: Meta,
+    map: Vec<u8>,
+}
+
+fn decode_snapshot(b: &[u8]) -> Result<(Meta, ClusterMap, NameState, Vec<u8>), String> {
     let (kind, payload) = decode_frame(b).map_err(|e| e.to_string())?;
     if kind != KIND_SNAPSHOT {
         return Err(format!("frame kind {kind} is not a snapshot"));
     }
-    let f: SnapshotFile = postcard::from_bytes(payload).map_err(|e| e.to_string())?;
+    let f: SnapshotFile = match postcard::from_bytes(payload) {
+        Ok(f) => f,
+        Err(_) => {
+            let old: SnapshotFileV1 = postcard::from_bytes(payload).map_err(|e| e.to_string())?;
+            SnapshotFile { meta: old.meta, map: old.map, names: Vec::new() }
+        }
+    };
     let map = decode_map(&f.map).map_err(|e| e.to_string())?;
-    Ok((f.meta, map, b.to_vec()))
+    let names = if f.names.is_empty() { NameState::default() } else { postcard::from_bytes(&f.names).map_err(|e| format!("names: {e}"))? };
+    Ok((f.meta, map, names, b.to_vec()))
 }
 
 impl StateMachine {
@@ -61,20 +81,34 @@ impl StateMachine {
             snapshot: None,
             builds: 0,
         };
+        let mut names = NameState::default();
         match std::fs::read(dir.join("raft-snapshot")) {
             Ok(b) => {
-                let (meta, map, bytes) =
+                let (meta, map, n, bytes) =
                     decode_snapshot(&b).map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidData, format!("raft-snapshot: {e}")))?;
                 inner.last_applied = meta.last_log_id;
                 inner.membership = meta.last_membership.clone();
                 inner.map = map;
+                names = n;
                 inner.snapshot = Some((meta, bytes));
             }
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
             Err(e) => return Err(e),
         }
         let (tx, _) = watch::channel(Arc::new(inner.map.clone()));
-        Ok(Self { inner: Arc::new(Mutex::new(inner)), tx: Arc::new(tx) })
+        let (applied, _) = watch::channel(inner.last_applied.map_or(0, |l| l.index));
+        Ok(Self { inner: Arc::new(Mutex::new(inner)), tx: Arc::new(tx), names: Arc::new(RwLock::new(names)), applied: Arc::new(applied) })
+    }
+
+    /// The S3 API's name state, as applied so far.
+    pub fn names(&self) -> &RwLock<NameState> {
+        &self.names
+    }
+
+    /// Waits until the entry at `index` has been applied here.
+    pub async fn wait_applied(&self, index: u64) {
+        let mut rx = self.applied.subscribe();
+        let _ = rx.wait_for(|&a| a >= index).await;
     }
 
     /// The map as last applied; `changed()` wakes on every change.
@@ -92,7 +126,11 @@ impl RaftSnapshotBuilder<TypeConfig> for StateMachine {
             None => format!("empty-{}", g.builds),
         };
         let meta = Meta { last_log_id: g.last_applied, last_membership: g.membership.clone(), snapshot_id: id };
-        let file = SnapshotFile { meta: meta.clone(), map: encode_map(&g.map) };
+        let names = {
+            let n = self.names.read().unwrap_or_else(std::sync::PoisonError::into_inner);
+            postcard::to_stdvec(&*n).map_err(|e| StorageIOError::write_snapshot(None, AnyError::new(&e)))?
+        };
+        let file = SnapshotFile { meta: meta.clone(), map: encode_map(&g.map), names };
         let bytes = encode_frame(KIND_SNAPSHOT, &postcard::to_stdvec(&file).map_err(|e| StorageIOError::write_snapshot(None, AnyError::new(&e)))?);
         write_atomic(&g.dir.join("raft-snapshot"), &bytes).map_err(|e| StorageIOError::write_snapshot(None, AnyError::new(&e)))?;
         g.snapshot = Some((meta.clone(), bytes.clone()));
@@ -120,6 +158,9 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
             let epoch = g.map.epoch;
             out.push(match e.payload {
                 EntryPayload::Blank => Outcome::Applied { epoch },
+                EntryPayload::Normal(crate::map::Command::Names(op)) => {
+                    Outcome::Names(self.names.write().unwrap_or_else(std::sync::PoisonError::into_inner).apply(op))
+                }
                 EntryPayload::Normal(cmd) => g.map.apply(&cmd),
                 EntryPayload::Membership(m) => {
                     g.membership = StoredMembership::new(Some(e.log_id), m);
@@ -127,8 +168,10 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
                 }
             });
         }
-        let map = Arc::new(g.map.clone());
-        self.tx.send_replace(map);
+        if g.map.epoch != self.tx.borrow().epoch {
+            self.tx.send_replace(Arc::new(g.map.clone()));
+        }
+        self.applied.send_replace(g.last_applied.map_or(0, |l| l.index));
         Ok(out)
     }
 
@@ -142,7 +185,7 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
 
     async fn install_snapshot(&mut self, meta: &Meta, snapshot: Box<Cursor<Vec<u8>>>) -> Result<(), SErr> {
         let bytes = snapshot.into_inner();
-        let (file_meta, map, bytes) = decode_snapshot(&bytes).map_err(|e| StorageIOError::read_snapshot(None, AnyError::error(e)))?;
+        let (file_meta, map, names, bytes) = decode_snapshot(&bytes).map_err(|e| StorageIOError::read_snapshot(None, AnyError::error(e)))?;
         if file_meta.last_log_id != meta.last_log_id {
             return Err(StorageIOError::read_snapshot(None, AnyError::error("snapshot data does not match its meta")).into());
         }
@@ -151,8 +194,10 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
         g.last_applied = meta.last_log_id;
         g.membership = meta.last_membership.clone();
         g.map = map;
+        *self.names.write().unwrap_or_else(std::sync::PoisonError::into_inner) = names;
         g.snapshot = Some((meta.clone(), bytes));
         self.tx.send_replace(Arc::new(g.map.clone()));
+        self.applied.send_replace(g.last_applied.map_or(0, |l| l.index));
         Ok(())
     }
 

@@ -1,0 +1,395 @@
+//! `strata bench s3`: Strata's S3 API against MinIO on the same machine and
+//! filesystem, driven by one load generator of our own that speaks SigV4
+//! (so it can drive any S3 server). Both servers run single-node with their
+//! data under `--dir`; both make every PUT durable before answering (Strata
+//! fsyncs each group commit and its name log, MinIO fdatasyncs each
+//! object). Each cell is PUT then GET, alternating the systems, and the
+//! table gives each Strata figure as a ratio to MinIO's; the fsync'd
+//! sequential write limit of the disk and the loopback limit are measured
+//! in the same run.
+
+use crate::bench::{disk_write_limit, loopback_limit, percentile, phase};
+use crate::size::parse_size;
+use anyhow::{Context, Result, bail};
+use bytes::Bytes;
+use hmac::{Hmac, KeyInit, Mac};
+use http_body_util::{BodyExt, Full};
+use hyper_util::client::legacy::Client as HyperClient;
+use hyper_util::client::legacy::connect::HttpConnector;
+use sha2::{Digest, Sha256};
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+use strata_types::Clock;
+
+#[derive(clap::Args, Debug)]
+pub struct BenchS3Args {
+    /// Directory for both servers' data (removed afterwards); its filesystem is the one measured.
+    #[arg(long, default_value = "./strata-bench-s3")]
+    pub dir: PathBuf,
+    /// Object sizes.
+    #[arg(long, value_delimiter = ',', default_value = "4KiB,1MiB,64MiB", value_parser = parse_size)]
+    pub sizes: Vec<u64>,
+    /// Client concurrencies.
+    #[arg(long, value_delimiter = ',', default_value = "1,16")]
+    pub concurrency: Vec<usize>,
+    /// Seconds per PUT or GET phase.
+    #[arg(long, default_value_t = 4.0)]
+    pub seconds: f64,
+    /// The MinIO server binary (default: `minio` in `go env GOPATH`/bin, then on PATH; scripts/bench-s3.sh installs it).
+    #[arg(long)]
+    pub minio: Option<PathBuf>,
+    /// Benchmark Strata alone (no ratios).
+    #[arg(long)]
+    pub no_minio: bool,
+    /// Print JSON instead of a table.
+    #[arg(long)]
+    pub json: bool,
+    /// Keep the data directory.
+    #[arg(long)]
+    pub keep: bool,
+}
+
+type Body = Full<Bytes>;
+
+/// A minimal S3 client: path-style, SigV4 with `UNSIGNED-PAYLOAD` (the
+/// payload is not hashed on either side, as clients do over TLS).
+#[derive(Clone)]
+struct S3Client {
+    http: HyperClient<HttpConnector, Body>,
+    endpoint: String,
+    host: String,
+    access_key: String,
+    secret_key: String,
+}
+
+/// `YYYYMMDDTHHMMSSZ` for a time in ms since the epoch (civil-from-days).
+fn amz_date(ms: u64) -> String {
+    let secs = ms / 1000;
+    let (days, rem) = ((secs / 86_400) as i64, secs % 86_400);
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 };
+    let y = yoe + era * 400 + i64::from(m <= 2);
+    format!("{y:04}{m:02}{d:02}T{:02}{:02}{:02}Z", rem / 3600, rem % 3600 / 60, rem % 60)
+}
+
+fn hmac(key: &[u8], msg: &[u8]) -> Vec<u8> {
+    let mut m = <Hmac<Sha256> as KeyInit>::new_from_slice(key).expect("HMAC takes any key length");
+    m.update(msg);
+    m.finalize().into_bytes().to_vec()
+}
+
+impl S3Client {
+    fn new(endpoint: &str, access_key: &str, secret_key: &str) -> Self {
+        let mut conn = HttpConnector::new();
+        conn.set_nodelay(true);
+        let http = HyperClient::builder(hyper_util::rt::TokioExecutor::new()).pool_max_idle_per_host(64).build(conn);
+        let host = endpoint.trim_start_matches("http://").trim_end_matches('/').to_owned();
+        Self { http, endpoint: endpoint.trim_end_matches('/').to_owned(), host, access_key: access_key.into(), secret_key: secret_key.into() }
+    }
+
+    /// The SigV4 `Authorization` header and date for a request.
+    fn sign(&self, method: &str, path: &str) -> (String, String) {
+        let date = amz_date(strata_types::SystemClock.now_ms());
+        let day = &date[..8];
+        let scope = format!("{day}/us-east-1/s3/aws4_request");
+        let canonical = format!(
+            "{method}\n{path}\n\nhost:{}\nx-amz-content-sha256:UNSIGNED-PAYLOAD\nx-amz-date:{date}\n\nhost;x-amz-content-sha256;x-amz-date\nUNSIGNED-PAYLOAD",
+            self.host
+        );
+        let to_sign = format!("AWS4-HMAC-SHA256\n{date}\n{scope}\n{}", hex::encode(Sha256::digest(canonical.as_bytes())));
+        let mut key = hmac(format!("AWS4{}", self.secret_key).as_bytes(), day.as_bytes());
+        for part in ["us-east-1", "s3", "aws4_request"] {
+            key = hmac(&key, part.as_bytes());
+        }
+        let sig = hex::encode(hmac(&key, to_sign.as_bytes()));
+        let auth = format!("AWS4-HMAC-SHA256 Credential={}/{scope}, SignedHeaders=host;x-amz-content-sha256;x-amz-date, Signature={sig}", self.access_key);
+        (auth, date)
+    }
+
+    /// Sends a request; returns the status and the number of body bytes read.
+    async fn call(&self, method: http::Method, path: &str, body: Bytes) -> Result<(u16, u64)> {
+        let (auth, date) = self.sign(method.as_str(), path);
+        let req = http::Request::builder()
+            .method(method)
+            .uri(format!("{}{path}", self.endpoint))
+            .header("host", &self.host)
+            .header("x-amz-date", date)
+            .header("x-amz-content-sha256", "UNSIGNED-PAYLOAD")
+            .header("authorization", auth)
+            .header("content-length", body.len())
+            .body(Full::new(body))?;
+        let resp = self.http.request(req).await.context("S3 request")?;
+        let status = resp.status().as_u16();
+        let mut body = resp.into_body();
+        let mut n = 0u64;
+        while let Some(frame) = body.frame().await {
+            if let Ok(d) = frame.context("reading the response")?.into_data() {
+                n += d.len() as u64;
+            }
+        }
+        Ok((status, n))
+    }
+}
+
+/// A server under test.
+struct Target {
+    name: &'static str,
+    client: S3Client,
+    child: Child,
+}
+
+impl Drop for Target {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn free_port() -> Result<u16> {
+    Ok(std::net::TcpListener::bind("127.0.0.1:0")?.local_addr()?.port())
+}
+
+fn start_strata(dir: &Path) -> Result<Target> {
+    let exe = std::env::current_exe().context("locating the strata binary")?;
+    let mut child = Command::new(exe)
+        .args(["server", "--data-dir"])
+        .arg(dir)
+        .args(["--listen", "127.0.0.1:0", "--s3-listen", "127.0.0.1:0"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .context("starting strata server")?;
+    let stdout = child.stdout.take().context("strata stdout")?;
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+            let _ = tx.send(line);
+        }
+    });
+    let (mut endpoint, mut keys) = (None, None);
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while endpoint.is_none() || keys.is_none() {
+        let left = deadline.saturating_duration_since(Instant::now());
+        let line = rx.recv_timeout(left).context("strata server did not print its S3 endpoint")?;
+        if line.contains("S3 API on") {
+            endpoint = line.split_whitespace().find(|w| w.starts_with("http://")).map(str::to_owned);
+        }
+        if let Some(rest) = line.trim().strip_prefix("AWS_ACCESS_KEY_ID=") {
+            let mut parts = rest.split(" AWS_SECRET_ACCESS_KEY=");
+            keys = Some((parts.next().unwrap_or("").to_owned(), parts.next().unwrap_or("").to_owned()));
+        }
+    }
+    let (endpoint, (ak, sk)) = (endpoint.context("no endpoint")?, keys.context("no key")?);
+    Ok(Target { name: "strata", client: S3Client::new(&endpoint, &ak, &sk), child })
+}
+
+fn find_minio(given: Option<&Path>) -> Result<PathBuf> {
+    if let Some(p) = given {
+        return Ok(p.to_owned());
+    }
+    let gopath = Command::new("go").args(["env", "GOPATH"]).output().ok().map(|o| String::from_utf8_lossy(&o.stdout).trim().to_owned());
+    let mut candidates: Vec<PathBuf> = gopath.into_iter().filter(|g| !g.is_empty()).map(|g| PathBuf::from(g).join("bin/minio")).collect();
+    if let Some(home) = std::env::var_os("HOME") {
+        candidates.push(PathBuf::from(home).join("go/bin/minio"));
+    }
+    if let Some(path) = std::env::var_os("PATH") {
+        candidates.extend(std::env::split_paths(&path).map(|p| p.join("minio")));
+    }
+    candidates
+        .into_iter()
+        .find(|p| p.is_file())
+        .context("MinIO not found: run scripts/bench-s3.sh (it installs a pinned MinIO with go install), pass --minio, or --no-minio")
+}
+
+async fn start_minio(bin: &Path, dir: &Path) -> Result<Target> {
+    let (port, console) = (free_port()?, free_port()?);
+    let (ak, sk) = ("strata-bench", "strata-bench-secret");
+    let child = Command::new(bin)
+        .args(["server", "--quiet", "--address", &format!("127.0.0.1:{port}"), "--console-address", &format!("127.0.0.1:{console}")])
+        .arg(dir)
+        .env("MINIO_ROOT_USER", ak)
+        .env("MINIO_ROOT_PASSWORD", sk)
+        .env("MINIO_BROWSER", "off")
+        .env("MINIO_UPDATE", "off")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .with_context(|| format!("starting {}", bin.display()))?;
+    let endpoint = format!("http://127.0.0.1:{port}");
+    let target = Target { name: "minio", client: S3Client::new(&endpoint, ak, sk), child };
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        if let Ok((200, _)) = target.client.call(http::Method::GET, "/minio/health/ready", Bytes::new()).await {
+            return Ok(target);
+        }
+        if Instant::now() > deadline {
+            bail!("MinIO did not become ready on {endpoint}");
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+#[derive(serde::Serialize, Clone)]
+struct Row {
+    op: &'static str,
+    size: u64,
+    conc: usize,
+    system: &'static str,
+    ops: u64,
+    objects_per_s: f64,
+    mb_per_s: f64,
+    p50_ms: f64,
+    p99_ms: f64,
+}
+
+async fn put_phase(t: &Target, size: u64, conc: usize, secs: f64, data: Bytes) -> Result<(Row, Vec<String>)> {
+    let keys = Arc::new(Mutex::new(Vec::new()));
+    let (client, k) = (t.client.clone(), keys.clone());
+    let (n, elapsed, lat) = phase(conc, secs, move |w, i| {
+        let (client, k, data) = (client.clone(), k.clone(), data.clone());
+        async move {
+            let path = format!("/bench/s{size}-c{conc}/w{w}/{i}");
+            let (status, _) = client.call(http::Method::PUT, &path, data).await?;
+            anyhow::ensure!(status == 200, "PUT {path} answered {status}");
+            k.lock().unwrap_or_else(|p| p.into_inner()).push(path);
+            Ok(())
+        }
+    })
+    .await?;
+    let keys = std::mem::take(&mut *keys.lock().unwrap_or_else(|p| p.into_inner()));
+    Ok((row("PUT", size, conc, t.name, n, elapsed, &lat), keys))
+}
+
+async fn get_phase(t: &Target, size: u64, conc: usize, secs: f64, keys: Arc<Vec<String>>) -> Result<Row> {
+    let client = t.client.clone();
+    let (n, elapsed, lat) = phase(conc, secs, move |w, i| {
+        let (client, keys) = (client.clone(), keys.clone());
+        async move {
+            let path = &keys[(w as u64 * 7919 + i * 104_729) as usize % keys.len()];
+            let (status, got) = client.call(http::Method::GET, path, Bytes::new()).await?;
+            anyhow::ensure!(status == 200 && got == size, "GET {path} answered {status} with {got} of {size} bytes");
+            Ok(())
+        }
+    })
+    .await?;
+    Ok(row("GET", size, conc, t.name, n, elapsed, &lat))
+}
+
+fn row(op: &'static str, size: u64, conc: usize, system: &'static str, n: u64, secs: f64, lat: &[u64]) -> Row {
+    let ops = n as f64 / secs;
+    Row { op, size, conc, system, ops: n, objects_per_s: ops, mb_per_s: ops * size as f64 / 1e6, p50_ms: percentile(lat, 0.50), p99_ms: percentile(lat, 0.99) }
+}
+
+fn size_text(s: u64) -> String {
+    match s {
+        s if s >= 1 << 20 && s % (1 << 20) == 0 => format!("{} MiB", s >> 20),
+        s if s >= 1 << 10 && s % (1 << 10) == 0 => format!("{} KiB", s >> 10),
+        s => format!("{s} B"),
+    }
+}
+
+pub async fn run(a: BenchS3Args) -> Result<()> {
+    std::fs::create_dir_all(&a.dir).with_context(|| format!("creating {}", a.dir.display()))?;
+    let result = run_in(&a).await;
+    if !a.keep {
+        let _ = std::fs::remove_dir_all(&a.dir);
+    }
+    result
+}
+
+async fn run_in(a: &BenchS3Args) -> Result<()> {
+    let minio_bin = if a.no_minio { None } else { Some(find_minio(a.minio.as_deref())?) };
+    eprintln!("measuring the disk (fsync'd sequential write) and loopback limits...");
+    let disk_mbps = disk_write_limit(&a.dir, 2.0, 1)?;
+    let loop_mbps = loopback_limit(1.0, 4).await?;
+    let mut targets = vec![start_strata(&a.dir.join("strata"))?];
+    if let Some(bin) = &minio_bin {
+        targets.push(start_minio(bin, &a.dir.join("minio")).await?);
+    }
+    for t in &targets {
+        let (status, _) = t.client.call(http::Method::PUT, "/bench", Bytes::new()).await?;
+        anyhow::ensure!(status == 200, "{}: creating the bucket answered {status}", t.name);
+    }
+    let mut rows = Vec::new();
+    for &size in &a.sizes {
+        let data = Bytes::from((0..size).map(|i| (i.wrapping_mul(2_654_435_761) >> 13) as u8).collect::<Vec<u8>>());
+        for &conc in &a.concurrency {
+            let mut written = Vec::new();
+            for t in &targets {
+                eprintln!("{} PUT {} x{conc}...", t.name, size_text(size));
+                let (r, keys) = put_phase(t, size, conc, a.seconds, data.clone()).await?;
+                rows.push(r);
+                written.push(Arc::new(keys));
+            }
+            for (t, keys) in targets.iter().zip(written) {
+                eprintln!("{} GET {} x{conc}...", t.name, size_text(size));
+                rows.push(get_phase(t, size, conc, a.seconds, keys).await?);
+            }
+        }
+    }
+    drop(targets);
+    if a.json {
+        println!("{}", serde_json::to_string_pretty(&serde_json::json!({ "disk_write_mbps": disk_mbps, "loopback_mbps": loop_mbps, "rows": rows }))?);
+        return Ok(());
+    }
+    println!("S3 PUT/GET, single node, data in {} (disk fsync'd sequential write {disk_mbps:.0} MB/s, loopback {loop_mbps:.0} MB/s)", a.dir.display());
+    println!(
+        "{:<4} {:>7} {:>4} {:<7} {:>9} {:>8} {:>8} {:>8} {:>9} {:>9} {:>9}",
+        "op", "size", "conc", "system", "obj/s", "MB/s", "p50 ms", "p99 ms", "×MinIO", "p50 ×M", "p99 ×M"
+    );
+    for r in &rows {
+        let base = rows.iter().find(|b| b.system == "minio" && b.op == r.op && b.size == r.size && b.conc == r.conc);
+        let ratio = |x: f64, y: f64| if y > 0.0 { format!("{:.2}x", x / y) } else { "-".into() };
+        let (tput, p50, p99) = match base {
+            Some(b) if r.system != "minio" => (ratio(r.objects_per_s, b.objects_per_s), ratio(r.p50_ms, b.p50_ms), ratio(r.p99_ms, b.p99_ms)),
+            _ => ("".into(), "".into(), "".into()),
+        };
+        println!(
+            "{:<4} {:>7} {:>4} {:<7} {:>9.0} {:>8.1} {:>8.2} {:>8.2} {:>9} {:>9} {:>9}",
+            r.op,
+            size_text(r.size),
+            r.conc,
+            r.system,
+            r.objects_per_s,
+            r.mb_per_s,
+            r.p50_ms,
+            r.p99_ms,
+            tput,
+            p50,
+            p99
+        );
+    }
+    println!("×MinIO: Strata's objects/s (= MB/s) over MinIO's; p50/p99 ×M: Strata's latency over MinIO's (below 1 is faster).");
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn amz_dates_are_civil_utc() {
+        assert_eq!(amz_date(0), "19700101T000000Z");
+        assert_eq!(amz_date(1_700_000_000_000), "20231114T221320Z");
+        assert_eq!(amz_date(951_782_400_000), "20000229T000000Z");
+    }
+
+    #[test]
+    fn signatures_match_the_aws_example() {
+        // The derived signing key of AWS's SigV4 documentation example.
+        let mut key = hmac(b"AWS4wJalrXUtnFEMI/K7MDENG+bPxRfiCYEXAMPLEKEY", b"20120215");
+        for part in ["us-east-1", "iam", "aws4_request"] {
+            key = hmac(&key, part.as_bytes());
+        }
+        assert_eq!(hex::encode(key), "f4780e2d9f65fa895f9c67b32ce1baf0b0d8a43505a000a1a9e090d414db404d");
+    }
+}
