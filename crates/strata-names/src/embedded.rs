@@ -16,9 +16,9 @@ use std::sync::{Arc, Mutex, RwLock};
 use strata_format::frame::{decode_frame, encode_frame, frame_len};
 
 /// Frame kind of a log record: postcard `(lsn: u64, op: NameOp)`.
-pub const KIND_NAME_OP: u16 = 20;
+pub const KIND_NAME_OP: u16 = 0x40;
 /// Frame kind of the snapshot: postcard `(lsn: u64, state: NameState)`.
-pub const KIND_NAME_SNAPSHOT: u16 = 21;
+pub const KIND_NAME_SNAPSHOT: u16 = 0x41;
 /// The log is folded into a new snapshot past this size.
 const LOG_BYTES_MAX: u64 = 64 << 20;
 
