@@ -619,27 +619,22 @@ impl S3 for StrataS3 {
     async fn list_objects_v2(&self, req: S3Request<ListObjectsV2Input>) -> S3Result<S3Response<ListObjectsV2Output>> {
         timed!(self, "ListObjectsV2", {
             let i = req.input;
-            let max = page_size(i.max_keys)?;
             let token = i.continuation_token.as_deref().map(unb64).transpose()?;
             let after = token.as_deref().or(i.start_after.as_deref());
-            let prefix = i.prefix.clone().unwrap_or_default();
-            let page = self.list_page(&i.bucket, &prefix, i.delimiter.as_deref(), after, max)?;
-            let url = i.encoding_type.as_ref().is_some_and(|e| e.as_str() == EncodingType::URL);
-            let enc = |s: &str| if url { url_encode(s) } else { s.to_owned() };
-            let key_count = (page.objects.len() + page.prefixes.len()) as i32;
+            let l = self.listing(&i.bucket, i.prefix.as_deref(), i.delimiter.as_deref(), after, i.max_keys, i.encoding_type.as_ref())?;
             ok(ListObjectsV2Output {
                 name: Some(i.bucket),
-                prefix: Some(enc(&prefix)),
-                delimiter: i.delimiter.as_deref().map(enc),
-                max_keys: Some(max as i32),
-                key_count: Some(key_count),
-                is_truncated: Some(page.truncated),
+                key_count: Some((l.contents.len() + l.prefixes.len()) as i32),
                 continuation_token: i.continuation_token,
-                next_continuation_token: page.next.as_deref().map(b64),
-                start_after: i.start_after.as_deref().map(enc),
+                next_continuation_token: l.next.as_deref().map(b64),
+                start_after: i.start_after.as_deref().map(|s| l.enc(s)),
+                prefix: Some(l.prefix),
+                delimiter: l.delimiter,
+                max_keys: Some(l.max),
+                is_truncated: Some(l.truncated),
                 encoding_type: i.encoding_type,
-                contents: Some(page.objects.iter().map(|(k, o)| object_out(&enc(k), o)).collect()),
-                common_prefixes: Some(page.prefixes.iter().map(|p| CommonPrefix { prefix: Some(enc(p)) }).collect()),
+                contents: Some(l.contents),
+                common_prefixes: Some(l.prefixes),
                 ..Default::default()
             })
         })
@@ -648,22 +643,18 @@ impl S3 for StrataS3 {
     async fn list_objects(&self, req: S3Request<ListObjectsInput>) -> S3Result<S3Response<ListObjectsOutput>> {
         timed!(self, "ListObjects", {
             let i = req.input;
-            let max = page_size(i.max_keys)?;
-            let prefix = i.prefix.clone().unwrap_or_default();
-            let page = self.list_page(&i.bucket, &prefix, i.delimiter.as_deref(), i.marker.as_deref(), max)?;
-            let url = i.encoding_type.as_ref().is_some_and(|e| e.as_str() == EncodingType::URL);
-            let enc = |s: &str| if url { url_encode(s) } else { s.to_owned() };
+            let l = self.listing(&i.bucket, i.prefix.as_deref(), i.delimiter.as_deref(), i.marker.as_deref(), i.max_keys, i.encoding_type.as_ref())?;
             ok(ListObjectsOutput {
                 name: Some(i.bucket),
-                prefix: Some(enc(&prefix)),
-                delimiter: i.delimiter.as_deref().map(enc),
-                marker: Some(i.marker.as_deref().map(enc).unwrap_or_default()),
-                max_keys: Some(max as i32),
-                is_truncated: Some(page.truncated),
-                next_marker: page.next.as_deref().map(enc),
+                marker: Some(i.marker.as_deref().map(|m| l.enc(m)).unwrap_or_default()),
+                next_marker: l.next.as_deref().map(|n| l.enc(n)),
+                prefix: Some(l.prefix),
+                delimiter: l.delimiter,
+                max_keys: Some(l.max),
+                is_truncated: Some(l.truncated),
                 encoding_type: i.encoding_type,
-                contents: Some(page.objects.iter().map(|(k, o)| object_out(&enc(k), o)).collect()),
-                common_prefixes: Some(page.prefixes.iter().map(|p| CommonPrefix { prefix: Some(enc(p)) }).collect()),
+                contents: Some(l.contents),
+                common_prefixes: Some(l.prefixes),
                 ..Default::default()
             })
         })
@@ -812,6 +803,58 @@ impl S3 for StrataS3 {
                 ..Default::default()
             })
         })
+    }
+}
+
+/// One page of a listing, keys encoded as the request asked
+/// (`encoding-type=url`), shared by ListObjects and ListObjectsV2.
+struct Listed {
+    url: bool,
+    prefix: String,
+    delimiter: Option<String>,
+    max: i32,
+    truncated: bool,
+    /// The last key or prefix returned, raw (continue after it).
+    next: Option<String>,
+    contents: Vec<Object>,
+    prefixes: Vec<CommonPrefix>,
+}
+
+impl Listed {
+    fn enc(&self, s: &str) -> String {
+        if self.url { url_encode(s) } else { s.to_owned() }
+    }
+}
+
+impl StrataS3 {
+    fn listing(
+        &self,
+        bucket: &str,
+        prefix: Option<&str>,
+        delimiter: Option<&str>,
+        after: Option<&str>,
+        max_keys: Option<i32>,
+        encoding: Option<&EncodingType>,
+    ) -> Result<Listed, S3Error> {
+        let max = page_size(max_keys)?;
+        let prefix = prefix.unwrap_or_default();
+        let page = self.list_page(bucket, prefix, delimiter, after, max)?;
+        let url = encoding.is_some_and(|e| e.as_str() == EncodingType::URL);
+        let mut l = Listed {
+            url,
+            prefix: String::new(),
+            delimiter: None,
+            max: max as i32,
+            truncated: page.truncated,
+            next: page.next,
+            contents: vec![],
+            prefixes: vec![],
+        };
+        l.prefix = l.enc(prefix);
+        l.delimiter = delimiter.map(|d| l.enc(d));
+        l.contents = page.objects.iter().map(|(k, o)| object_out(&l.enc(k), o)).collect();
+        l.prefixes = page.prefixes.iter().map(|p| CommonPrefix { prefix: Some(l.enc(p)) }).collect();
+        Ok(l)
     }
 }
 
