@@ -36,8 +36,11 @@ pub struct BenchS3Args {
     #[arg(long, value_delimiter = ',', default_value = "1,16")]
     pub concurrency: Vec<usize>,
     /// Seconds per PUT or GET phase.
-    #[arg(long, default_value_t = 4.0)]
+    #[arg(long, default_value_t = 3.0)]
     pub seconds: f64,
+    /// Rounds per cell, alternating which system goes first; the table shows each figure's median round.
+    #[arg(long, default_value_t = 3)]
+    pub rounds: usize,
     /// The MinIO server binary (default: `minio` in `go env GOPATH`/bin, then on PATH; scripts/bench-s3.sh installs it).
     #[arg(long)]
     pub minio: Option<PathBuf>,
@@ -251,13 +254,13 @@ struct Row {
     p99_ms: f64,
 }
 
-async fn put_phase(t: &Target, size: u64, conc: usize, secs: f64, data: Bytes) -> Result<(Row, Vec<String>)> {
+async fn put_phase(t: &Target, size: u64, conc: usize, secs: f64, data: Bytes, round: usize) -> Result<(Row, Vec<String>)> {
     let keys = Arc::new(Mutex::new(Vec::new()));
     let (client, k) = (t.client.clone(), keys.clone());
     let (n, elapsed, lat) = phase(conc, secs, move |w, i| {
         let (client, k, data) = (client.clone(), k.clone(), data.clone());
         async move {
-            let path = format!("/bench/s{size}-c{conc}/w{w}/{i}");
+            let path = format!("/bench/s{size}-c{conc}/r{round}/w{w}/{i}");
             let (status, _) = client.call(http::Method::PUT, &path, data).await?;
             anyhow::ensure!(status == 200, "PUT {path} answered {status}");
             k.lock().unwrap_or_else(|p| p.into_inner()).push(path);
@@ -323,16 +326,31 @@ async fn run_in(a: &BenchS3Args) -> Result<()> {
     for &size in &a.sizes {
         let data = Bytes::from((0..size).map(|i| (i.wrapping_mul(2_654_435_761) >> 13) as u8).collect::<Vec<u8>>());
         for &conc in &a.concurrency {
-            let mut written = Vec::new();
-            for t in &targets {
-                eprintln!("{} PUT {} x{conc}...", t.name, size_text(size));
-                let (r, keys) = put_phase(t, size, conc, a.seconds, data.clone()).await?;
-                rows.push(r);
-                written.push(Arc::new(keys));
+            let mut all: Vec<Row> = Vec::new();
+            for round in 0..a.rounds.max(1) {
+                // Alternate who goes first, so drift in the machine's state
+                // (page cache, disk) does not favor one system.
+                let order: Vec<&Target> = if round % 2 == 0 { targets.iter().collect() } else { targets.iter().rev().collect() };
+                let mut written = Vec::new();
+                for t in &order {
+                    eprintln!("{} PUT {} x{conc} (round {})...", t.name, size_text(size), round + 1);
+                    let (r, keys) = put_phase(t, size, conc, a.seconds, data.clone(), round).await?;
+                    all.push(r);
+                    written.push(Arc::new(keys));
+                }
+                for (t, keys) in order.iter().zip(written) {
+                    eprintln!("{} GET {} x{conc} (round {})...", t.name, size_text(size), round + 1);
+                    all.push(get_phase(t, size, conc, a.seconds, keys).await?);
+                }
             }
-            for (t, keys) in targets.iter().zip(written) {
-                eprintln!("{} GET {} x{conc}...", t.name, size_text(size));
-                rows.push(get_phase(t, size, conc, a.seconds, keys).await?);
+            for op in ["PUT", "GET"] {
+                for t in &targets {
+                    let mut mine: Vec<Row> = all.iter().filter(|r| r.op == op && r.system == t.name).cloned().collect();
+                    mine.sort_by(|x, y| x.objects_per_s.total_cmp(&y.objects_per_s));
+                    if let Some(median) = mine.get(mine.len() / 2) {
+                        rows.push(median.clone());
+                    }
+                }
             }
         }
     }
@@ -341,7 +359,12 @@ async fn run_in(a: &BenchS3Args) -> Result<()> {
         println!("{}", serde_json::to_string_pretty(&serde_json::json!({ "disk_write_mbps": disk_mbps, "loopback_mbps": loop_mbps, "rows": rows }))?);
         return Ok(());
     }
-    println!("S3 PUT/GET, single node, data in {} (disk fsync'd sequential write {disk_mbps:.0} MB/s, loopback {loop_mbps:.0} MB/s)", a.dir.display());
+    println!(
+        "S3 PUT/GET, single node, data in {} (disk fsync'd sequential write {disk_mbps:.0} MB/s, loopback {loop_mbps:.0} MB/s); median of {} rounds of {}s",
+        a.dir.display(),
+        a.rounds.max(1),
+        a.seconds
+    );
     println!(
         "{:<4} {:>7} {:>4} {:<7} {:>9} {:>8} {:>8} {:>8} {:>9} {:>9} {:>9}",
         "op", "size", "conc", "system", "obj/s", "MB/s", "p50 ms", "p99 ms", "×MinIO", "p50 ×M", "p99 ×M"
