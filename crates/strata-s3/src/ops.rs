@@ -163,17 +163,43 @@ impl StrataS3 {
         ok(PutObjectOutput { e_tag: Some(etag(&tag)), expiration: expiration(expiry_ms), ..Default::default() })
     }
 
+    /// Opens the object's blob. An overwrite or delete racing with this
+    /// read frees the blob the name pointed at: then the name is read again,
+    /// so the reader gets the new object (or NoSuchKey), never an error for
+    /// a key that always had a value.
+    async fn open_object(
+        &self,
+        bucket: &str,
+        key: &str,
+        range: Option<ByteRange>,
+        cond: &Conditions,
+    ) -> Result<(ObjectMeta, strata_router::BlobBody), S3Error> {
+        let mut tries = 0;
+        loop {
+            let o = self.object(bucket, key)?;
+            cond.check(&o)?;
+            match self.router.get(o.blob, range).await {
+                Ok(body) => return Ok((o, body)),
+                Err(strata_router::RouterError::Deleted | strata_router::RouterError::NotFound) if tries < 3 => {
+                    tries += 1;
+                    if self.object(bucket, key).is_ok_and(|now| now.blob == o.blob) {
+                        return Err(s3_error!(InternalError, "the blob of {key:?} is missing"));
+                    }
+                }
+                Err(e) => return Err(router_err(e)),
+            }
+        }
+    }
+
     async fn do_get(&self, input: GetObjectInput) -> S3Result<S3Response<GetObjectOutput>> {
-        let o = self.object(&input.bucket, &input.key)?;
         let cond = Conditions {
             if_match: input.if_match,
             if_none_match: input.if_none_match,
             if_modified_since: input.if_modified_since,
             if_unmodified_since: input.if_unmodified_since,
         };
-        cond.check(&o)?;
         let range = to_range(input.range);
-        let body = self.router.get(o.blob, range).await.map_err(router_err)?;
+        let (o, body) = self.open_object(&input.bucket, &input.key, range, &cond).await?;
         let (start, end) = body.range;
         let data = match body.data {
             BlobData::Whole(b, _) => futures_util::stream::once(async move { Ok::<_, strata_router::RouterError>(b) }).boxed(),
@@ -245,20 +271,21 @@ impl StrataS3 {
         if !readable {
             return Err(s3_error!(AccessDenied, "no read grant on the source bucket {src_bucket}"));
         }
-        let src = self.object(src_bucket, src_key)?;
         let cond = Conditions {
             if_match: input.copy_source_if_match,
             if_none_match: input.copy_source_if_none_match,
             if_modified_since: input.copy_source_if_modified_since,
             if_unmodified_since: input.copy_source_if_unmodified_since,
         };
-        cond.check(&src).map_err(|e| if *e.code() == s3s::S3ErrorCode::NotModified { s3_error!(PreconditionFailed) } else { e })?;
+        let (src, body) = self
+            .open_object(src_bucket, src_key, None, &cond)
+            .await
+            .map_err(|e| if *e.code() == s3s::S3ErrorCode::NotModified { s3_error!(PreconditionFailed) } else { e })?;
         let now = self.now_ms();
         let expiry_ms = self.expiry(&input.bucket, &input.key, now)?;
         let replace = input.metadata_directive.as_ref().is_some_and(|d| d.as_str() == MetadataDirective::REPLACE);
         let (content_type, meta) =
             if replace { (content_type_in(input.content_type), meta_in(input.metadata)) } else { (src.content_type.clone(), src.meta.clone()) };
-        let body = self.router.get(src.blob, None).await.map_err(router_err)?;
         let data = match body.data {
             BlobData::Whole(b, _) => futures_util::stream::once(async move { Ok::<_, strata_router::RouterError>(b) }).boxed(),
             BlobData::Stream(s) => s,

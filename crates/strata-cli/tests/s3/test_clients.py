@@ -193,6 +193,26 @@ class Objects(unittest.TestCase):
         self.assertIn(b"SignatureDoesNotMatch", r.body)
         self.assertEqual(error_of(self.s3.head_object, Bucket="objects", Key="streamed-bad")[1], 404)
 
+    def test_reads_racing_overwrites_see_old_or_new(self):
+        s3w, s3r = client(), client()
+        values = [f"version {i}".encode() * 100 for i in range(300)]
+        s3w.put_object(Bucket="objects", Key="racy", Body=values[0])
+        stop = []
+
+        def writer():
+            for v in values[1:]:
+                s3w.put_object(Bucket="objects", Key="racy", Body=v)
+            stop.append(True)
+
+        t = concurrent.futures.ThreadPoolExecutor(1).submit(writer)
+        reads = 0
+        while not stop:
+            got = s3r.get_object(Bucket="objects", Key="racy")["Body"].read()
+            self.assertIn(got, values)
+            reads += 1
+        t.result()
+        self.assertGreater(reads, 10)
+
     def test_overwrite_and_delete_free_the_old_blobs(self):
         s3 = client()
         s3.create_bucket(Bucket="frees")
