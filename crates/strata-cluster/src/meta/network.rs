@@ -24,6 +24,9 @@ pub const KIND_PROPOSE: u16 = 0x13;
 /// A follower asking the leader for a read index (empty payload; the
 /// answer is postcard `Result<u64, String>`).
 pub const KIND_READ_INDEX: u16 = 0x14;
+/// A forwarded proposal whose answer also carries the log index it was
+/// committed at (`Result<(Outcome, u64), String>`); 0x13 keeps its answer.
+pub const KIND_PROPOSE_INDEXED: u16 = 0x15;
 
 /// The HTTP client nodes use to talk to each other.
 pub type HttpClient = hyper_util::client::legacy::Client<hyper_util::client::legacy::connect::HttpConnector, Full<Bytes>>;

@@ -2,7 +2,7 @@
 //! to the leader when this node is not it), the map, and the handler for
 //! Raft messages that the HTTP server routes here.
 
-use super::network::{KIND_APPEND, KIND_PROPOSE, KIND_READ_INDEX, KIND_SNAPSHOT, KIND_VOTE, Network};
+use super::network::{KIND_APPEND, KIND_PROPOSE, KIND_PROPOSE_INDEXED, KIND_READ_INDEX, KIND_SNAPSHOT, KIND_VOTE, Network};
 use super::{HttpClient, LogStore, StateMachine, TypeConfig, http_client, post_frame};
 use crate::map::{ClusterMap, Command, MapError, Outcome};
 use openraft::error::{ClientWriteError, InitializeError, RaftError};
@@ -177,7 +177,8 @@ impl MetaService {
 
     async fn forward(&self, addr: &str, cmd: &Command) -> Result<(Outcome, u64), String> {
         let payload = postcard::to_stdvec(cmd).map_err(|e| e.to_string())?;
-        let answer = post_frame(&self.client, addr, "/meta/v1/propose", KIND_PROPOSE, &payload, Duration::from_secs(5)).await.map_err(|e| e.to_string())?;
+        let answer =
+            post_frame(&self.client, addr, "/meta/v1/propose", KIND_PROPOSE_INDEXED, &payload, Duration::from_secs(5)).await.map_err(|e| e.to_string())?;
         let r: Result<(Outcome, u64), String> = postcard::from_bytes(&answer).map_err(|e| e.to_string())?;
         r
     }
@@ -229,6 +230,11 @@ impl MetaService {
             KIND_SNAPSHOT => postcard::to_stdvec(&self.raft.install_snapshot(postcard::from_bytes(payload).map_err(bad)?).await),
             KIND_PROPOSE => {
                 // Only the leader answers a forwarded proposal; no second hop.
+                let cmd: Command = postcard::from_bytes(payload).map_err(bad)?;
+                let r: Result<Outcome, String> = self.raft.client_write(cmd).await.map(|r| r.data).map_err(|e| e.to_string());
+                postcard::to_stdvec(&r)
+            }
+            KIND_PROPOSE_INDEXED => {
                 let cmd: Command = postcard::from_bytes(payload).map_err(bad)?;
                 let r: Result<(Outcome, u64), String> = self.raft.client_write(cmd).await.map(|r| (r.data, r.log_id.index)).map_err(|e| e.to_string());
                 postcard::to_stdvec(&r)

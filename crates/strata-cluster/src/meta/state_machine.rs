@@ -206,3 +206,28 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
         Ok(g.snapshot.as_ref().map(|(meta, bytes)| Snapshot { meta: meta.clone(), snapshot: Box::new(Cursor::new(bytes.clone())) }))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn snapshots_from_before_named_blobs_still_decode() {
+        #[derive(serde::Serialize)]
+        struct V1 {
+            meta: Meta,
+            map: Vec<u8>,
+        }
+        let meta = Meta { last_log_id: None, last_membership: StoredMembership::default(), snapshot_id: "s".into() };
+        let map = ClusterMap::default();
+        let v1 = encode_frame(KIND_SNAPSHOT, &postcard::to_stdvec(&V1 { meta: meta.clone(), map: encode_map(&map) }).unwrap());
+        let (m, decoded, names, _) = decode_snapshot(&v1).unwrap();
+        assert_eq!((m.snapshot_id.as_str(), decoded, names), ("s", map.clone(), NameState::default()));
+        // And version 2 carries the names.
+        let mut state = NameState::default();
+        state.apply(strata_names::NameOp::CreateBucket { name: "b".into(), owner: String::new(), now_ms: 1 }).unwrap();
+        let v2 = SnapshotFile { meta, map: encode_map(&map), names: postcard::to_stdvec(&state).unwrap() };
+        let (_, _, names, _) = decode_snapshot(&encode_frame(KIND_SNAPSHOT, &postcard::to_stdvec(&v2).unwrap())).unwrap();
+        assert_eq!(names, state);
+    }
+}
