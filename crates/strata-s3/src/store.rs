@@ -17,6 +17,9 @@ use strata_types::BlobId;
 /// thread, in parallel with the write.
 const INLINE_HASH_BYTES: i64 = 256 << 10;
 
+/// How long a replaced chunked object stays readable for GETs that opened it.
+const RETIRE_GRACE_MS: u64 = 10 * 60 * 1000;
+
 /// A body written to a blob.
 pub(crate) struct Stored {
     pub blob: BlobId,
@@ -112,10 +115,25 @@ impl StrataS3 {
         }
     }
 
+    /// Frees an object's blob once its name is gone. A chunked blob may
+    /// still be streaming to readers that opened it before: it is given a
+    /// short TTL instead (durable, so a crash cannot leak it), and the
+    /// engine drops it and its chunks when that expires. A simple blob is
+    /// read in one piece, so it is deleted at once.
+    async fn retire(&self, blob: BlobId) {
+        if blob.kind() != strata_types::BlobKind::Composite {
+            return self.free(blob).await;
+        }
+        if let Err(e) = self.router.update_ttl(blob, Some(RETIRE_GRACE_MS)).await {
+            tracing::warn!(%blob, error = %e, "could not retire a replaced chunked blob; deleting it now");
+            self.free(blob).await;
+        }
+    }
+
     /// Frees what an op replaced.
     pub(crate) async fn free_outcome(&self, out: Outcome) {
         if let Some(o) = out.replaced {
-            self.free(o.blob).await;
+            self.retire(o.blob).await;
         }
         for p in out.parts {
             self.free(p.blob).await;

@@ -213,6 +213,17 @@ class Objects(unittest.TestCase):
         t.result()
         self.assertGreater(reads, 10)
 
+    def test_a_streaming_read_survives_an_overwrite(self):
+        # 30 MiB: chunked; the reader pauses after 1 MiB, so most chunks are
+        # fetched after the overwrite and delete have happened.
+        old, new = os.urandom(30 << 20), os.urandom(30 << 20)
+        self.s3.put_object(Bucket="objects", Key="streaming", Body=old)
+        r = self.s3.get_object(Bucket="objects", Key="streaming")["Body"]
+        first = r.read(1 << 20)
+        self.s3.put_object(Bucket="objects", Key="streaming", Body=new)
+        self.s3.delete_object(Bucket="objects", Key="streaming")
+        self.assertEqual(first + r.read(), old)
+
     def test_overwrite_and_delete_free_the_old_blobs(self):
         s3 = client()
         s3.create_bucket(Bucket="frees")
