@@ -107,20 +107,55 @@ pub fn spawn_expiry_sweeper(names: Arc<dyn NameIndex>, clock: Arc<dyn Clock>, pe
     tokio::spawn(async move {
         loop {
             tokio::time::sleep(period).await;
-            let now = clock.now_ms();
-            let expired: Vec<_> = strata_names::read(&*names, |s| {
-                s.buckets
-                    .iter()
-                    .flat_map(|(b, bucket)| bucket.objects.iter().filter(|(_, o)| o.expired(now)).map(move |(k, o)| (b.clone(), k.clone(), o.blob)))
-                    .take(10_000)
-                    .collect()
-            });
-            for (bucket, key, blob) in expired {
-                if let Err(e) = names.apply(strata_names::NameOp::DeleteObject { bucket, key, blob: Some(blob) }).await {
-                    tracing::warn!(error = %e, "could not remove an expired name");
-                    break;
-                }
+            if let Err(e) = sweep_expired(&*names, clock.now_ms()).await {
+                tracing::warn!(error = %e, "could not remove expired names");
             }
         }
     });
+}
+
+/// Removes the names of objects expired at `now_ms` (at most 10,000 per
+/// call), each only if it still names the expired blob; returns how many.
+pub async fn sweep_expired(names: &dyn NameIndex, now_ms: u64) -> Result<usize, strata_names::NameError> {
+    let expired: Vec<_> = strata_names::read(names, |s| {
+        s.buckets
+            .iter()
+            .flat_map(|(b, bucket)| bucket.objects.iter().filter(|(_, o)| o.expired(now_ms)).map(move |(k, o)| (b.clone(), k.clone(), o.blob)))
+            .take(10_000)
+            .collect()
+    });
+    let mut removed = 0;
+    for (bucket, key, blob) in expired {
+        if names.apply(strata_names::NameOp::DeleteObject { bucket, key, blob: Some(blob) }).await?.replaced.is_some() {
+            removed += 1;
+        }
+    }
+    Ok(removed)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use strata_names::{EmbeddedIndex, NameOp, ObjectMeta};
+    use strata_types::{BlobId, BlobKind};
+
+    fn object(n: u8, expiry_ms: u64) -> ObjectMeta {
+        let blob = BlobId::from_parts(BlobKind::Simple, 0, [n; 16]);
+        ObjectMeta { blob, size: 1, etag: String::new(), content_type: String::new(), meta: vec![], modified_ms: 1, expiry_ms, parts: 0 }
+    }
+
+    #[tokio::test]
+    async fn the_sweeper_removes_only_expired_names() {
+        let dir = tempfile::tempdir().unwrap();
+        let names = EmbeddedIndex::open(dir.path()).unwrap();
+        names.apply(NameOp::CreateBucket { name: "b".into(), owner: String::new(), now_ms: 1 }).await.unwrap();
+        for (key, n, expiry) in [("old", 1, 100), ("forever", 2, 0), ("later", 3, 10_000)] {
+            names.apply(NameOp::PutObject { bucket: "b".into(), key: key.into(), object: object(n, expiry), if_absent: false }).await.unwrap();
+        }
+        assert_eq!(sweep_expired(&names, 50).await.unwrap(), 0);
+        assert_eq!(sweep_expired(&names, 200).await.unwrap(), 1);
+        let keys: Vec<String> = strata_names::read(&names, |s| s.buckets["b"].objects.keys().cloned().collect());
+        assert_eq!(keys, vec!["forever", "later"]);
+        assert_eq!(sweep_expired(&names, 20_000).await.unwrap(), 1);
+    }
 }
