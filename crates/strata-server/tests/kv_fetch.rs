@@ -74,23 +74,8 @@ async fn fetch_over_http() {
     let tmp = tempfile::tempdir().unwrap();
     let src = tmp.path().join("build");
     build(&src, 2_000, "h");
-    let port = {
-        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-        l.local_addr().unwrap().port()
-    };
-    let mut server = std::process::Command::new("python3")
-        .args(["-m", "http.server", "--bind", "127.0.0.1", &port.to_string(), "--directory"])
-        .arg(tmp.path())
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .expect("python3 -m http.server");
+    let (mut server, port) = python_server(tmp.path(), None);
     let base = format!("http://127.0.0.1:{port}/build");
-    let deadline = Instant::now() + std::time::Duration::from_secs(20);
-    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
-        assert!(Instant::now() < deadline, "http.server did not start");
-        std::thread::sleep(std::time::Duration::from_millis(50));
-    }
     let s = store(&tmp.path().join("store"));
     let r = fetch(s.clone(), &Source::parse(&base).unwrap(), Some(5), None).await;
     let missing = fetch(s.clone(), &Source::parse(&format!("http://127.0.0.1:{port}/nothing")).unwrap(), None, None).await;
@@ -144,33 +129,7 @@ async fn fetch_over_https() {
         "-extfile",
         "ext.cnf",
     ]);
-    let port = {
-        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-        l.local_addr().unwrap().port()
-    };
-    let script = format!(
-        "import http.server, ssl, functools\n\
-         h = functools.partial(http.server.SimpleHTTPRequestHandler, directory={dir:?})\n\
-         s = http.server.ThreadingHTTPServer(('127.0.0.1', {port}), h)\n\
-         c = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)\n\
-         c.load_cert_chain({cert:?}, {key:?})\n\
-         s.socket = c.wrap_socket(s.socket, server_side=True)\n\
-         s.serve_forever()\n",
-        dir = tmp.path().to_str().unwrap(),
-        cert = cert.to_str().unwrap(),
-        key = key.to_str().unwrap(),
-    );
-    let mut server = std::process::Command::new("python3")
-        .args(["-c", &script])
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .expect("python3 https server");
-    let deadline = Instant::now() + std::time::Duration::from_secs(20);
-    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
-        assert!(Instant::now() < deadline, "https server did not start");
-        std::thread::sleep(std::time::Duration::from_millis(50));
-    }
+    let (mut server, port) = python_server(tmp.path(), Some((&cert, &key)));
     // SAFETY: set before the first HTTPS request of this test binary, which
     // reads it once; no other thread reads the environment meanwhile.
     unsafe { std::env::set_var("SSL_CERT_FILE", &ca) };
@@ -181,4 +140,38 @@ async fn fetch_over_https() {
     let n = r.unwrap();
     s.swap(n).unwrap();
     assert!(s.get(b"k999").unwrap().unwrap().starts_with(b"s-999-"));
+}
+
+/// Starts a Python HTTP(S) server over `dir` on a port it picks itself (no
+/// window in which another process could take a port chosen here), and
+/// returns it with that port once it listens.
+fn python_server(dir: &std::path::Path, tls: Option<(&std::path::Path, &std::path::Path)>) -> (std::process::Child, u16) {
+    use std::io::BufRead;
+    let wrap = match tls {
+        Some((cert, key)) => format!(
+            "c = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)\nc.load_cert_chain({:?}, {:?})\ns.socket = c.wrap_socket(s.socket, server_side=True)\n",
+            cert.to_str().unwrap(),
+            key.to_str().unwrap()
+        ),
+        None => String::new(),
+    };
+    let script = format!(
+        "import http.server, ssl, functools\n\
+         h = functools.partial(http.server.SimpleHTTPRequestHandler, directory={dir:?})\n\
+         s = http.server.ThreadingHTTPServer(('127.0.0.1', 0), h)\n\
+         {wrap}\
+         print(s.server_address[1], flush=True)\n\
+         s.serve_forever()\n",
+        dir = dir.to_str().unwrap(),
+    );
+    let mut child = std::process::Command::new("python3")
+        .args(["-c", &script])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("python3 http.server");
+    let mut line = String::new();
+    std::io::BufReader::new(child.stdout.take().expect("stdout")).read_line(&mut line).expect("the server prints its port");
+    let port = line.trim().parse().unwrap_or_else(|_| panic!("the server printed {line:?}, not a port"));
+    (child, port)
 }
