@@ -13,6 +13,7 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
+use strata_engine::fsutil::write_atomic;
 use strata_format::frame::{decode_frame, encode_frame, frame_len};
 
 /// Frame kind of a log record: postcard `(lsn: u64, op: NameOp)`.
@@ -150,11 +151,11 @@ impl EmbeddedIndex {
             postcard::to_allocvec(&(log.lsn, &*state)).map_err(|e| NameError::Unavailable(e.to_string()))?
         };
         let snap = self.dir.join("names.snap");
-        write_atomic(&snap, &encode_frame(KIND_NAME_SNAPSHOT, &bytes)).map_err(|e| io("writing", &snap, e))?;
+        write_atomic(&snap, &encode_frame(KIND_NAME_SNAPSHOT, &bytes)).map_err(|e| NameError::Unavailable(e.to_string()))?;
         // The snapshot holds every record; a crash before the log is emptied
         // replays none of them (their lsns are not above the snapshot's).
         let path = self.dir.join("names.log");
-        write_atomic(&path, &[]).map_err(|e| io("emptying", &path, e))?;
+        write_atomic(&path, &[]).map_err(|e| NameError::Unavailable(e.to_string()))?;
         log.file = Arc::new(OpenOptions::new().append(true).open(&path).map_err(|e| io("opening", &path, e))?);
         log.bytes = 0;
         self.durable.fetch_max(log.lsn, Ordering::SeqCst);
@@ -206,19 +207,6 @@ impl NameIndex for EmbeddedIndex {
     fn kind(&self) -> &'static str {
         "embedded"
     }
-}
-
-/// Writes `bytes` to `path` so that a crash leaves the old file or the new
-/// one: a temporary file, fsync, rename, fsync of the folder.
-fn write_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
-    let dir = path.parent().unwrap_or(Path::new("."));
-    let tmp = path.with_extension("tmp");
-    let mut f = File::create(&tmp)?;
-    f.write_all(bytes)?;
-    f.sync_all()?;
-    drop(f);
-    std::fs::rename(&tmp, path)?;
-    File::open(dir)?.sync_all()
 }
 
 #[cfg(test)]

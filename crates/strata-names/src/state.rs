@@ -299,34 +299,6 @@ impl NameState {
         self.buckets.get_mut(name).ok_or_else(|| NameError::NoSuchBucket(name.to_owned()))
     }
 
-    /// Checks `op` against the state without changing it.
-    pub fn check(&self, op: &NameOp) -> Result<(), NameError> {
-        self.clone_for_check(op).apply(op.clone()).map(|_| ())
-    }
-
-    // A copy of the parts of the state `op` touches (a bucket, or the keys),
-    // so checking does not copy every bucket.
-    fn clone_for_check(&self, op: &NameOp) -> NameState {
-        let bucket = match op {
-            NameOp::CreateBucket { name, .. } | NameOp::DeleteBucket { name, .. } => Some(name),
-            NameOp::SetPublic { bucket, .. }
-            | NameOp::SetLifecycle { bucket, .. }
-            | NameOp::PutObject { bucket, .. }
-            | NameOp::DeleteObject { bucket, .. }
-            | NameOp::CreateUpload { bucket, .. }
-            | NameOp::PutPart { bucket, .. }
-            | NameOp::CompleteUpload { bucket, .. }
-            | NameOp::AbortUpload { bucket, .. }
-            | NameOp::SetGrant { bucket, .. } => Some(bucket),
-            NameOp::CreateKey { .. } | NameOp::DeleteKey { .. } => None,
-        };
-        let mut s = NameState { buckets: BTreeMap::new(), keys: self.keys.clone() };
-        if let Some(b) = bucket.and_then(|b| self.buckets.get_key_value(b)) {
-            s.buckets.insert(b.0.clone(), b.1.clone());
-        }
-        s
-    }
-
     /// Applies `op`: all of it, or (on error) none of it.
     pub fn apply(&mut self, op: NameOp) -> Result<Outcome, NameError> {
         let mut out = Outcome::default();
@@ -458,7 +430,6 @@ mod tests {
         assert_eq!(s.apply(put("b", "k", 2)).unwrap().replaced.map(|o| o.blob), Some(blob(1)));
         let before = s.clone();
         let op = NameOp::PutObject { bucket: "b".into(), key: "k".into(), object: obj(3, 10), if_absent: true };
-        assert!(matches!(s.check(&op), Err(NameError::PreconditionFailed(_))));
         assert!(matches!(s.apply(op), Err(NameError::PreconditionFailed(_))));
         assert_eq!(s.apply(NameOp::DeleteBucket { name: "b".into(), now_ms: 20 }), Err(NameError::BucketNotEmpty("b".into())));
         assert_eq!(s, before);
