@@ -53,6 +53,9 @@ pub struct BenchS3Args {
     /// Keep the data directory.
     #[arg(long)]
     pub keep: bool,
+    /// An extra flag for `strata server` (repeatable), e.g. `--server-arg=--write-cache=1GiB`.
+    #[arg(long = "server-arg", allow_hyphen_values = true)]
+    pub server_args: Vec<String>,
 }
 
 type Body = Full<Bytes>;
@@ -161,12 +164,13 @@ fn free_port() -> Result<u16> {
     Ok(std::net::TcpListener::bind("127.0.0.1:0")?.local_addr()?.port())
 }
 
-fn start_strata(dir: &Path) -> Result<Target> {
+fn start_strata(dir: &Path, extra: &[String]) -> Result<Target> {
     let exe = std::env::current_exe().context("locating the strata binary")?;
     let mut child = Command::new(exe)
         .args(["server", "--data-dir"])
         .arg(dir)
         .args(["--listen", "127.0.0.1:0", "--s3-listen", "127.0.0.1:0"])
+        .args(extra)
         .stdout(Stdio::piped())
         .stderr(Stdio::null())
         .spawn()
@@ -314,7 +318,7 @@ async fn run_in(a: &BenchS3Args) -> Result<()> {
     eprintln!("measuring the disk (fsync'd sequential write) and loopback limits...");
     let disk_mbps = disk_write_limit(&a.dir, 2.0, 1)?;
     let loop_mbps = loopback_limit(1.0, 4).await?;
-    let mut targets = vec![start_strata(&a.dir.join("strata"))?];
+    let mut targets = vec![start_strata(&a.dir.join("strata"), &a.server_args)?];
     if let Some(bin) = &minio_bin {
         targets.push(start_minio(bin, &a.dir.join("minio")).await?);
     }

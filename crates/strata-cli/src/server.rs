@@ -36,6 +36,11 @@ pub struct ServerArgs {
     /// Durability of puts: `every-batch` (fsync before ack) or `never`.
     #[arg(long, default_value = "every-batch")]
     pub flush: String,
+    /// Recently written data kept in the page cache; older data is dropped
+    /// from it once durable. `auto` is an eighth of the machine's memory,
+    /// 0 leaves the page cache to the kernel.
+    #[arg(long, default_value = "auto")]
+    pub write_cache: String,
     /// Largest blob accepted.
     #[arg(long, default_value = "64GiB", value_parser = parse_size)]
     pub max_blob_size: u64,
@@ -101,6 +106,7 @@ impl ServerArgs {
             replica_capacity: 64 << 30,
             disk_reserve: 256 << 20,
             flush: "every-batch".into(),
+            write_cache: "auto".into(),
             max_blob_size: 64 << 30,
             compaction_interval_secs: 3600,
             node_id: None,
@@ -129,9 +135,21 @@ impl ServerArgs {
             replica_capacity_bytes: self.replica_capacity,
             disk_reserve_bytes: self.disk_reserve,
             flush,
+            write_cache_bytes: match self.write_cache.as_str() {
+                "auto" => memory_bytes().map_or(1 << 30, |m| m / 8),
+                size => parse_size(size).map_err(|e| anyhow::anyhow!("--write-cache: {e}"))?,
+            },
             ..EngineConfig::default()
         })
     }
+}
+
+/// The machine's memory (MemTotal of /proc/meminfo), if known.
+fn memory_bytes() -> Option<u64> {
+    let info = std::fs::read_to_string("/proc/meminfo").ok()?;
+    let line = info.lines().find(|l| l.starts_with("MemTotal:"))?;
+    let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kib * 1024)
 }
 
 /// Opens the store (creating partitions on first start) and a router over it.

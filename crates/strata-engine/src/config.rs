@@ -47,6 +47,10 @@ pub struct EngineConfig {
     pub compaction_expiry_grace_ms: u64,
     /// Verify the CRC of a whole record (data included) on every get.
     pub verify_crc_on_read: bool,
+    /// Bytes of recently written log the store keeps in the page cache;
+    /// older durable ranges are dropped from it (see `cache.rs`). 0 leaves
+    /// the page cache to the kernel alone.
+    pub write_cache_bytes: u64,
 }
 
 impl Default for EngineConfig {
@@ -66,6 +70,7 @@ impl Default for EngineConfig {
             compaction_reclaim_fraction: 0.25,
             compaction_expiry_grace_ms: 10 * 60 * 1000,
             verify_crc_on_read: true,
+            write_cache_bytes: 1 << 30,
         }
     }
 }

@@ -11,6 +11,7 @@
 //! acknowledged; an index file is written only for bytes already durable; a
 //! compacted generation is durable before the compaction log commits it.
 
+mod cache;
 mod compaction;
 mod config;
 mod error;
@@ -41,6 +42,7 @@ pub struct Store {
     dir: PathBuf,
     config: EngineConfig,
     clock: Arc<dyn Clock>,
+    cache: Arc<cache::WriteCache>,
     replicas: RwLock<BTreeMap<PartitionId, Arc<Replica>>>,
 }
 
@@ -56,6 +58,7 @@ impl Store {
         }
         let parts = dir.join("partitions");
         std::fs::create_dir_all(&parts).map_err(error::io(format!("create {}", parts.display())))?;
+        let cache = cache::WriteCache::new(config.write_cache_bytes);
         let mut replicas = BTreeMap::new();
         for entry in std::fs::read_dir(&parts).map_err(error::io(format!("list {}", parts.display())))? {
             let entry = entry.map_err(error::io("list partitions"))?;
@@ -66,10 +69,10 @@ impl Store {
                 std::fs::remove_dir_all(entry.path()).map_err(error::io("remove partial replica"))?;
                 continue;
             }
-            let r = recovery::open(&entry.path(), config.clone(), clock.clone())?;
+            let r = recovery::open(&entry.path(), config.clone(), clock.clone(), cache.clone())?;
             replicas.insert(pid, Arc::new(r));
         }
-        Ok(Self { dir: dir.to_owned(), config, clock, replicas: RwLock::new(replicas) })
+        Ok(Self { dir: dir.to_owned(), config, clock, cache, replicas: RwLock::new(replicas) })
     }
 
     /// The data directory.
@@ -90,7 +93,7 @@ impl Store {
         }
         let dir = self.dir.join("partitions").join(format!("{partition:08}"));
         recovery::create(&dir, partition, self.config.replica_capacity_bytes, self.clock.as_ref())?;
-        let r = Arc::new(recovery::open(&dir, self.config.clone(), self.clock.clone())?);
+        let r = Arc::new(recovery::open(&dir, self.config.clone(), self.clock.clone(), self.cache.clone())?);
         map.insert(partition, r.clone());
         Ok(r)
     }

@@ -2,6 +2,7 @@
 //! every index file, rebuild what is missing from the log, and cut a torn
 //! tail off the active segment. The index is derivable, the log is the truth.
 
+use crate::cache::{Recent, WriteCache};
 use crate::compaction;
 use crate::config::EngineConfig;
 use crate::error::{EngineError, Result, io};
@@ -40,7 +41,7 @@ pub fn create(dir: &Path, partition: PartitionId, capacity_bytes: u64, clock: &d
 }
 
 /// Opens a replica, recovering as needed, and starts its writer thread.
-pub fn open(dir: &Path, config: EngineConfig, clock: Arc<dyn Clock>) -> Result<Replica> {
+pub(crate) fn open(dir: &Path, config: EngineConfig, clock: Arc<dyn Clock>, cache: Arc<WriteCache>) -> Result<Replica> {
     let meta_bytes = std::fs::read(dir.join(META_FILE)).map_err(io(format!("read {}/{META_FILE}", dir.display())))?;
     let meta = ReplicaMeta::decode(&meta_bytes).map_err(|source| EngineError::Corrupt { file: META_FILE.into(), offset: 0, source })?;
     compaction::recover(dir)?;
@@ -188,7 +189,7 @@ pub fn open(dir: &Path, config: EngineConfig, clock: Arc<dyn Clock>) -> Result<R
         read_only: AtomicU8::new(0),
     });
     let (tx, rx) = mpsc::sync_channel(QUEUE_REQUESTS_MAX);
-    let writer = Writer { shared: shared.clone(), file, next_lsn };
+    let writer = Writer { shared: shared.clone(), file, next_lsn, recent: Recent::new(cache) };
     let handle =
         std::thread::Builder::new().name(format!("strata-writer-{}", meta.partition)).spawn(move || writer.run(rx)).map_err(io("spawn writer thread"))?;
     Ok(Replica { shared, tx: Mutex::new(Some(tx)), writer: Mutex::new(Some(handle)) })

@@ -168,6 +168,8 @@ pub struct ReplicaStats {
     pub bytes_reclaimed: AtomicU64,
     /// Bytes cut off a torn log tail at recovery.
     pub torn_bytes_truncated: AtomicU64,
+    /// Bytes of durable log dropped from the page cache behind the write window.
+    pub cache_dropped_bytes: AtomicU64,
 }
 
 pub(crate) struct State {

@@ -88,6 +88,31 @@ impl Segment {
         &self.map[start as usize..(start + len) as usize]
     }
 
+    /// Drops `[start, start+len)` from this process's mapping and from the
+    /// page cache (the caller passes only durable ranges, so the pages are
+    /// clean). Pages must leave the mapping first: the kernel keeps mapped
+    /// pages cached. A later read faults them back in from the file.
+    pub(crate) fn drop_cache(&self, start: u64, len: u64) {
+        use std::os::fd::AsRawFd;
+        let end = (start + len).min(self.map.len() as u64);
+        if start < end {
+            // SAFETY: the mapping is a read-only MAP_SHARED view of an
+            // append-only file and this range is durable and never written
+            // again, so after MADV_DONTNEED every byte reads back the same
+            // from the file; slices held by readers stay valid (the range
+            // stays mapped, only its pages are released).
+            let r = unsafe { self.map.unchecked_advise_range(memmap2::UncheckedAdvice::DontNeed, start as usize, (end - start) as usize) };
+            if let Err(e) = r {
+                tracing::debug!(file = %self.name(), error = %e, "madvise(DONTNEED) failed");
+            }
+        }
+        // SAFETY: plain syscall on an fd this segment owns; no memory is passed.
+        let rc = unsafe { libc::posix_fadvise(self.file.as_raw_fd(), start as libc::off_t, len as libc::off_t, libc::POSIX_FADV_DONTNEED) };
+        if rc != 0 {
+            tracing::debug!(file = %self.name(), rc, "posix_fadvise(DONTNEED) failed");
+        }
+    }
+
     /// Decodes the record at `offset` of known length.
     pub fn record_at(&self, offset: u64, len: u32, verify_crc: bool) -> Result<DecodedRecord> {
         record::decode(self.slice(offset, len as u64), verify_crc).map_err(|e| self.corrupt(offset, e))

@@ -3,6 +3,7 @@
 //! vectored write and one fdatasync, and only then publishes the records to
 //! the index and acknowledges them. Nothing unacknowledged is ever visible.
 
+use crate::cache::Recent;
 use crate::config::FlushPolicy;
 use crate::error::{EngineError, ReadOnlyReason, Result, io};
 use crate::fsutil;
@@ -42,6 +43,8 @@ pub(crate) struct Writer {
     pub shared: Arc<Shared>,
     pub file: File,
     pub next_lsn: u64,
+    /// Recently written ranges still counted against the page-cache window.
+    pub recent: Recent,
 }
 
 impl Writer {
@@ -199,9 +202,10 @@ impl Writer {
         s.records.fetch_add(group.len() as u64, Ordering::Relaxed);
         s.bytes_written.fetch_add(len, Ordering::Relaxed);
         let mut acks = Vec::with_capacity(group.len());
-        {
+        let seg = {
             let mut st = self.shared.write_state();
-            let seg_id = st.active().id;
+            let seg = st.active().clone();
+            let seg_id = seg.id;
             let mut off = start;
             for e in group {
                 st.memtable.insert(located(seg_id, off, &e.rec));
@@ -212,10 +216,13 @@ impl Writer {
             st.active_len = off;
             st.used_bytes += len;
             st.next_lsn = self.next_lsn;
-        }
+            seg
+        };
         for (reply, ack) in acks {
             let _ = reply.send(Ok(ack));
         }
+        let dropped = self.recent.wrote(&seg, start, start + len);
+        s.cache_dropped_bytes.fetch_add(dropped, Ordering::Relaxed);
         Ok(())
     }
 

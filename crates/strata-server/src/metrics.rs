@@ -170,7 +170,7 @@ impl Collector for EngineCollector {
                 ConstGauge::new(get(st, stats)).encode(m.encode_family(&vec![("partition", p.clone())])?)?;
             }
         }
-        let counters: [(&str, &str, Get); 8] = [
+        let counters: [(&str, &str, Get); 9] = [
             ("strata_engine_batches", "Group-commit batches written", |_, s| s.batches.load(Ordering::Relaxed) as f64),
             ("strata_engine_records", "Records written", |_, s| s.records.load(Ordering::Relaxed) as f64),
             ("strata_engine_bytes_written", "Bytes appended to logs", |_, s| s.bytes_written.load(Ordering::Relaxed) as f64),
@@ -179,6 +179,9 @@ impl Collector for EngineCollector {
             ("strata_engine_segments_compacted", "Segments rewritten by compaction", |_, s| s.segments_compacted.load(Ordering::Relaxed) as f64),
             ("strata_engine_bytes_reclaimed", "Bytes reclaimed by compaction", |_, s| s.bytes_reclaimed.load(Ordering::Relaxed) as f64),
             ("strata_engine_torn_bytes_truncated", "Bytes of torn log tail cut at recovery", |_, s| s.torn_bytes_truncated.load(Ordering::Relaxed) as f64),
+            ("strata_engine_cache_dropped_bytes", "Bytes of durable log dropped from the page cache behind the write window", |_, s| {
+                s.cache_dropped_bytes.load(Ordering::Relaxed) as f64
+            }),
         ];
         for (name, help, get) in counters {
             let mut m = encoder.encode_descriptor(name, help, None, MetricType::Counter)?;
