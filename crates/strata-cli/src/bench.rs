@@ -89,6 +89,34 @@ pub(crate) const MB: f64 = 1e6;
 /// what group commit does with a batch of 16 one-MiB puts. Measured over the
 /// same time span as a benchmark phase so burst absorption by a virtual
 /// disk's cache affects the limit and the PUTs alike.
+/// The disk's own sequential write rate: O_DIRECT writes of 4 MiB from an
+/// aligned buffer, an fdatasync every 64 MiB, so the page cache's cost of
+/// taking fresh pages (see `scripts/page-cost.py`) is not in the figure.
+pub(crate) fn disk_direct_limit(dir: &Path, secs: f64) -> Result<f64> {
+    use std::os::unix::fs::OpenOptionsExt;
+    let block = 4 << 20;
+    let mut raw = vec![0u8; block + 4096];
+    let at = raw.as_ptr().align_offset(4096);
+    let buf = &mut raw[at..at + block];
+    rand::rng().fill_bytes(buf);
+    let path = dir.join("disk-probe-direct");
+    let mut f = std::fs::OpenOptions::new().write(true).create(true).truncate(true).custom_flags(libc::O_DIRECT).open(&path)?;
+    let t = Instant::now();
+    let deadline = t + Duration::from_secs_f64(secs);
+    let mut written = 0u64;
+    while Instant::now() < deadline {
+        for _ in 0..16 {
+            f.write_all(buf)?;
+            written += block as u64;
+        }
+        f.sync_data()?;
+    }
+    let rate = written as f64 / t.elapsed().as_secs_f64() / MB;
+    drop(f);
+    let _ = std::fs::remove_file(&path);
+    Ok(rate)
+}
+
 pub(crate) fn disk_write_limit(dir: &Path, secs: f64, streams: usize) -> Result<f64> {
     let block = 1 << 20;
     let mut buf = vec![0u8; block];

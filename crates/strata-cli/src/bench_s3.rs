@@ -8,7 +8,7 @@
 //! sequential write limit of the disk and the loopback limit are measured
 //! in the same run.
 
-use crate::bench::{disk_write_limit, loopback_limit, percentile, phase};
+use crate::bench::{disk_direct_limit, disk_write_limit, loopback_limit, percentile, phase};
 use crate::size::parse_size;
 use anyhow::{Context, Result, bail};
 use bytes::Bytes;
@@ -315,9 +315,13 @@ pub async fn run(a: BenchS3Args) -> Result<()> {
 
 async fn run_in(a: &BenchS3Args) -> Result<()> {
     let minio_bin = if a.no_minio { None } else { Some(find_minio(a.minio.as_deref())?) };
-    eprintln!("measuring the disk (fsync'd sequential write) and loopback limits...");
+    eprintln!("measuring the disk (fsync'd sequential write), loopback and MD5 limits...");
     let disk_mbps = disk_write_limit(&a.dir, 2.0, 1)?;
+    // O_DIRECT needs a filesystem that takes it (tmpfs does not).
+    let direct_mbps = disk_direct_limit(&a.dir, 2.0).ok();
     let loop_mbps = loopback_limit(1.0, 4).await?;
+    let md5_one = strata_s3::md5_throughput(1, 256, false).await;
+    let md5_16 = strata_s3::md5_throughput(16, 32, true).await;
     let mut targets = vec![start_strata(&a.dir.join("strata"), &a.server_args)?];
     if let Some(bin) = &minio_bin {
         targets.push(start_minio(bin, &a.dir.join("minio")).await?);
@@ -360,14 +364,17 @@ async fn run_in(a: &BenchS3Args) -> Result<()> {
     }
     drop(targets);
     if a.json {
-        println!("{}", serde_json::to_string_pretty(&serde_json::json!({ "disk_write_mbps": disk_mbps, "loopback_mbps": loop_mbps, "rows": rows }))?);
+        let limits = serde_json::json!({
+            "disk_write_mbps": disk_mbps, "disk_direct_write_mbps": direct_mbps, "loopback_mbps": loop_mbps,
+            "md5_one_stream_mbps": md5_one, "md5_16_streams_mbps": md5_16,
+        });
+        println!("{}", serde_json::to_string_pretty(&serde_json::json!({ "limits": limits, "rows": rows }))?);
         return Ok(());
     }
+    println!("S3 PUT/GET, single node, data in {}; median of {} rounds of {}s", a.dir.display(), a.rounds.max(1), a.seconds);
+    let direct = direct_mbps.map_or("n/a".to_owned(), |m| format!("{m:.0}"));
     println!(
-        "S3 PUT/GET, single node, data in {} (disk fsync'd sequential write {disk_mbps:.0} MB/s, loopback {loop_mbps:.0} MB/s); median of {} rounds of {}s",
-        a.dir.display(),
-        a.rounds.max(1),
-        a.seconds
+        "limits, MB/s: disk fsync'd sequential write {disk_mbps:.0} (O_DIRECT {direct}), loopback {loop_mbps:.0}, MD5 one stream {md5_one:.0} (md-5), 16 streams {md5_16:.0} (Strata's multi-buffer pool)"
     );
     println!(
         "{:<4} {:>7} {:>4} {:<7} {:>9} {:>8} {:>8} {:>8} {:>9} {:>9} {:>9}",

@@ -3,19 +3,99 @@
 
 use crate::StrataS3;
 use crate::convert::router_err;
+use crate::md5x;
 use base64::Engine;
 use bytes::Bytes;
 use futures_util::StreamExt;
 use md5::{Digest, Md5};
 use s3s::dto::StreamingBlob;
 use s3s::{S3Error, s3_error};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use strata_names::Outcome;
 use strata_router::PutOptions;
 use strata_types::BlobId;
 
-/// Bodies up to this size are hashed inline; bigger ones on a blocking
-/// thread, in parallel with the write.
+/// Bodies up to this size are hashed inline; bigger ones beside the write
+/// (see [`BodyHasher`]).
 const INLINE_HASH_BYTES: i64 = 256 << 10;
+
+/// Bodies being hashed beside their write, process-wide.
+static HASHING: AtomicUsize = AtomicUsize::new(0);
+
+/// Where a big body's bytes go to be hashed while they are written. Alone,
+/// a body is hashed on a blocking thread with `md-5`'s assembly (one
+/// stream is fastest there); when other bodies are being hashed too, it
+/// joins the multi-buffer pool, which hashes up to 16 at once ([`md5x`]).
+struct BodyHasher {
+    feed: Feed,
+    pending: Pending,
+    _busy: Busy,
+}
+
+#[derive(Clone)]
+enum Feed {
+    Pool(md5x::Stream),
+    Thread(tokio::sync::mpsc::Sender<Bytes>),
+}
+
+enum Pending {
+    Pool(md5x::Stream),
+    Thread(tokio::task::JoinHandle<[u8; 16]>),
+}
+
+/// Counts a body in [`HASHING`] while it lives.
+struct Busy;
+
+impl Drop for Busy {
+    fn drop(&mut self) {
+        HASHING.fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
+impl BodyHasher {
+    fn start() -> Self {
+        let others = HASHING.fetch_add(1, Ordering::Relaxed);
+        let busy = Busy;
+        if others > 0
+            && let Some(pool) = md5x::pool()
+        {
+            let s = pool.stream();
+            return Self { feed: Feed::Pool(s.clone()), pending: Pending::Pool(s), _busy: busy };
+        }
+        let (tx, mut rx) = tokio::sync::mpsc::channel::<Bytes>(32);
+        let h = tokio::task::spawn_blocking(move || {
+            let mut h = Md5::new();
+            while let Some(b) = rx.blocking_recv() {
+                h.update(&b);
+            }
+            <[u8; 16]>::from(h.finalize())
+        });
+        Self { feed: Feed::Thread(tx), pending: Pending::Thread(h), _busy: busy }
+    }
+
+    /// The MD5, once every clone of the feed is gone (the body is done).
+    async fn finish(self) -> Result<[u8; 16], S3Error> {
+        let Self { feed, pending, _busy } = self;
+        drop(feed);
+        match pending {
+            Pending::Pool(s) => s.finish().await.ok_or_else(|| s3_error!(InternalError, "the MD5 pool stopped")),
+            Pending::Thread(h) => h.await.map_err(|e| s3_error!(InternalError, "MD5 task: {e}")),
+        }
+    }
+}
+
+impl Feed {
+    async fn send(&self, b: Bytes) {
+        match self {
+            Self::Pool(s) => s.update(b).await,
+            // The hasher only stops when the channel closes.
+            Self::Thread(tx) => {
+                let _ = tx.send(b).await;
+            }
+        }
+    }
+}
 
 /// How long a replaced chunked object stays readable for GETs that opened it.
 const RETIRE_GRACE_MS: u64 = 10 * 60 * 1000;
@@ -70,28 +150,22 @@ impl StrataS3 {
             let blob = self.router.put_bytes(opts, buf.freeze()).await.map_err(router_err)?;
             (blob, size, <[u8; 16]>::from(hasher.finalize()))
         } else {
-            let (tx, mut rx) = tokio::sync::mpsc::channel::<Bytes>(32);
-            let hasher = tokio::task::spawn_blocking(move || {
-                let mut h = Md5::new();
-                let mut size = 0u64;
-                while let Some(b) = rx.blocking_recv() {
-                    size += b.len() as u64;
-                    h.update(&b);
-                }
-                (size, <[u8; 16]>::from(h.finalize()))
-            });
+            let size = Arc::new(AtomicU64::new(0));
+            let hasher = BodyHasher::start();
+            let (feed, counted) = (hasher.feed.clone(), size.clone());
             let tee = body.then(move |frame| {
-                let tx = tx.clone();
+                let (feed, counted) = (feed.clone(), counted.clone());
                 async move {
                     if let Ok(b) = &frame {
-                        // The hasher only stops when the channel closes.
-                        let _ = tx.send(b.clone()).await;
+                        counted.fetch_add(b.len() as u64, Ordering::Relaxed);
+                        feed.send(b.clone()).await;
                     }
                     frame
                 }
             });
             let put = self.router.put_stream(opts, Box::pin(tee)).await;
-            let (size, md5) = hasher.await.map_err(|e| s3_error!(InternalError, "MD5 task: {e}"))?;
+            let md5 = hasher.finish().await?;
+            let size = size.load(Ordering::Relaxed);
             let put = match put {
                 Err(strata_router::RouterError::IncompleteBody(m)) => Err(body_err(&m)),
                 other => other.map_err(router_err),
