@@ -343,12 +343,15 @@ async fn run_in(a: &BenchS3Args) -> Result<()> {
                 for t in &order {
                     eprintln!("{} PUT {} x{conc} (round {})...", t.name, size_text(size), round + 1);
                     let (r, keys) = put_phase(t, size, conc, a.seconds, data.clone(), round).await?;
+                    eprintln!("  {:.0} objects/s, p50 {:.2} ms", r.objects_per_s, r.p50_ms);
                     all.push(r);
                     written.push(Arc::new(keys));
                 }
                 for (t, keys) in order.iter().zip(written) {
                     eprintln!("{} GET {} x{conc} (round {})...", t.name, size_text(size), round + 1);
-                    all.push(get_phase(t, size, conc, a.seconds, keys).await?);
+                    let r = get_phase(t, size, conc, a.seconds, keys).await?;
+                    eprintln!("  {:.0} objects/s, p50 {:.2} ms", r.objects_per_s, r.p50_ms);
+                    all.push(r);
                 }
             }
             for op in ["PUT", "GET"] {
