@@ -9,7 +9,6 @@
 use crate::{NameError, NameIndex, NameOp, NameState, Outcome};
 use futures_util::future::BoxFuture;
 use std::fs::{File, OpenOptions};
-use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
@@ -22,11 +21,39 @@ pub const KIND_NAME_OP: u16 = 0x40;
 pub const KIND_NAME_SNAPSHOT: u16 = 0x41;
 /// The log is folded into a new snapshot past this size.
 const LOG_BYTES_MAX: u64 = 64 << 20;
+/// The log file is zero-filled ahead of its end in steps of this size, so
+/// an append overwrites blocks that are already written and inside the
+/// file: its fdatasync then needs no filesystem journal commit (ext4
+/// commits one for every append that grows a file). Measured with a 4 KiB
+/// write and fdatasync in a loop on this machine's ext4: 175 µs appending,
+/// 111 µs overwriting zeros.
+const ZERO_STEP: u64 = 1 << 20;
 
 struct Log {
     file: Arc<File>,
     lsn: u64,
+    /// End of the last frame.
     bytes: u64,
+    /// Length of the file: `[bytes, zeroed)` is zeros.
+    zeroed: u64,
+}
+
+impl Log {
+    /// Writes `frame` at the end, zero-filling the file ahead first when
+    /// the frame would pass it.
+    fn write(&mut self, frame: &[u8]) -> std::io::Result<()> {
+        use std::os::unix::fs::FileExt;
+        let end = self.bytes + frame.len() as u64;
+        if end > self.zeroed {
+            let to = end.div_ceil(ZERO_STEP) * ZERO_STEP;
+            let zeros = vec![0u8; (to - self.zeroed) as usize];
+            self.file.write_all_at(&zeros, self.zeroed)?;
+            self.zeroed = to;
+        }
+        self.file.write_all_at(frame, self.bytes)?;
+        self.bytes = end;
+        Ok(())
+    }
 }
 
 /// The embedded index; see the module docs.
@@ -89,18 +116,19 @@ impl EmbeddedIndex {
             }
             off += n;
         }
-        if off < bytes.len() {
+        // Zeros after the last frame are the zero-filled space ahead (see
+        // ZERO_STEP); anything else there is a torn tail.
+        if bytes[off..].iter().any(|b| *b != 0) {
             tracing::warn!(path = %log_path.display(), valid = off, len = bytes.len(), "cutting a torn tail off the name log");
         }
         let file = OpenOptions::new().create(true).write(true).truncate(false).open(&log_path).map_err(|e| io("opening", &log_path, e))?;
         file.set_len(off as u64).map_err(|e| io("truncating", &log_path, e))?;
         file.sync_all().map_err(|e| io("syncing", &log_path, e))?;
-        let file = OpenOptions::new().append(true).open(&log_path).map_err(|e| io("opening", &log_path, e))?;
         tracing::debug!(lsn, replayed, "name index open");
         let index = Self {
             dir: dir.to_path_buf(),
             state: RwLock::new(state),
-            log: Mutex::new(Log { file: Arc::new(file), lsn, bytes: off as u64 }),
+            log: Mutex::new(Log { file: Arc::new(file), lsn, bytes: off as u64, zeroed: off as u64 }),
             written: AtomicU64::new(lsn),
             durable: AtomicU64::new(lsn),
             sync: tokio::sync::Mutex::new(()),
@@ -132,11 +160,10 @@ impl EmbeddedIndex {
             state.apply(op)?
         };
         // The state has changed: from here a failure to log it is fatal.
-        if let Err(e) = (&*log.file).write_all(&frame) {
+        if let Err(e) = log.write(&frame) {
             return Err(self.poison(io("writing", &self.dir.join("names.log"), e)));
         }
         log.lsn = lsn;
-        log.bytes += frame.len() as u64;
         self.written.store(lsn, Ordering::SeqCst);
         if log.bytes > LOG_BYTES_MAX {
             self.fold(&mut log).map_err(|e| self.poison(e))?;
@@ -156,8 +183,9 @@ impl EmbeddedIndex {
         // replays none of them (their lsns are not above the snapshot's).
         let path = self.dir.join("names.log");
         write_atomic(&path, &[]).map_err(|e| NameError::Unavailable(e.to_string()))?;
-        log.file = Arc::new(OpenOptions::new().append(true).open(&path).map_err(|e| io("opening", &path, e))?);
+        log.file = Arc::new(OpenOptions::new().write(true).open(&path).map_err(|e| io("opening", &path, e))?);
         log.bytes = 0;
+        log.zeroed = 0;
         self.durable.fetch_max(log.lsn, Ordering::SeqCst);
         Ok(())
     }
@@ -232,26 +260,38 @@ mod tests {
     #[tokio::test]
     async fn reopening_replays_the_log_and_cuts_a_torn_tail() {
         let dir = tempfile::tempdir().unwrap();
-        {
+        let whole = {
             let ix = EmbeddedIndex::open(dir.path()).unwrap();
             ix.apply(NameOp::CreateBucket { name: "b".into(), owner: String::new(), now_ms: 1 }).await.unwrap();
             for n in 0..50u8 {
                 ix.apply(put(&format!("k{n}"), n)).await.unwrap();
             }
             assert!(ix.apply(NameOp::DeleteBucket { name: "b".into(), now_ms: 2 }).await.is_err());
-        }
-        // A torn record at the end, as a crash mid-write leaves it.
+            ix.log.lock().unwrap().bytes as usize
+        };
+        // The file is zero-filled past the last record.
         let log = dir.path().join("names.log");
         let mut bytes = std::fs::read(&log).unwrap();
-        let whole = bytes.len();
+        assert_eq!(bytes.len() as u64, ZERO_STEP);
+        assert!(bytes[whole..].iter().all(|b| *b == 0));
+        // A torn record at the end, as a crash mid-write leaves it.
         let extra = encode_frame(KIND_NAME_OP, &postcard::to_allocvec(&(999u64, put("torn", 1))).unwrap());
-        bytes.extend_from_slice(&extra[..extra.len() - 3]);
+        bytes[whole..whole + extra.len() - 3].copy_from_slice(&extra[..extra.len() - 3]);
         std::fs::write(&log, &bytes).unwrap();
         let ix = EmbeddedIndex::open(dir.path()).unwrap();
         assert_eq!(std::fs::metadata(&log).unwrap().len(), whole as u64);
+        {
+            let s = ix.state().read().unwrap();
+            assert_eq!(s.buckets["b"].objects.len(), 50);
+            assert!(!s.buckets["b"].objects.contains_key("torn"));
+        }
+        // Appends go on at the end of the records, over the cut tail.
+        ix.apply(put("after", 7)).await.unwrap();
+        drop(ix);
+        let ix = EmbeddedIndex::open(dir.path()).unwrap();
         let s = ix.state().read().unwrap();
-        assert_eq!(s.buckets["b"].objects.len(), 50);
-        assert!(!s.buckets["b"].objects.contains_key("torn"));
+        assert_eq!(s.buckets["b"].objects.len(), 51);
+        assert!(s.buckets["b"].objects.contains_key("after"));
     }
 
     #[tokio::test]
