@@ -14,7 +14,7 @@ use crate::segment::{Segment, log_name};
 use bytes::Bytes;
 use std::collections::HashMap;
 use std::fs::{File, OpenOptions};
-use std::io::{IoSlice, Write};
+use std::io::{IoSlice, Seek, SeekFrom, Write};
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::sync::mpsc::Receiver;
@@ -45,7 +45,20 @@ pub(crate) struct Writer {
     pub next_lsn: u64,
     /// Recently written ranges still counted against the page-cache window.
     pub recent: Recent,
+    /// Length of the active segment file; `[active_len, zeroed)` is zeros
+    /// written ahead (see [`ZERO_STEP`]).
+    pub zeroed: u64,
 }
+
+/// Small batches write into space zero-filled ahead of the log's end, in
+/// steps of this size: overwriting blocks already written inside the file,
+/// their fdatasync needs no ext4 journal commit, which every append that
+/// grows a file does (a 4 KiB write and fdatasync in a loop on this
+/// machine's ext4: 175 µs appending, 111 µs overwriting zeros).
+const ZERO_STEP: u64 = 1 << 20;
+/// Batches of this size or more just append: the journal commit is small
+/// beside their own writing, and zeroing ahead would write their bytes twice.
+const ZERO_AHEAD_BELOW: u64 = 256 << 10;
 
 impl Writer {
     pub fn run(mut self, rx: Receiver<WriteReq>) {
@@ -170,7 +183,11 @@ impl Writer {
     /// publishes it to the index and acknowledges it.
     fn append(&mut self, group: Vec<Encoded>, start: u64, len: u64) -> Result<()> {
         let slices: Vec<IoSlice<'_>> = group.iter().flat_map(|e| e.parts.iter().map(|p| IoSlice::new(p))).collect();
-        let mut res = write_all_vectored(&mut self.file, slices);
+        let mut res = self.zero_ahead(start, len);
+        if res.is_ok() {
+            res = self.file.seek(SeekFrom::Start(start)).and_then(|_| write_all_vectored(&mut self.file, slices));
+            self.zeroed = self.zeroed.max(start + len);
+        }
         if res.is_ok() && self.shared.config.flush == FlushPolicy::EveryBatch {
             #[allow(clippy::disallowed_methods)]
             let t = std::time::Instant::now();
@@ -183,6 +200,7 @@ impl Writer {
             let full = err.raw_os_error() == Some(libc::ENOSPC);
             // Cut the partial batch off so the next batch starts at a record boundary.
             let cut = self.file.set_len(start).and_then(|_| self.file.sync_data());
+            self.zeroed = start;
             let e = if full && cut.is_ok() {
                 self.shared.read_only.store(1 + ReadOnlyReason::DiskFull as u8, Ordering::Relaxed);
                 EngineError::ReadOnly { partition: self.shared.partition, reason: ReadOnlyReason::DiskFull }
@@ -226,6 +244,22 @@ impl Writer {
         Ok(())
     }
 
+    /// Before a small batch that would pass the zero-filled space, zero-fills
+    /// the file up to the next [`ZERO_STEP`] past it (not beyond the
+    /// segment's size). The batch's own fdatasync makes the zeros durable.
+    fn zero_ahead(&mut self, start: u64, len: u64) -> std::io::Result<()> {
+        use std::os::unix::fs::FileExt;
+        let end = start + len;
+        if len >= ZERO_AHEAD_BELOW || end <= self.zeroed {
+            return Ok(());
+        }
+        let to = (end.div_ceil(ZERO_STEP) * ZERO_STEP).min(self.shared.config.segment_bytes).max(end);
+        let from = self.zeroed.max(start);
+        self.file.write_all_at(&vec![0u8; (to - from) as usize], from)?;
+        self.zeroed = to;
+        Ok(())
+    }
+
     /// Persists the memtable as an index file covering the active segment
     /// from the memtable start to the durable end.
     pub fn flush_memtable(&mut self) -> Result<()> {
@@ -247,12 +281,21 @@ impl Writer {
     /// Seals the active segment (its index persisted first) and starts the next.
     fn roll(&mut self) -> Result<()> {
         self.flush_memtable()?;
+        // The sealed segment ends at its last record: cut the zeros ahead.
+        let (end, path) = {
+            let st = self.shared.read_state();
+            (st.active_len, st.active().path.clone())
+        };
+        if self.zeroed > end {
+            self.file.set_len(end).and_then(|_| self.file.sync_all()).map_err(io(format!("truncate {}", path.display())))?;
+        }
         let (id, partition) = (self.shared.read_state().active().id + 1, self.shared.partition);
         let header = SegmentHeader { partition, segment_id: id, generation: 0, incarnation: self.shared.meta.incarnation };
         let path = self.shared.dir.join(log_name(id, 0));
         let file = create_segment_file(&path, &header)?;
         let seg = Segment::open(&path, id, 0, self.shared.config.segment_bytes)?;
         self.file = file;
+        self.zeroed = SEGMENT_HEADER_BYTES as u64;
         let mut st = self.shared.write_state();
         st.segments.insert(id, Arc::new(seg));
         st.active_len = SEGMENT_HEADER_BYTES as u64;
@@ -265,7 +308,7 @@ impl Writer {
 /// Creates a segment file holding only its header, durably (file and directory).
 pub(crate) fn create_segment_file(path: &std::path::Path, header: &SegmentHeader) -> Result<File> {
     let ctx = || format!("create {}", path.display());
-    let mut f = OpenOptions::new().create_new(true).append(true).open(path).map_err(io(ctx()))?;
+    let mut f = OpenOptions::new().create_new(true).write(true).open(path).map_err(io(ctx()))?;
     f.write_all(&header.encode()).map_err(io(ctx()))?;
     f.sync_all().map_err(io(ctx()))?;
     fsutil::fsync_dir(path.parent().expect("segments live in a directory"))?;

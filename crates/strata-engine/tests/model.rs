@@ -211,7 +211,6 @@ proptest! {
 /// and keeps every acknowledged record.
 #[test]
 fn torn_tail_is_truncated_not_served() {
-    use std::io::Write;
     let dir = tempfile::tempdir().unwrap();
     let clock = ManualClock::new(5);
     let store = Store::open(dir.path(), config(), Arc::new(clock.clone())).unwrap();
@@ -223,12 +222,19 @@ fn torn_tail_is_truncated_not_served() {
     let seg = std::fs::read_dir(r.dir()).unwrap().flatten().map(|e| e.path()).filter(|p| p.extension().is_some_and(|e| e == "log")).max().unwrap();
     drop(r);
     drop(store);
-    // Half a record followed by garbage, as a torn write leaves.
+    // Half a record followed by garbage, as a torn write leaves, where the
+    // next record would have gone (over the zeros the writer filled ahead).
+    let end = strata_format::headers::SEGMENT_HEADER_BYTES as u64
+        + (0..3u8).map(|k| WriteOp::Put { key: key(k), props: PutProps::default(), data: Bytes::from(payload(k, 500, 0)) }.record_len() as u64).sum::<u64>();
     let (prefix, _) = strata_format::record::encode_put(99, 5, &key(9), &PutProps::default(), &[1; 300]).unwrap();
-    let mut f = std::fs::OpenOptions::new().append(true).open(&seg).unwrap();
-    f.write_all(&prefix).unwrap();
-    f.write_all(&[0xAB; 100]).unwrap();
+    let f = std::fs::OpenOptions::new().write(true).open(&seg).unwrap();
+    {
+        use std::os::unix::fs::FileExt;
+        f.write_all_at(&prefix, end).unwrap();
+        f.write_all_at(&[0xAB; 100], end + prefix.len() as u64).unwrap();
+    }
     let before = f.metadata().unwrap().len();
+    assert!(before >= end + prefix.len() as u64 + 100);
     drop(f);
     let store = Store::open(dir.path(), config(), Arc::new(clock)).unwrap();
     let r = store.replica(1).unwrap();
@@ -236,8 +242,41 @@ fn torn_tail_is_truncated_not_served() {
         assert_eq!(&r.get(&key(k)).unwrap().data[..], &payload(k, 500, 0)[..]);
     }
     assert!(matches!(r.get(&key(9)), Err(EngineError::NotFound)));
-    assert_eq!(r.stats().torn_bytes_truncated.load(std::sync::atomic::Ordering::Relaxed), prefix.len() as u64 + 100);
-    assert!(std::fs::metadata(&seg).unwrap().len() < before);
+    assert_eq!(r.stats().torn_bytes_truncated.load(std::sync::atomic::Ordering::Relaxed), before - end);
+    assert_eq!(std::fs::metadata(&seg).unwrap().len(), end);
     // The log is writable again right after the cut.
     r.submit(WriteOp::Put { key: key(9), props: PutProps::default(), data: Bytes::from_static(b"x") }).wait().unwrap();
+}
+
+/// Small writes go into space zero-filled ahead of the log's end; reopening
+/// after a crash cuts those zeros quietly (they are not a torn tail), and
+/// writes go on where the records end.
+#[test]
+fn zeros_ahead_are_not_a_torn_tail() {
+    let dir = tempfile::tempdir().unwrap();
+    let clock = ManualClock::new(5);
+    let store = Store::open(dir.path(), config(), Arc::new(clock.clone())).unwrap();
+    let r = store.create_replica(1).unwrap();
+    for k in 0..3u8 {
+        r.submit(WriteOp::Put { key: key(k), props: PutProps::default(), data: Bytes::from(payload(k, 500, 0)) }).wait().unwrap();
+    }
+    r.close_without_flush();
+    let seg = std::fs::read_dir(r.dir()).unwrap().flatten().map(|e| e.path()).filter(|p| p.extension().is_some_and(|e| e == "log")).max().unwrap();
+    drop(r);
+    drop(store);
+    let end = strata_format::headers::SEGMENT_HEADER_BYTES as u64
+        + (0..3u8).map(|k| WriteOp::Put { key: key(k), props: PutProps::default(), data: Bytes::from(payload(k, 500, 0)) }.record_len() as u64).sum::<u64>();
+    let bytes = std::fs::read(&seg).unwrap();
+    assert!(bytes.len() as u64 > end, "the writer zero-filled ahead");
+    assert!(bytes[end as usize..].iter().all(|b| *b == 0));
+    for round in 0..2u8 {
+        let store = Store::open(dir.path(), config(), Arc::new(clock.clone())).unwrap();
+        let r = store.replica(1).unwrap();
+        assert_eq!(r.stats().torn_bytes_truncated.load(std::sync::atomic::Ordering::Relaxed), 0);
+        for k in 0..3 + round {
+            assert_eq!(&r.get(&key(k)).unwrap().data[..], &payload(k, 500, 0)[..]);
+        }
+        r.submit(WriteOp::Put { key: key(3 + round), props: PutProps::default(), data: Bytes::from(payload(3 + round, 500, 0)) }).wait().unwrap();
+        r.close_without_flush();
+    }
 }
