@@ -19,6 +19,10 @@ use strata_format::{PutProps, RecordKind, ReplicaMeta};
 use strata_types::{Clock, Key, PartitionId};
 use tokio::sync::oneshot;
 
+/// Records of this size or more are read in with one readahead request
+/// before they are touched (see [`Segment::will_need`]).
+const WILL_NEED_BYTES: u32 = 64 << 10;
+
 /// A write to a replica.
 #[derive(Debug, Clone)]
 pub enum WriteOp {
@@ -365,6 +369,9 @@ impl Replica {
         }
         let e = &put.entry;
         let verify = with_data && self.shared.config.verify_crc_on_read;
+        if with_data && e.record_len >= WILL_NEED_BYTES {
+            seg.will_need(e.record_offset, e.record_len as u64);
+        }
         let rec = seg.record_at(e.record_offset, e.record_len, verify)?;
         if rec.key != *key || rec.kind != RecordKind::Put {
             return Err(

@@ -113,6 +113,19 @@ impl Segment {
         }
     }
 
+    /// Asks the kernel to read `[start, start+len)` in now, in one go: a
+    /// record that left the page cache is then fetched with large reads
+    /// instead of a fault and a small readahead at a time. Cheap when the
+    /// pages are in memory.
+    pub(crate) fn will_need(&self, start: u64, len: u64) {
+        let end = (start + len).min(self.map.len() as u64);
+        if start < end
+            && let Err(e) = self.map.advise_range(memmap2::Advice::WillNeed, start as usize, (end - start) as usize)
+        {
+            tracing::debug!(file = %self.name(), error = %e, "madvise(WILLNEED) failed");
+        }
+    }
+
     /// Decodes the record at `offset` of known length.
     pub fn record_at(&self, offset: u64, len: u32, verify_crc: bool) -> Result<DecodedRecord> {
         record::decode(self.slice(offset, len as u64), verify_crc).map_err(|e| self.corrupt(offset, e))
