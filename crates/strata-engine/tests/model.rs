@@ -207,25 +207,30 @@ proptest! {
     }
 }
 
-/// A crash mid-batch leaves a torn record at the tail: recovery cuts it off
-/// and keeps every acknowledged record.
-#[test]
-fn torn_tail_is_truncated_not_served() {
+/// Three acknowledged puts, then a crash (no index flush). Returns the
+/// directory, the clock, the active segment's path and where its records end.
+fn three_puts_then_crash() -> (tempfile::TempDir, ManualClock, std::path::PathBuf, u64) {
     let dir = tempfile::tempdir().unwrap();
     let clock = ManualClock::new(5);
     let store = Store::open(dir.path(), config(), Arc::new(clock.clone())).unwrap();
     let r = store.create_replica(1).unwrap();
-    for k in 0..3u8 {
-        r.submit(WriteOp::Put { key: key(k), props: PutProps::default(), data: Bytes::from(payload(k, 500, 0)) }).wait().unwrap();
+    let puts: Vec<WriteOp> = (0..3u8).map(|k| WriteOp::Put { key: key(k), props: PutProps::default(), data: Bytes::from(payload(k, 500, 0)) }).collect();
+    let end = strata_format::headers::SEGMENT_HEADER_BYTES as u64 + puts.iter().map(|p| p.record_len() as u64).sum::<u64>();
+    for p in puts {
+        r.submit(p).wait().unwrap();
     }
     r.close_without_flush();
     let seg = std::fs::read_dir(r.dir()).unwrap().flatten().map(|e| e.path()).filter(|p| p.extension().is_some_and(|e| e == "log")).max().unwrap();
-    drop(r);
-    drop(store);
+    (dir, clock, seg, end)
+}
+
+/// A crash mid-batch leaves a torn record at the tail: recovery cuts it off
+/// and keeps every acknowledged record.
+#[test]
+fn torn_tail_is_truncated_not_served() {
+    let (dir, clock, seg, end) = three_puts_then_crash();
     // Half a record followed by garbage, as a torn write leaves, where the
     // next record would have gone (over the zeros the writer filled ahead).
-    let end = strata_format::headers::SEGMENT_HEADER_BYTES as u64
-        + (0..3u8).map(|k| WriteOp::Put { key: key(k), props: PutProps::default(), data: Bytes::from(payload(k, 500, 0)) }.record_len() as u64).sum::<u64>();
     let (prefix, _) = strata_format::record::encode_put(99, 5, &key(9), &PutProps::default(), &[1; 300]).unwrap();
     let f = std::fs::OpenOptions::new().write(true).open(&seg).unwrap();
     {
@@ -253,19 +258,7 @@ fn torn_tail_is_truncated_not_served() {
 /// writes go on where the records end.
 #[test]
 fn zeros_ahead_are_not_a_torn_tail() {
-    let dir = tempfile::tempdir().unwrap();
-    let clock = ManualClock::new(5);
-    let store = Store::open(dir.path(), config(), Arc::new(clock.clone())).unwrap();
-    let r = store.create_replica(1).unwrap();
-    for k in 0..3u8 {
-        r.submit(WriteOp::Put { key: key(k), props: PutProps::default(), data: Bytes::from(payload(k, 500, 0)) }).wait().unwrap();
-    }
-    r.close_without_flush();
-    let seg = std::fs::read_dir(r.dir()).unwrap().flatten().map(|e| e.path()).filter(|p| p.extension().is_some_and(|e| e == "log")).max().unwrap();
-    drop(r);
-    drop(store);
-    let end = strata_format::headers::SEGMENT_HEADER_BYTES as u64
-        + (0..3u8).map(|k| WriteOp::Put { key: key(k), props: PutProps::default(), data: Bytes::from(payload(k, 500, 0)) }.record_len() as u64).sum::<u64>();
+    let (dir, clock, seg, end) = three_puts_then_crash();
     let bytes = std::fs::read(&seg).unwrap();
     assert!(bytes.len() as u64 > end, "the writer zero-filled ahead");
     assert!(bytes[end as usize..].iter().all(|b| *b == 0));
