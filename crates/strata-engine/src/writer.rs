@@ -46,19 +46,14 @@ pub(crate) struct Writer {
     /// Recently written ranges still counted against the page-cache window.
     pub recent: Recent,
     /// Length of the active segment file; `[active_len, zeroed)` is zeros
-    /// written ahead (see [`ZERO_STEP`]).
+    /// written ahead (see [`fsutil::zero_fill_ahead`]).
     pub zeroed: u64,
 }
 
-/// Small batches write into space zero-filled ahead of the log's end, in
-/// steps of this size: overwriting blocks already written inside the file,
-/// their fdatasync needs no ext4 journal commit, which every append that
-/// grows a file does (`python3 scripts/fsync-cost.py`: a 4 KiB write and
-/// fdatasync took 175–290 µs appending, 111–131 µs over zeros, in two runs
-/// on this machine's ext4).
-const ZERO_STEP: u64 = 1 << 20;
-/// Batches of this size or more just append: the journal commit is small
-/// beside their own writing, and zeroing ahead would write their bytes twice.
+/// Batches smaller than this write into space zero-filled ahead of the
+/// log's end ([`fsutil::zero_fill_ahead`]), so their fdatasync needs no
+/// journal commit. Bigger ones just append: the commit is small beside
+/// their own writing, and zeroing ahead would write their bytes twice.
 const ZERO_AHEAD_BELOW: u64 = 256 << 10;
 
 impl Writer {
@@ -245,19 +240,12 @@ impl Writer {
         Ok(())
     }
 
-    /// Before a small batch that would pass the zero-filled space, zero-fills
-    /// the file up to the next [`ZERO_STEP`] past it (not beyond the
+    /// Before a small batch, zero-fills the segment past it (not beyond the
     /// segment's size). The batch's own fdatasync makes the zeros durable.
     fn zero_ahead(&mut self, start: u64, len: u64) -> std::io::Result<()> {
-        use std::os::unix::fs::FileExt;
-        let end = start + len;
-        if len >= ZERO_AHEAD_BELOW || end <= self.zeroed {
-            return Ok(());
+        if len < ZERO_AHEAD_BELOW {
+            self.zeroed = fsutil::zero_fill_ahead(&self.file, self.zeroed, start + len, self.shared.config.segment_bytes)?;
         }
-        let to = (end.div_ceil(ZERO_STEP) * ZERO_STEP).min(self.shared.config.segment_bytes).max(end);
-        let from = self.zeroed.max(start);
-        self.file.write_all_at(&vec![0u8; (to - from) as usize], from)?;
-        self.zeroed = to;
         Ok(())
     }
 

@@ -12,7 +12,7 @@ use std::fs::{File, OpenOptions};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
-use strata_engine::fsutil::write_atomic;
+use strata_engine::fsutil::{write_atomic, zero_fill_ahead};
 use strata_format::frame::{decode_frame, encode_frame, frame_len};
 
 /// Frame kind of a log record: postcard `(lsn: u64, op: NameOp)`.
@@ -21,13 +21,6 @@ pub const KIND_NAME_OP: u16 = 0x40;
 pub const KIND_NAME_SNAPSHOT: u16 = 0x41;
 /// The log is folded into a new snapshot past this size.
 const LOG_BYTES_MAX: u64 = 64 << 20;
-/// The log file is zero-filled ahead of its end in steps of this size, so
-/// an append overwrites blocks that are already written and inside the
-/// file: its fdatasync then needs no filesystem journal commit (ext4
-/// commits one for every append that grows a file): `python3
-/// scripts/fsync-cost.py` measured a 4 KiB write and fdatasync at 175–290 µs
-/// appending and 111–131 µs over zeros, in two runs on this machine's ext4.
-const ZERO_STEP: u64 = 1 << 20;
 
 struct Log {
     file: Arc<File>,
@@ -39,17 +32,12 @@ struct Log {
 }
 
 impl Log {
-    /// Writes `frame` at the end, zero-filling the file ahead first when
-    /// the frame would pass it.
+    /// Writes `frame` at the end, into space zero-filled ahead so its
+    /// fdatasync needs no journal commit ([`zero_fill_ahead`]).
     fn write(&mut self, frame: &[u8]) -> std::io::Result<()> {
         use std::os::unix::fs::FileExt;
         let end = self.bytes + frame.len() as u64;
-        if end > self.zeroed {
-            let to = end.div_ceil(ZERO_STEP) * ZERO_STEP;
-            let zeros = vec![0u8; (to - self.zeroed) as usize];
-            self.file.write_all_at(&zeros, self.zeroed)?;
-            self.zeroed = to;
-        }
+        self.zeroed = zero_fill_ahead(&self.file, self.zeroed, end, u64::MAX)?;
         self.file.write_all_at(frame, self.bytes)?;
         self.bytes = end;
         Ok(())
@@ -117,7 +105,7 @@ impl EmbeddedIndex {
             off += n;
         }
         // Zeros after the last frame are the zero-filled space ahead (see
-        // ZERO_STEP); anything else there is a torn tail.
+        // zero_fill_ahead); anything else there is a torn tail.
         if bytes[off..].iter().any(|b| *b != 0) {
             tracing::warn!(path = %log_path.display(), valid = off, len = bytes.len(), "cutting a torn tail off the name log");
         }
@@ -272,7 +260,7 @@ mod tests {
         // The file is zero-filled past the last record.
         let log = dir.path().join("names.log");
         let mut bytes = std::fs::read(&log).unwrap();
-        assert_eq!(bytes.len() as u64, ZERO_STEP);
+        assert_eq!(bytes.len() as u64, strata_engine::fsutil::ZERO_STEP);
         assert!(bytes[whole..].iter().all(|b| *b == 0));
         // A torn record at the end, as a crash mid-write leaves it.
         let extra = encode_frame(KIND_NAME_OP, &postcard::to_allocvec(&(999u64, put("torn", 1))).unwrap());
