@@ -135,17 +135,15 @@ pub(crate) fn open(dir: &Path, config: EngineConfig, clock: Arc<dyn Clock>, cach
             max_lsn = max_lsn.max(f.entries()?.iter().map(|e| e.lsn).max().unwrap_or(0));
         }
         let (records, stop, err) = seg.scan(cover, file_len);
-        // Zeros after the last record are space the writer zero-filled
-        // ahead (writer.rs, ZERO_STEP), not a tear: cut them quietly.
-        let zero_tail = err.is_some() && seg.slice(stop, file_len - stop).iter().all(|b| *b == 0);
-        if zero_tail {
-            let f = OpenOptions::new().write(true).open(&path).map_err(io(format!("open {}", path.display())))?;
-            f.set_len(stop).and_then(|_| f.sync_all()).map_err(io(format!("truncate {}", path.display())))?;
-        } else if let Some(e) = err {
-            // A torn tail: the last batch was cut short by a crash. None of it
-            // was acknowledged (acks follow the fsync), so it is dropped.
-            tracing::warn!(file = %path.display(), offset = stop, dropped_bytes = file_len - stop, error = %e, "truncating torn log tail");
-            stats.torn_bytes_truncated.fetch_add(file_len - stop, std::sync::atomic::Ordering::Relaxed);
+        if let Some(e) = err {
+            // Zeros after the last record are space the writer zero-filled
+            // ahead (fsutil::zero_fill_ahead), not a tear: cut them quietly.
+            // Anything else is a torn tail: the last batch was cut short by a
+            // crash. None of it was acknowledged (acks follow the fsync).
+            if seg.slice(stop, file_len - stop).iter().any(|b| *b != 0) {
+                tracing::warn!(file = %path.display(), offset = stop, dropped_bytes = file_len - stop, error = %e, "truncating torn log tail");
+                stats.torn_bytes_truncated.fetch_add(file_len - stop, std::sync::atomic::Ordering::Relaxed);
+            }
             let f = OpenOptions::new().write(true).open(&path).map_err(io(format!("open {}", path.display())))?;
             f.set_len(stop).and_then(|_| f.sync_all()).map_err(io(format!("truncate {}", path.display())))?;
         }
@@ -179,7 +177,6 @@ pub(crate) fn open(dir: &Path, config: EngineConfig, clock: Arc<dyn Clock>, cach
     }
     let active = segments.values().next_back().expect("non-empty").clone();
     let file = OpenOptions::new().write(true).open(&active.path).map_err(io(format!("open {}", active.path.display())))?;
-    let active_len_at_open = active_len;
     let state = State { segments, index_files, memtable, memtable_start, journal, next_lsn, active_len, used_bytes };
     let shared = Arc::new(Shared {
         partition: meta.partition,
@@ -196,7 +193,7 @@ pub(crate) fn open(dir: &Path, config: EngineConfig, clock: Arc<dyn Clock>, cach
         read_only: AtomicU8::new(0),
     });
     let (tx, rx) = mpsc::sync_channel(QUEUE_REQUESTS_MAX);
-    let writer = Writer { shared: shared.clone(), file, next_lsn, recent: Recent::new(cache), zeroed: active_len_at_open };
+    let writer = Writer { shared: shared.clone(), file, next_lsn, recent: Recent::new(cache), zeroed: active_len };
     let handle =
         std::thread::Builder::new().name(format!("strata-writer-{}", meta.partition)).spawn(move || writer.run(rx)).map_err(io("spawn writer thread"))?;
     Ok(Replica { shared, tx: Mutex::new(Some(tx)), writer: Mutex::new(Some(handle)) })
