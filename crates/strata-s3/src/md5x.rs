@@ -16,9 +16,9 @@
 use bytes::Bytes;
 use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::OnceLock;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::mpsc;
-use std::sync::{Mutex, OnceLock};
 use tokio::sync::{Semaphore, oneshot};
 
 /// Bytes a stream may have queued at the hasher before its sender waits.
@@ -35,7 +35,7 @@ enum Msg {
 
 /// The hashing thread's handle.
 pub(crate) struct Pool {
-    tx: Mutex<mpsc::Sender<Msg>>,
+    tx: mpsc::Sender<Msg>,
     next: AtomicU64,
 }
 
@@ -48,7 +48,7 @@ pub(crate) fn pool() -> Option<&'static Pool> {
         }
         let (tx, rx) = mpsc::channel();
         std::thread::Builder::new().name("strata-md5".into()).spawn(move || run(rx)).ok()?;
-        Some(Pool { tx: Mutex::new(tx), next: AtomicU64::new(1) })
+        Some(Pool { tx, next: AtomicU64::new(1) })
     })
     .as_ref()
 }
@@ -56,7 +56,7 @@ pub(crate) fn pool() -> Option<&'static Pool> {
 impl Pool {
     fn send(&self, m: Msg) {
         // The thread only ends with the process.
-        let _ = self.tx.lock().unwrap_or_else(|p| p.into_inner()).send(m);
+        let _ = self.tx.send(m);
     }
 
     /// A new stream to hash.
@@ -64,7 +64,7 @@ impl Pool {
         let id = self.next.fetch_add(1, Ordering::Relaxed);
         let sem = Arc::new(Semaphore::new(QUEUED_BYTES_MAX));
         self.send(Msg::Open(id, sem.clone()));
-        Stream { inner: Arc::new(StreamInner { pool: self, id, sem, finished: Mutex::new(false) }) }
+        Stream { inner: Arc::new(StreamInner { pool: self, id, sem, finished: AtomicBool::new(false) }) }
     }
 }
 
@@ -79,12 +79,12 @@ struct StreamInner {
     pool: &'static Pool,
     id: u64,
     sem: Arc<Semaphore>,
-    finished: Mutex<bool>,
+    finished: AtomicBool,
 }
 
 impl Drop for StreamInner {
     fn drop(&mut self) {
-        if !*self.finished.lock().unwrap_or_else(|p| p.into_inner()) {
+        if !self.finished.load(Ordering::Relaxed) {
             self.pool.send(Msg::Close(self.id));
         }
     }
@@ -107,7 +107,7 @@ impl Stream {
     /// The MD5 of everything appended.
     pub async fn finish(self) -> Option<[u8; 16]> {
         let (tx, rx) = oneshot::channel();
-        *self.inner.finished.lock().unwrap_or_else(|p| p.into_inner()) = true;
+        self.inner.finished.store(true, Ordering::Relaxed);
         self.inner.pool.send(Msg::Finish(self.inner.id, tx));
         rx.await.ok()
     }
