@@ -48,7 +48,7 @@ pub async fn start(
     let observer: strata_s3::Observer = Arc::new(move |op, status, secs| obs_state.metrics.observe_s3(op, status, secs));
     let opts = strata_s3::S3Options { region, domains, ..strata_s3::S3Options::default() };
     let svc = strata_s3::service(state.router.clone(), names.clone(), clock.clone(), opts, Some(observer));
-    strata_s3::spawn_expiry_sweeper(names, clock, std::time::Duration::from_secs(60));
+    strata_s3::spawn_expiry_sweeper(state.router.clone(), names, clock, std::time::Duration::from_secs(60));
     tokio::spawn(async move {
         if let Err(e) = strata_s3::serve(listener, svc, std::future::pending()).await {
             tracing::error!(error = %e, "the S3 listener stopped");

@@ -105,13 +105,16 @@ pub async fn serve(listener: tokio::net::TcpListener, svc: S3Service, shutdown: 
     }
 }
 
-/// Removes the names of expired objects every `period` (their blobs expire
-/// in the engine by themselves); runs until the process ends.
-pub fn spawn_expiry_sweeper(names: Arc<dyn NameIndex>, clock: Arc<dyn Clock>, period: Duration) {
+/// Removes the names of expired objects every `period` and frees their
+/// blobs; runs until the process ends. A blob's TTL normally matches its
+/// name's expiry, so the engine has dropped it already; freeing it here
+/// too covers a blob left with a later expiry (a lifecycle change cut
+/// short), which would otherwise outlive every name.
+pub fn spawn_expiry_sweeper(router: Arc<Router>, names: Arc<dyn NameIndex>, clock: Arc<dyn Clock>, period: Duration) {
     tokio::spawn(async move {
         loop {
             tokio::time::sleep(period).await;
-            if let Err(e) = sweep_expired(&*names, clock.now_ms()).await {
+            if let Err(e) = sweep_expired(&router, &*names, clock.now_ms()).await {
                 tracing::warn!(error = %e, "could not remove expired names");
             }
         }
@@ -119,8 +122,9 @@ pub fn spawn_expiry_sweeper(names: Arc<dyn NameIndex>, clock: Arc<dyn Clock>, pe
 }
 
 /// Removes the names of objects expired at `now_ms` (at most 10,000 per
-/// call), each only if it still names the expired blob; returns how many.
-pub async fn sweep_expired(names: &dyn NameIndex, now_ms: u64) -> Result<usize, strata_names::NameError> {
+/// call), each only if it still names the expired blob, and frees the
+/// blobs of the names it removed; returns how many it removed.
+pub async fn sweep_expired(router: &Router, names: &dyn NameIndex, now_ms: u64) -> Result<usize, strata_names::NameError> {
     let expired: Vec<_> = strata_names::read(names, |s| {
         s.buckets
             .iter()
@@ -130,8 +134,14 @@ pub async fn sweep_expired(names: &dyn NameIndex, now_ms: u64) -> Result<usize, 
     });
     let mut removed = 0;
     for (bucket, key, blob) in expired {
+        // Only the sweep whose op removed the name frees the blob (on a
+        // cluster every metadata member sweeps).
         if names.apply(strata_names::NameOp::DeleteObject { bucket, key, blob: Some(blob) }).await?.replaced.is_some() {
             removed += 1;
+            match router.delete(blob).await {
+                Ok(()) | Err(strata_router::RouterError::NotFound | strata_router::RouterError::Deleted | strata_router::RouterError::Expired) => {}
+                Err(e) => tracing::warn!(%blob, error = %e, "could not free the blob of an expired object"),
+            }
         }
     }
     Ok(removed)
@@ -148,18 +158,98 @@ mod tests {
         ObjectMeta { blob, size: 1, etag: String::new(), content_type: String::new(), meta: vec![], modified_ms: 1, expiry_ms, parts: 0 }
     }
 
+    /// A one-node router over a fresh store, on a clock the test moves.
+    fn node(dir: &std::path::Path, clock: &strata_types::ManualClock) -> Arc<Router> {
+        let clock: Arc<dyn Clock> = Arc::new(clock.clone());
+        let store = Arc::new(strata_engine::Store::open(&dir.join("data"), strata_engine::EngineConfig::default(), clock.clone()).unwrap());
+        store.create_replica(0).unwrap();
+        Arc::new(Router::new(Arc::new(strata_router::LocalView::new(store)), strata_router::RouterConfig::default(), clock, None))
+    }
+
+    /// Writes a blob expiring at `expiry_ms` (0 = never) and names it.
+    async fn put(router: &Arc<Router>, names: &dyn NameIndex, now: u64, key: &str, expiry_ms: u64) -> BlobId {
+        let ttl_ms = (expiry_ms != 0).then(|| expiry_ms - now);
+        let blob = router.put_bytes(strata_router::PutOptions { ttl_ms, ..Default::default() }, bytes::Bytes::from_static(b"data")).await.unwrap();
+        let object = ObjectMeta { blob, modified_ms: now, expiry_ms, ..object(0, 0) };
+        names.apply(NameOp::PutObject { bucket: "b".into(), key: key.into(), object, if_absent: false }).await.unwrap();
+        blob
+    }
+
     #[tokio::test]
-    async fn the_sweeper_removes_only_expired_names() {
+    async fn the_sweeper_removes_only_expired_names_and_frees_their_blobs() {
         let dir = tempfile::tempdir().unwrap();
-        let names = EmbeddedIndex::open(dir.path()).unwrap();
+        let clock = strata_types::ManualClock::new(1_000);
+        let router = node(dir.path(), &clock);
+        let names = EmbeddedIndex::open(&dir.path().join("names")).unwrap();
         names.apply(NameOp::CreateBucket { name: "b".into(), owner: String::new(), now_ms: 1 }).await.unwrap();
-        for (key, n, expiry) in [("old", 1, 100), ("forever", 2, 0), ("later", 3, 10_000)] {
-            names.apply(NameOp::PutObject { bucket: "b".into(), key: key.into(), object: object(n, expiry), if_absent: false }).await.unwrap();
-        }
-        assert_eq!(sweep_expired(&names, 50).await.unwrap(), 0);
-        assert_eq!(sweep_expired(&names, 200).await.unwrap(), 1);
+        let old = put(&router, &names, 1_000, "old", 1_100).await;
+        put(&router, &names, 1_000, "forever", 0).await;
+        put(&router, &names, 1_000, "later", 10_000).await;
+        // A blob that outlives its name (a lifecycle change cut short).
+        let outliving = put(&router, &names, 1_000, "outliving", 0).await;
+        let object = ObjectMeta { blob: outliving, modified_ms: 1_000, expiry_ms: 1_200, ..object(0, 0) };
+        names.apply(NameOp::PutObject { bucket: "b".into(), key: "outliving".into(), object, if_absent: false }).await.unwrap();
+
+        assert_eq!(sweep_expired(&router, &names, 1_050).await.unwrap(), 0);
+        clock.advance(1_000);
+        assert_eq!(sweep_expired(&router, &names, clock.now_ms()).await.unwrap(), 2);
         let keys: Vec<String> = strata_names::read(&names, |s| s.buckets["b"].objects.keys().cloned().collect());
         assert_eq!(keys, vec!["forever", "later"]);
-        assert_eq!(sweep_expired(&names, 20_000).await.unwrap(), 1);
+        assert!(matches!(router.info(old).await, Err(strata_router::RouterError::Deleted | strata_router::RouterError::Expired)));
+        assert!(matches!(router.info(outliving).await, Err(strata_router::RouterError::Deleted)), "the outliving blob was not freed");
+        clock.advance(20_000);
+        assert_eq!(sweep_expired(&router, &names, clock.now_ms()).await.unwrap(), 1);
+    }
+
+    const DAY: u64 = 86_400_000;
+
+    fn rule(prefix: &str, days: u32) -> strata_names::ExpiryRule {
+        strata_names::ExpiryRule { id: prefix.into(), prefix: prefix.into(), enabled: true, days: Some(days), date_ms: None }
+    }
+
+    #[tokio::test]
+    async fn lifecycle_changes_never_leave_a_blob_expiring_before_its_name() {
+        let dir = tempfile::tempdir().unwrap();
+        let now = 5 * DAY;
+        let clock = strata_types::ManualClock::new(now);
+        let router = node(dir.path(), &clock);
+        let names: Arc<dyn NameIndex> = Arc::new(EmbeddedIndex::open(&dir.path().join("names")).unwrap());
+        names.apply(NameOp::CreateBucket { name: "b".into(), owner: String::new(), now_ms: 1 }).await.unwrap();
+        let s3 = StrataS3 { router: router.clone(), names: names.clone(), clock: Arc::new(clock.clone()), opts: S3Options::default(), observer: None };
+        let expiry = |blob| {
+            let router = router.clone();
+            async move { router.info(blob).await.unwrap().expiry_ms }
+        };
+        s3.set_lifecycle("b", vec![rule("logs/", 1)]).await.unwrap();
+        let logs = put(&router, &*names, now, "logs/a", now + DAY).await;
+        let kept = put(&router, &*names, now, "keep/x", 0).await;
+
+        // Longer: the blob's TTL grows with the name's expiry.
+        s3.set_lifecycle("b", vec![rule("logs/", 3)]).await.unwrap();
+        assert_eq!(expiry(logs).await, now + 3 * DAY);
+        // Shorter: it shrinks.
+        s3.set_lifecycle("b", vec![rule("logs/", 2)]).await.unwrap();
+        assert_eq!(expiry(logs).await, now + 2 * DAY);
+        assert_eq!(expiry(kept).await, 0);
+
+        // An object whose blob cannot be reached: removing the rules would
+        // need its TTL extended first, so the change is refused whole.
+        let lost = BlobId::from_parts(strata_types::BlobKind::Simple, 99, [9; 16]);
+        let object = ObjectMeta { blob: lost, modified_ms: now, expiry_ms: now + 2 * DAY, ..object(0, 0) };
+        names.apply(NameOp::PutObject { bucket: "b".into(), key: "logs/lost".into(), object, if_absent: false }).await.unwrap();
+        let err = s3.set_lifecycle("b", vec![]).await.unwrap_err();
+        assert_eq!(err.code(), &s3s::S3ErrorCode::InternalError);
+        let rules = strata_names::read(&*names, |s| s.buckets["b"].lifecycle.clone());
+        assert_eq!(rules, vec![rule("logs/", 2)], "a refused change must leave the rules as they were");
+        // The name still expires in two days; its blob may live longer.
+        let name_expiry = strata_names::read(&*names, |s| s.buckets["b"].objects["logs/a"].expiry_ms);
+        assert_eq!(name_expiry, now + 2 * DAY);
+        assert!(expiry(logs).await == 0 || expiry(logs).await >= name_expiry);
+
+        // Without the unreachable object, removing the rules works.
+        names.apply(NameOp::DeleteObject { bucket: "b".into(), key: "logs/lost".into(), blob: None }).await.unwrap();
+        s3.set_lifecycle("b", vec![]).await.unwrap();
+        assert_eq!(expiry(logs).await, 0);
+        assert_eq!(strata_names::read(&*names, |s| s.buckets["b"].objects["logs/a"].expiry_ms), 0);
     }
 }

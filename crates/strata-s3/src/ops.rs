@@ -7,9 +7,10 @@ use futures_util::StreamExt;
 use md5::{Digest, Md5};
 use s3s::dto::*;
 use s3s::{S3, S3Error, S3Request, S3Response, S3Result, s3_error};
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use strata_names::{ExpiryRule, ListQuery, NameOp, ObjectMeta, PartMeta, Upload};
-use strata_router::{BlobData, ByteRange, PutOptions};
+use strata_router::{BlobData, ByteRange, PutOptions, RouterError};
+use strata_types::BlobId;
 
 const MAX_KEYS: i32 = 1000;
 const MAX_PARTS: u32 = 10_000;
@@ -391,23 +392,83 @@ impl StrataS3 {
         ok(CompleteMultipartUploadOutput { bucket: Some(input.bucket), key: Some(input.key), e_tag: Some(etag(&tag)), ..Default::default() })
     }
 
-    async fn set_lifecycle(&self, bucket: &str, rules: Vec<ExpiryRule>) -> Result<(), S3Error> {
-        self.names.apply(NameOp::SetLifecycle { bucket: bucket.to_owned(), rules }).await.map_err(name_err)?;
-        // Existing objects get the expiry the rules now give them, on their
-        // blobs too (counted from when each object was written).
+    /// Sets a bucket's lifecycle rules and brings its blobs' TTLs in line,
+    /// in an order that never lets a blob expire before its name, even if
+    /// the process dies halfway: TTLs that grow (or go) change first, and
+    /// if one of those fails the rules stay as they were; then the rules;
+    /// then the TTLs that shrink, best effort (a blob that outlives its
+    /// name is only late to go: the expiry sweeper frees it with the name).
+    /// Only blobs whose expiry changes are written.
+    pub(crate) async fn set_lifecycle(&self, bucket: &str, rules: Vec<ExpiryRule>) -> Result<(), S3Error> {
         let now = self.now_ms();
-        let changed: Vec<_> = strata_names::read(&*self.names, |s| {
-            s.buckets.get(bucket).map_or_else(Vec::new, |b| b.objects.values().filter(|o| !o.expired(now)).map(|o| (o.blob, o.expiry_ms)).collect())
+        let proposed = strata_names::Bucket { lifecycle: rules.clone(), ..strata_names::Bucket::default() };
+        // Live objects: (key, blob) -> (expiry now, expiry under the new rules).
+        let before: HashMap<(String, BlobId), (u64, u64)> = strata_names::read(&*self.names, |s| {
+            s.bucket(bucket).map(|b| {
+                b.objects
+                    .iter()
+                    .filter(|(_, o)| !o.expired(now))
+                    .map(|(k, o)| ((k.clone(), o.blob), (o.expiry_ms, proposed.expiry_for(k, o.modified_ms))))
+                    .collect()
+            })
+        })
+        .map_err(name_err)?;
+        let grows = |old: u64, new: u64| old != 0 && (new == 0 || new > old);
+        let grow: Vec<(BlobId, u64)> = before.iter().filter(|(_, (old, new))| grows(*old, *new)).map(|((_, blob), (_, new))| (*blob, *new)).collect();
+        let failed = self.set_expiries(grow).await;
+        if failed > 0 {
+            return Err(s3_error!(
+                InternalError,
+                "could not extend the expiry of {failed} objects' blobs; the lifecycle rules were not changed, try again"
+            ));
+        }
+        self.names.apply(NameOp::SetLifecycle { bucket: bucket.to_owned(), rules }).await.map_err(name_err)?;
+        // Shrink; and objects written meanwhile (not seen above) get the
+        // expiry their names now have, whichever way it moved.
+        let rest: Vec<(BlobId, u64)> = strata_names::read(&*self.names, |s| {
+            s.buckets.get(bucket).map_or_else(Vec::new, |b| {
+                b.objects
+                    .iter()
+                    .filter(|(k, o)| match before.get(&((*k).clone(), o.blob)) {
+                        None => !o.expired(now),
+                        Some((old, _)) => o.expiry_ms != *old && !grows(*old, o.expiry_ms),
+                    })
+                    .map(|(_, o)| (o.blob, o.expiry_ms))
+                    .collect()
+            })
         });
-        for (blob, expiry) in changed {
-            let ttl = (expiry != 0).then(|| expiry.saturating_sub(now).max(1));
-            if let Err(e) = self.router.update_ttl(blob, ttl).await {
-                tracing::warn!(%blob, error = %e, "could not apply a lifecycle rule to a blob");
-            }
+        let late = self.set_expiries(rest).await;
+        if late > 0 {
+            tracing::warn!(bucket, blobs = late, "some blobs keep a later expiry than their objects; the expiry sweeper frees them with their names");
         }
         Ok(())
     }
+
+    /// Sets each blob's expiry (ms since the epoch, 0 = never), a few at a
+    /// time; returns how many failed. A blob already gone (deleted,
+    /// expired, overwritten meanwhile) is not a failure.
+    async fn set_expiries(&self, blobs: Vec<(BlobId, u64)>) -> usize {
+        let now = self.now_ms();
+        futures_util::stream::iter(blobs)
+            .map(|(blob, expiry)| async move {
+                let ttl = (expiry != 0).then(|| expiry.saturating_sub(now).max(1));
+                match self.router.update_ttl(blob, ttl).await {
+                    Ok(()) | Err(RouterError::NotFound | RouterError::Deleted | RouterError::Expired) => true,
+                    Err(e) => {
+                        tracing::warn!(%blob, error = %e, "could not apply a lifecycle rule to a blob");
+                        false
+                    }
+                }
+            })
+            .buffer_unordered(TTL_UPDATES_IN_FLIGHT)
+            .filter(|ok| futures_util::future::ready(!ok))
+            .count()
+            .await
+    }
 }
+
+/// Blob TTL updates a lifecycle change keeps in flight.
+const TTL_UPDATES_IN_FLIGHT: usize = 32;
 
 fn rules_in(cfg: Option<BucketLifecycleConfiguration>) -> Result<Vec<ExpiryRule>, S3Error> {
     let mut out = Vec::new();
