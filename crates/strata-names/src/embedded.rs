@@ -1,10 +1,14 @@
 //! The single-node name index: the state in memory, every op appended to
 //! `names.log` and fsync'd before it is acknowledged (group commit: one
 //! fdatasync covers every op written before it started), and a snapshot
-//! (`names.snap`) that replaces the log once it grows past a limit. Both
-//! files are sequences of checksummed frames (docs/formats.md, "Name
-//! index"); recovery loads the snapshot, replays the log records after it,
-//! and cuts a torn tail.
+//! (`names.snap`) that absorbs the log once it grows past a limit. The fold
+//! runs beside the writes: the full log is set aside as `names.old`, a new
+//! `names.log` takes the next ops at once, and a background thread replays
+//! `names.old` onto the last snapshot, writes the new one and removes
+//! `names.old` (so no request waits while the whole state is serialized).
+//! All three files are sequences of checksummed frames (docs/formats.md,
+//! "Name index"); recovery loads the snapshot, replays `names.old` and then
+//! `names.log` by lsn, and cuts a torn tail.
 
 use crate::{NameError, NameIndex, NameOp, NameState, Outcome};
 use futures_util::future::BoxFuture;
@@ -21,6 +25,10 @@ pub const KIND_NAME_OP: u16 = 0x40;
 pub const KIND_NAME_SNAPSHOT: u16 = 0x41;
 /// The log is folded into a new snapshot past this size.
 const LOG_BYTES_MAX: u64 = 64 << 20;
+
+const SNAP: &str = "names.snap";
+const OLD: &str = "names.old";
+const LOG: &str = "names.log";
 
 struct Log {
     file: Arc<File>,
@@ -55,6 +63,11 @@ pub struct EmbeddedIndex {
     durable: AtomicU64,
     sync: tokio::sync::Mutex<()>,
     poisoned: AtomicBool,
+    /// Log size past which it is folded.
+    fold_bytes: u64,
+    /// A fold is running (or failed: then the log grows until a restart
+    /// folds it).
+    folding: Arc<AtomicBool>,
 }
 
 fn io(what: &str, path: &Path, e: std::io::Error) -> NameError {
@@ -64,46 +77,31 @@ fn io(what: &str, path: &Path, e: std::io::Error) -> NameError {
 impl EmbeddedIndex {
     /// Opens (or creates) the index in `dir`, recovering from a crash.
     pub fn open(dir: &Path) -> Result<Self, NameError> {
+        Self::open_with(dir, LOG_BYTES_MAX)
+    }
+
+    /// [`Self::open`], folding the log past `fold_bytes`.
+    pub fn open_with(dir: &Path, fold_bytes: u64) -> Result<Self, NameError> {
         std::fs::create_dir_all(dir).map_err(|e| io("creating", dir, e))?;
-        let snap_path = dir.join("names.snap");
-        let (mut lsn, mut state) = match std::fs::read(&snap_path) {
+        let (mut lsn, mut state) = read_snapshot(dir)?;
+        // A fold cut short by a crash left its log aside: its records come
+        // before the current log's.
+        let old_path = dir.join(OLD);
+        let had_old = match std::fs::read(&old_path) {
             Ok(b) => {
-                let (kind, payload) = decode_frame(&b).map_err(|e| NameError::Unavailable(format!("{}: {e}", snap_path.display())))?;
-                if kind != KIND_NAME_SNAPSHOT {
-                    return Err(NameError::Unavailable(format!("{}: frame kind {kind} is not a name snapshot", snap_path.display())));
-                }
-                postcard::from_bytes::<(u64, NameState)>(payload).map_err(|e| NameError::Unavailable(format!("{}: {e}", snap_path.display())))?
+                replay(&b, &old_path, &mut lsn, &mut state)?;
+                true
             }
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => (0, NameState::default()),
-            Err(e) => return Err(io("reading", &snap_path, e)),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => false,
+            Err(e) => return Err(io("reading", &old_path, e)),
         };
-        let log_path = dir.join("names.log");
+        let log_path = dir.join(LOG);
         let bytes = match std::fs::read(&log_path) {
             Ok(b) => b,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => Vec::new(),
             Err(e) => return Err(io("reading", &log_path, e)),
         };
-        // Replay whole, valid frames; the first torn or corrupt one ends the
-        // log (an op is acknowledged only after its frame is durable, so a
-        // bad tail was never acknowledged).
-        let mut off = 0usize;
-        let mut replayed = 0u64;
-        while off < bytes.len() {
-            let Ok(n) = frame_len(&bytes[off..]) else { break };
-            if off + n > bytes.len() {
-                break;
-            }
-            let Ok((KIND_NAME_OP, payload)) = decode_frame(&bytes[off..off + n]) else { break };
-            let Ok((rec_lsn, op)) = postcard::from_bytes::<(u64, NameOp)>(payload) else { break };
-            if rec_lsn > lsn {
-                if let Err(e) = state.apply(op) {
-                    return Err(NameError::Unavailable(format!("{}: record {rec_lsn} does not replay: {e}", log_path.display())));
-                }
-                lsn = rec_lsn;
-                replayed += 1;
-            }
-            off += n;
-        }
+        let (off, replayed) = replay(&bytes, &log_path, &mut lsn, &mut state)?;
         // Zeros after the last frame are the zero-filled space ahead (see
         // zero_fill_ahead); anything else there is a torn tail.
         if bytes[off..].iter().any(|b| *b != 0) {
@@ -121,10 +119,19 @@ impl EmbeddedIndex {
             durable: AtomicU64::new(lsn),
             sync: tokio::sync::Mutex::new(()),
             poisoned: AtomicBool::new(false),
+            fold_bytes,
+            folding: Arc::new(AtomicBool::new(false)),
         };
-        if off as u64 > LOG_BYTES_MAX {
+        // At startup a fold runs in line: nothing waits on it yet.
+        if had_old {
+            fold_files(dir)?;
+        }
+        if off as u64 > fold_bytes {
             let mut log = index.log.lock().map_err(|_| NameError::Unavailable("log lock poisoned".into()))?;
-            index.fold(&mut log)?;
+            index.set_aside(&mut log)?;
+            drop(log);
+            fold_files(dir)?;
+            index.folding.store(false, Ordering::SeqCst);
         }
         Ok(index)
     }
@@ -149,33 +156,51 @@ impl EmbeddedIndex {
         };
         // The state has changed: from here a failure to log it is fatal.
         if let Err(e) = log.write(&frame) {
-            return Err(self.poison(io("writing", &self.dir.join("names.log"), e)));
+            return Err(self.poison(io("writing", &self.dir.join(LOG), e)));
         }
         log.lsn = lsn;
         self.written.store(lsn, Ordering::SeqCst);
-        if log.bytes > LOG_BYTES_MAX {
-            self.fold(&mut log).map_err(|e| self.poison(e))?;
+        if log.bytes > self.fold_bytes && !self.folding.load(Ordering::SeqCst) {
+            self.set_aside(&mut log).map_err(|e| self.poison(e))?;
+            self.spawn_fold();
         }
         Ok((lsn, out))
     }
 
-    // Writes the state as a snapshot and starts an empty log.
-    fn fold(&self, log: &mut Log) -> Result<(), NameError> {
-        let bytes = {
-            let state = self.state.read().map_err(|_| NameError::Unavailable("state lock poisoned".into()))?;
-            postcard::to_allocvec(&(log.lsn, &*state)).map_err(|e| NameError::Unavailable(e.to_string()))?
-        };
-        let snap = self.dir.join("names.snap");
-        write_atomic(&snap, &encode_frame(KIND_NAME_SNAPSHOT, &bytes)).map_err(|e| NameError::Unavailable(e.to_string()))?;
-        // The snapshot holds every record; a crash before the log is emptied
-        // replays none of them (their lsns are not above the snapshot's).
-        let path = self.dir.join("names.log");
-        write_atomic(&path, &[]).map_err(|e| NameError::Unavailable(e.to_string()))?;
-        log.file = Arc::new(OpenOptions::new().write(true).open(&path).map_err(|e| io("opening", &path, e))?);
+    /// Sets the full log aside as `names.old` and starts an empty
+    /// `names.log`, marking a fold as running. The old log is made durable
+    /// first: the group commit syncs only the current file.
+    fn set_aside(&self, log: &mut Log) -> Result<(), NameError> {
+        self.folding.store(true, Ordering::SeqCst);
+        let (old, path) = (self.dir.join(OLD), self.dir.join(LOG));
+        log.file.sync_data().map_err(|e| io("syncing", &path, e))?;
+        self.durable.fetch_max(log.lsn, Ordering::SeqCst);
+        std::fs::rename(&path, &old).map_err(|e| io("renaming", &path, e))?;
+        let file = OpenOptions::new().create_new(true).write(true).open(&path).map_err(|e| io("creating", &path, e))?;
+        strata_engine::fsutil::fsync_dir(&self.dir).map_err(|e| NameError::Unavailable(e.to_string()))?;
+        log.file = Arc::new(file);
         log.bytes = 0;
         log.zeroed = 0;
-        self.durable.fetch_max(log.lsn, Ordering::SeqCst);
         Ok(())
+    }
+
+    /// Folds `names.old` into the snapshot on a thread of its own.
+    fn spawn_fold(&self) {
+        let (dir, folding) = (self.dir.clone(), self.folding.clone());
+        let spawned = std::thread::Builder::new().name("strata-names-fold".into()).spawn(move || match fold_files(&dir) {
+            Ok(()) => folding.store(false, Ordering::SeqCst),
+            // `folding` stays set: the log grows until a restart folds it.
+            Err(e) => tracing::error!(error = %e, "could not fold the name log into a snapshot; it keeps growing until a restart"),
+        });
+        if let Err(e) = spawned {
+            tracing::error!(error = %e, "could not start the name log fold; the log keeps growing until a restart");
+        }
+    }
+
+    /// Whether a fold is running (tests wait for it).
+    #[cfg(test)]
+    fn folding(&self) -> bool {
+        self.folding.load(Ordering::SeqCst)
     }
 
     // Returns once `lsn` is durable; concurrent callers share one fdatasync.
@@ -197,10 +222,69 @@ impl EmbeddedIndex {
                 self.durable.fetch_max(upto, Ordering::SeqCst);
                 Ok(())
             }
-            Ok(Err(e)) => Err(self.poison(io("syncing", &self.dir.join("names.log"), e))),
+            Ok(Err(e)) => Err(self.poison(io("syncing", &self.dir.join(LOG), e))),
             Err(e) => Err(self.poison(NameError::Unavailable(format!("sync task: {e}")))),
         }
     }
+}
+
+/// The snapshot's lsn and state (0 and empty without one).
+fn read_snapshot(dir: &Path) -> Result<(u64, NameState), NameError> {
+    let snap_path = dir.join(SNAP);
+    match std::fs::read(&snap_path) {
+        Ok(b) => {
+            let (kind, payload) = decode_frame(&b).map_err(|e| NameError::Unavailable(format!("{}: {e}", snap_path.display())))?;
+            if kind != KIND_NAME_SNAPSHOT {
+                return Err(NameError::Unavailable(format!("{}: frame kind {kind} is not a name snapshot", snap_path.display())));
+            }
+            postcard::from_bytes::<(u64, NameState)>(payload).map_err(|e| NameError::Unavailable(format!("{}: {e}", snap_path.display())))
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok((0, NameState::default())),
+        Err(e) => Err(io("reading", &snap_path, e)),
+    }
+}
+
+/// Replays the whole, valid frames of a log whose lsn is above `lsn`; the
+/// first torn or corrupt one ends the log (an op is acknowledged only after
+/// its frame is durable, so a bad tail was never acknowledged). Returns
+/// where the valid frames end and how many were applied.
+fn replay(bytes: &[u8], path: &Path, lsn: &mut u64, state: &mut NameState) -> Result<(usize, u64), NameError> {
+    let mut off = 0usize;
+    let mut replayed = 0u64;
+    while off < bytes.len() {
+        let Ok(n) = frame_len(&bytes[off..]) else { break };
+        if off + n > bytes.len() {
+            break;
+        }
+        let Ok((KIND_NAME_OP, payload)) = decode_frame(&bytes[off..off + n]) else { break };
+        let Ok((rec_lsn, op)) = postcard::from_bytes::<(u64, NameOp)>(payload) else { break };
+        if rec_lsn > *lsn {
+            if let Err(e) = state.apply(op) {
+                return Err(NameError::Unavailable(format!("{}: record {rec_lsn} does not replay: {e}", path.display())));
+            }
+            *lsn = rec_lsn;
+            replayed += 1;
+        }
+        off += n;
+    }
+    Ok((off, replayed))
+}
+
+/// Folds `names.old` into `names.snap`: replays it onto the snapshot,
+/// replaces the snapshot atomically, then removes `names.old`. A crash
+/// before the replacement leaves both as they were; after it, the old
+/// log's records are at or below the snapshot's lsn and replay as nothing.
+fn fold_files(dir: &Path) -> Result<(), NameError> {
+    let old = dir.join(OLD);
+    let (mut lsn, mut state) = read_snapshot(dir)?;
+    let bytes = std::fs::read(&old).map_err(|e| io("reading", &old, e))?;
+    replay(&bytes, &old, &mut lsn, &mut state)?;
+    let payload = postcard::to_allocvec(&(lsn, &state)).map_err(|e| NameError::Unavailable(e.to_string()))?;
+    write_atomic(&dir.join(SNAP), &encode_frame(KIND_NAME_SNAPSHOT, &payload)).map_err(|e| NameError::Unavailable(e.to_string()))?;
+    std::fs::remove_file(&old).map_err(|e| io("removing", &old, e))?;
+    strata_engine::fsutil::fsync_dir(dir).map_err(|e| NameError::Unavailable(e.to_string()))?;
+    tracing::debug!(lsn, "name log folded into a snapshot");
+    Ok(())
 }
 
 impl NameIndex for EmbeddedIndex {
@@ -282,28 +366,98 @@ mod tests {
         assert!(s.buckets["b"].objects.contains_key("after"));
     }
 
+    fn snapshot_lsn(dir: &Path) -> u64 {
+        read_snapshot(dir).unwrap().0
+    }
+
+    async fn wait_for_fold(ix: &EmbeddedIndex) {
+        for _ in 0..500 {
+            if !ix.folding() {
+                return;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+        }
+        panic!("the fold did not finish");
+    }
+
     #[tokio::test]
-    async fn a_snapshot_and_the_log_after_it_give_the_same_state() {
+    async fn a_snapshot_and_the_logs_after_it_give_the_same_state() {
         let dir = tempfile::tempdir().unwrap();
         let ix = EmbeddedIndex::open(dir.path()).unwrap();
         ix.apply(NameOp::CreateBucket { name: "b".into(), owner: String::new(), now_ms: 1 }).await.unwrap();
         ix.apply(put("a", 1)).await.unwrap();
+        // A fold in the background, while more ops arrive.
         {
             let mut log = ix.log.lock().unwrap();
-            ix.fold(&mut log).unwrap();
+            ix.set_aside(&mut log).unwrap();
         }
+        ix.spawn_fold();
         ix.apply(put("b", 2)).await.unwrap();
+        wait_for_fold(&ix).await;
+        assert!(!dir.path().join(OLD).exists());
+        assert_eq!(snapshot_lsn(dir.path()), 2);
         ix.apply(put("a", 3)).await.unwrap();
         let want = ix.state().read().unwrap().clone();
         drop(ix);
-        // Also a crash between writing the snapshot and emptying the log:
-        // records the snapshot holds are skipped by lsn.
         let ix = EmbeddedIndex::open(dir.path()).unwrap();
         assert_eq!(*ix.state().read().unwrap(), want);
-        let snap = std::fs::read(dir.path().join("names.snap")).unwrap();
-        let (_, payload) = decode_frame(&snap).unwrap();
-        let (lsn, _): (u64, NameState) = postcard::from_bytes(payload).unwrap();
-        assert_eq!(lsn, 2);
+    }
+
+    #[tokio::test]
+    async fn a_fold_cut_short_by_a_crash_loses_nothing() {
+        let dir = tempfile::tempdir().unwrap();
+        let ix = EmbeddedIndex::open(dir.path()).unwrap();
+        ix.apply(NameOp::CreateBucket { name: "b".into(), owner: String::new(), now_ms: 1 }).await.unwrap();
+        ix.apply(put("a", 1)).await.unwrap();
+        // The log set aside, and the process dies before the fold runs.
+        {
+            let mut log = ix.log.lock().unwrap();
+            ix.set_aside(&mut log).unwrap();
+        }
+        ix.apply(put("b", 2)).await.unwrap();
+        let want = ix.state().read().unwrap().clone();
+        drop(ix);
+        let old = std::fs::read(dir.path().join(OLD)).unwrap();
+        // Reopening replays names.old then names.log, and folds names.old.
+        let ix = EmbeddedIndex::open(dir.path()).unwrap();
+        assert_eq!(*ix.state().read().unwrap(), want);
+        assert!(!dir.path().join(OLD).exists());
+        assert_eq!(snapshot_lsn(dir.path()), 2);
+        drop(ix);
+        // Dying after the new snapshot, before names.old is removed: its
+        // records are at or below the snapshot's lsn and replay as nothing.
+        std::fs::write(dir.path().join(OLD), &old).unwrap();
+        let ix = EmbeddedIndex::open(dir.path()).unwrap();
+        assert_eq!(*ix.state().read().unwrap(), want);
+        assert!(!dir.path().join(OLD).exists());
+    }
+
+    #[tokio::test]
+    async fn folds_run_beside_concurrent_writes_and_lose_none() {
+        let dir = tempfile::tempdir().unwrap();
+        let ix = Arc::new(EmbeddedIndex::open_with(dir.path(), 8 << 10).unwrap());
+        ix.apply(NameOp::CreateBucket { name: "b".into(), owner: String::new(), now_ms: 1 }).await.unwrap();
+        let tasks: Vec<_> = (0..8u8)
+            .map(|t| {
+                let ix = ix.clone();
+                tokio::spawn(async move {
+                    for n in 0..100u8 {
+                        ix.apply(put(&format!("t{t}/k{n}"), n)).await.unwrap();
+                    }
+                })
+            })
+            .collect();
+        for t in tasks {
+            t.await.unwrap();
+        }
+        wait_for_fold(&ix).await;
+        // 800 ops of ~60 bytes past an 8 KiB limit: several folds ran.
+        assert!(snapshot_lsn(dir.path()) > 100, "no fold ran");
+        let want = ix.state().read().unwrap().clone();
+        assert_eq!(want.buckets["b"].objects.len(), 800);
+        drop(ix);
+        let ix = EmbeddedIndex::open(dir.path()).unwrap();
+        assert_eq!(*ix.state().read().unwrap(), want);
     }
 
     #[tokio::test]

@@ -417,10 +417,7 @@ impl StrataS3 {
         let grow: Vec<(BlobId, u64)> = before.iter().filter(|(_, (old, new))| grows(*old, *new)).map(|((_, blob), (_, new))| (*blob, *new)).collect();
         let failed = self.set_expiries(grow).await;
         if failed > 0 {
-            return Err(s3_error!(
-                InternalError,
-                "could not extend the expiry of {failed} objects' blobs; the lifecycle rules were not changed, try again"
-            ));
+            return Err(s3_error!(InternalError, "could not extend the expiry of {failed} objects' blobs; the lifecycle rules were not changed, try again"));
         }
         self.names.apply(NameOp::SetLifecycle { bucket: bucket.to_owned(), rules }).await.map_err(name_err)?;
         // Shrink; and objects written meanwhile (not seen above) get the
