@@ -2,6 +2,7 @@
 
 use crate::StrataS3;
 use crate::convert::{check_key, content_type_in, etag, expiration, meta_in, meta_out, ms, name_err, router_err, ts, url_encode};
+use crate::store::Stored;
 use base64::Engine;
 use futures_util::StreamExt;
 use md5::{Digest, Md5};
@@ -100,6 +101,31 @@ fn to_range(r: Option<Range>) -> Option<ByteRange> {
         Range::Int { first, last: None } => ByteRange::From(first),
         Range::Suffix { length } => ByteRange::Suffix(length),
     })
+}
+
+/// A blob's bytes as an S3 body.
+fn streaming(data: BlobData) -> StreamingBlob {
+    let data = match data {
+        BlobData::Whole(b, _) => futures_util::stream::once(async move { Ok::<_, strata_router::RouterError>(b) }).boxed(),
+        BlobData::Stream(s) => s,
+    };
+    StreamingBlob::wrap(SyncStream::new(data))
+}
+
+/// A part number, 1 to 10,000.
+fn part_number(n: i32) -> Result<u32, S3Error> {
+    u32::try_from(n).ok().filter(|n| (1..=MAX_PARTS).contains(n)).ok_or_else(|| s3_error!(InvalidArgument, "part number {n} is not between 1 and 10000"))
+}
+
+/// `x-amz-copy-source-range`: `bytes=first-last`, both given, first <= last.
+fn copy_range(r: &str) -> Result<ByteRange, S3Error> {
+    let bad = || s3_error!(InvalidArgument, "x-amz-copy-source-range {r:?} is not bytes=first-last");
+    let (first, last) = r.strip_prefix("bytes=").and_then(|r| r.split_once('-')).ok_or_else(bad)?;
+    let (first, last) = (first.trim().parse::<u64>().map_err(|_| bad())?, last.trim().parse::<u64>().map_err(|_| bad())?);
+    if first > last {
+        return Err(bad());
+    }
+    Ok(ByteRange::FromTo(first, last))
 }
 
 impl StrataS3 {
@@ -202,12 +228,8 @@ impl StrataS3 {
         let range = to_range(input.range);
         let (o, body) = self.open_object(&input.bucket, &input.key, range, &cond).await?;
         let (start, end) = body.range;
-        let data = match body.data {
-            BlobData::Whole(b, _) => futures_util::stream::once(async move { Ok::<_, strata_router::RouterError>(b) }).boxed(),
-            BlobData::Stream(s) => s,
-        };
         ok(GetObjectOutput {
-            body: Some(StreamingBlob::wrap(SyncStream::new(data))),
+            body: Some(streaming(body.data)),
             content_length: Some((end - start) as i64),
             content_range: range.map(|_| format!("bytes {start}-{}/{}", end.saturating_sub(1), o.size)),
             accept_ranges: Some("bytes".into()),
@@ -257,42 +279,108 @@ impl StrataS3 {
         Ok(())
     }
 
+    /// Copying from `bucket` needs a read grant on it (or a public bucket),
+    /// beside the write grant on the destination that access checks.
+    fn check_source_readable(&self, who: Option<&s3s::auth::Credentials>, bucket: &str) -> Result<(), S3Error> {
+        let who = who.map(|c| c.access_key.as_str());
+        let readable = strata_names::read(&*self.names, |s| {
+            let public = s.buckets.get(bucket).is_some_and(|b| b.public);
+            public || who.and_then(|w| s.keys.get(w)).is_some_and(|k| k.grant(bucket).read || !s.buckets.contains_key(bucket))
+        });
+        if readable { Ok(()) } else { Err(s3_error!(AccessDenied, "no read grant on the source bucket {bucket}")) }
+    }
+
+    /// Opens a copy source; its unmet conditions are PreconditionFailed.
+    async fn open_source(
+        &self,
+        bucket: &str,
+        key: &str,
+        range: Option<ByteRange>,
+        cond: &Conditions,
+    ) -> Result<(ObjectMeta, strata_router::BlobBody), S3Error> {
+        self.open_object(bucket, key, range, cond).await.map_err(|e| if *e.code() == s3s::S3ErrorCode::NotModified { s3_error!(PreconditionFailed) } else { e })
+    }
+
+    /// Checks that `upload_id` is an upload of `key` in `bucket`.
+    fn check_upload(&self, bucket: &str, upload_id: &str, key: &str) -> Result<(), S3Error> {
+        strata_names::read(&*self.names, |s| {
+            let b = s.bucket(bucket).map_err(name_err)?;
+            match b.uploads.get(upload_id) {
+                Some(u) if u.key == key => Ok(()),
+                _ => Err(s3_error!(NoSuchUpload, "no multipart upload {upload_id:?} for key {key:?}")),
+            }
+        })
+    }
+
+    /// Records a stored part of an upload (freeing the part it replaces, or
+    /// the new blob if the upload is gone); returns its ETag.
+    async fn add_part(&self, bucket: String, upload_id: String, number: u32, stored: Stored, now: u64) -> Result<String, S3Error> {
+        let tag = hex::encode(stored.md5);
+        let part = PartMeta { blob: stored.blob, size: stored.size, etag: tag.clone(), modified_ms: now };
+        match self.names.apply(NameOp::PutPart { bucket, upload_id, number, part }).await {
+            Ok(out) => self.free_outcome(out).await,
+            Err(e) => {
+                self.free(stored.blob).await;
+                return Err(name_err(e));
+            }
+        }
+        Ok(tag)
+    }
+
+    async fn do_upload_part_copy(&self, req: S3Request<UploadPartCopyInput>) -> S3Result<S3Response<UploadPartCopyOutput>> {
+        let i = req.input;
+        let number = part_number(i.part_number)?;
+        let CopySource::Bucket { bucket: src_bucket, key: src_key, .. } = &i.copy_source else {
+            return Err(s3_error!(NotImplemented, "only bucket/key copy sources are supported"));
+        };
+        self.check_source_readable(req.credentials.as_ref(), src_bucket)?;
+        self.check_upload(&i.bucket, &i.upload_id, &i.key)?;
+        let range = i.copy_source_range.as_deref().map(copy_range).transpose()?;
+        let cond = Conditions {
+            if_match: i.copy_source_if_match,
+            if_none_match: i.copy_source_if_none_match,
+            if_modified_since: i.copy_source_if_modified_since,
+            if_unmodified_since: i.copy_source_if_unmodified_since,
+        };
+        let (src, body) = self.open_source(src_bucket, src_key, range, &cond).await?;
+        if let Some(ByteRange::FromTo(_, last)) = range
+            && last >= src.size
+        {
+            return Err(s3_error!(InvalidArgument, "range specified is not valid for source object of size: {}", src.size));
+        }
+        let (start, end) = body.range;
+        let now = self.now_ms();
+        let expiry_ms = self.expiry(&i.bucket, &i.key, now)?;
+        let opts = self.put_opts(String::new(), vec![], expiry_ms, now);
+        let stored = self.store(Some(streaming(body.data)), Some((end - start) as i64), None, opts).await?;
+        let tag = self.add_part(i.bucket, i.upload_id, number, stored, now).await?;
+        ok(UploadPartCopyOutput {
+            copy_part_result: Some(CopyPartResult { e_tag: Some(etag(&tag)), last_modified: Some(ts(now)), ..Default::default() }),
+            ..Default::default()
+        })
+    }
+
     async fn do_copy(&self, req: S3Request<CopyObjectInput>) -> S3Result<S3Response<CopyObjectOutput>> {
         let input = req.input;
         check_key(&input.key)?;
         let CopySource::Bucket { bucket: src_bucket, key: src_key, .. } = &input.copy_source else {
             return Err(s3_error!(NotImplemented, "only bucket/key copy sources are supported"));
         };
-        // Reading the source needs a read grant (or a public bucket) too.
-        let who = req.credentials.as_ref().map(|c| c.access_key.as_str());
-        let readable = strata_names::read(&*self.names, |s| {
-            let public = s.buckets.get(&**src_bucket).is_some_and(|b| b.public);
-            public || who.and_then(|w| s.keys.get(w)).is_some_and(|k| k.grant(src_bucket).read || !s.buckets.contains_key(&**src_bucket))
-        });
-        if !readable {
-            return Err(s3_error!(AccessDenied, "no read grant on the source bucket {src_bucket}"));
-        }
+        self.check_source_readable(req.credentials.as_ref(), src_bucket)?;
         let cond = Conditions {
             if_match: input.copy_source_if_match,
             if_none_match: input.copy_source_if_none_match,
             if_modified_since: input.copy_source_if_modified_since,
             if_unmodified_since: input.copy_source_if_unmodified_since,
         };
-        let (src, body) = self
-            .open_object(src_bucket, src_key, None, &cond)
-            .await
-            .map_err(|e| if *e.code() == s3s::S3ErrorCode::NotModified { s3_error!(PreconditionFailed) } else { e })?;
+        let (src, body) = self.open_source(src_bucket, src_key, None, &cond).await?;
         let now = self.now_ms();
         let expiry_ms = self.expiry(&input.bucket, &input.key, now)?;
         let replace = input.metadata_directive.as_ref().is_some_and(|d| d.as_str() == MetadataDirective::REPLACE);
         let (content_type, meta) =
             if replace { (content_type_in(input.content_type), meta_in(input.metadata)) } else { (src.content_type.clone(), src.meta.clone()) };
-        let data = match body.data {
-            BlobData::Whole(b, _) => futures_util::stream::once(async move { Ok::<_, strata_router::RouterError>(b) }).boxed(),
-            BlobData::Stream(s) => s,
-        };
         let opts = self.put_opts(content_type.clone(), meta.clone(), expiry_ms, now);
-        let stored = self.store(Some(StreamingBlob::wrap(SyncStream::new(data))), Some(src.size as i64), None, opts).await?;
+        let stored = self.store(Some(streaming(body.data)), Some(src.size as i64), None, opts).await?;
         let tag = hex::encode(stored.md5);
         let object = ObjectMeta { blob: stored.blob, size: stored.size, etag: tag.clone(), content_type, meta, modified_ms: now, expiry_ms, parts: 0 };
         self.name(input.bucket, input.key, object, false).await?;
@@ -771,31 +859,19 @@ impl S3 for StrataS3 {
     async fn upload_part(&self, req: S3Request<UploadPartInput>) -> S3Result<S3Response<UploadPartOutput>> {
         timed!(self, "UploadPart", {
             let i = req.input;
-            let number = u32::try_from(i.part_number).ok().filter(|n| (1..=MAX_PARTS).contains(n));
-            let number = number.ok_or_else(|| s3_error!(InvalidArgument, "part number {} is not between 1 and 10000", i.part_number))?;
-            let key_ok = strata_names::read(&*self.names, |s| {
-                let b = s.bucket(&i.bucket).map_err(name_err)?;
-                match b.uploads.get(&i.upload_id) {
-                    Some(u) if u.key == i.key => Ok(()),
-                    _ => Err(s3_error!(NoSuchUpload, "no multipart upload {:?} for key {:?}", i.upload_id, i.key)),
-                }
-            });
-            key_ok?;
+            let number = part_number(i.part_number)?;
+            self.check_upload(&i.bucket, &i.upload_id, &i.key)?;
             let now = self.now_ms();
             let expiry_ms = self.expiry(&i.bucket, &i.key, now)?;
             let opts = self.put_opts(String::new(), vec![], expiry_ms, now);
             let stored = self.store(i.body, i.content_length, i.content_md5.as_deref(), opts).await?;
-            let tag = hex::encode(stored.md5);
-            let part = PartMeta { blob: stored.blob, size: stored.size, etag: tag.clone(), modified_ms: now };
-            match self.names.apply(NameOp::PutPart { bucket: i.bucket, upload_id: i.upload_id, number, part }).await {
-                Ok(out) => self.free_outcome(out).await,
-                Err(e) => {
-                    self.free(stored.blob).await;
-                    return Err(name_err(e));
-                }
-            }
+            let tag = self.add_part(i.bucket, i.upload_id, number, stored, now).await?;
             ok(UploadPartOutput { e_tag: Some(etag(&tag)), ..Default::default() })
         })
+    }
+
+    async fn upload_part_copy(&self, req: S3Request<UploadPartCopyInput>) -> S3Result<S3Response<UploadPartCopyOutput>> {
+        timed!(self, "UploadPartCopy", self.do_upload_part_copy(req).await)
     }
 
     async fn complete_multipart_upload(&self, req: S3Request<CompleteMultipartUploadInput>) -> S3Result<S3Response<CompleteMultipartUploadOutput>> {

@@ -379,6 +379,36 @@ class Multipart(unittest.TestCase):
         self.assertNotIn(up, [u["UploadId"] for u in s3.list_multipart_uploads(Bucket="multi").get("Uploads", [])])
         self.assertEqual(error_of(s3.upload_part, Bucket="multi", Key="parts", UploadId=up, PartNumber=1, Body=b"x"), ("NoSuchUpload", 404))
 
+    def test_parts_copied_from_objects(self):
+        s3, five = self.s3, 5 << 20
+        data = os.urandom(2 * five + 1000)
+        s3.put_object(Bucket="multi", Key="copy-src", Body=data)
+        up = s3.create_multipart_upload(Bucket="multi", Key="copied")["UploadId"]
+        src = {"Bucket": "multi", "Key": "copy-src"}
+        r1 = s3.upload_part_copy(Bucket="multi", Key="copied", UploadId=up, PartNumber=1, CopySource=src, CopySourceRange=f"bytes=0-{five - 1}")
+        self.assertEqual(r1["CopyPartResult"]["ETag"], f'"{md5(data[:five])}"')
+        r2 = s3.upload_part_copy(Bucket="multi", Key="copied", UploadId=up, PartNumber=2, CopySource=src, CopySourceRange=f"bytes={five}-{len(data) - 1}")
+        # Bad input changes nothing: a reversed range, one past the end,
+        # an unmet condition, a missing source, an unknown upload.
+        for rng in ["bytes=9-3", f"bytes=0-{len(data)}", "0-5", "bytes=a-b"]:
+            self.assertEqual(error_of(s3.upload_part_copy, Bucket="multi", Key="copied", UploadId=up, PartNumber=3, CopySource=src, CopySourceRange=rng), ("InvalidArgument", 400), rng)
+        self.assertEqual(
+            error_of(s3.upload_part_copy, Bucket="multi", Key="copied", UploadId=up, PartNumber=3, CopySource=src, CopySourceIfMatch='"0000"'), ("PreconditionFailed", 412)
+        )
+        self.assertEqual(error_of(s3.upload_part_copy, Bucket="multi", Key="copied", UploadId=up, PartNumber=3, CopySource="multi/nope"), ("NoSuchKey", 404))
+        self.assertEqual(error_of(s3.upload_part_copy, Bucket="multi", Key="copied", UploadId="0" * 32, PartNumber=1, CopySource=src), ("NoSuchUpload", 404))
+        self.assertEqual([p["PartNumber"] for p in s3.list_parts(Bucket="multi", Key="copied", UploadId=up)["Parts"]], [1, 2])
+        parts = [{"PartNumber": 1, "ETag": r1["CopyPartResult"]["ETag"]}, {"PartNumber": 2, "ETag": r2["CopyPartResult"]["ETag"]}]
+        s3.complete_multipart_upload(Bucket="multi", Key="copied", UploadId=up, MultipartUpload={"Parts": parts})
+        self.assertEqual(s3.get_object(Bucket="multi", Key="copied")["Body"].read(), data)
+        # Managed copies of objects past the multipart threshold copy parts.
+        cfg = boto3.s3.transfer.TransferConfig(multipart_threshold=8 << 20, multipart_chunksize=5 << 20)
+        s3.copy(src, "multi", "copied-by-boto3", Config=cfg)
+        self.assertTrue(s3.head_object(Bucket="multi", Key="copied-by-boto3")["ETag"].endswith('-3"'))
+        self.assertEqual(s3.get_object(Bucket="multi", Key="copied-by-boto3")["Body"].read(), data)
+        aws("s3", "cp", "s3://multi/copy-src", "s3://multi/copied-by-cli")
+        self.assertEqual(s3.get_object(Bucket="multi", Key="copied-by-cli")["Body"].read(), data)
+
     def test_small_parts_and_abort(self):
         s3 = self.s3
         base = live_blobs()
