@@ -380,17 +380,20 @@ mod tests {
         panic!("the fold did not finish");
     }
 
-    #[tokio::test]
-    async fn a_snapshot_and_the_logs_after_it_give_the_same_state() {
+    /// An index with a bucket and one object whose log was just set aside.
+    async fn one_op_set_aside() -> (tempfile::TempDir, EmbeddedIndex) {
         let dir = tempfile::tempdir().unwrap();
         let ix = EmbeddedIndex::open(dir.path()).unwrap();
         ix.apply(NameOp::CreateBucket { name: "b".into(), owner: String::new(), now_ms: 1 }).await.unwrap();
         ix.apply(put("a", 1)).await.unwrap();
+        ix.set_aside(&mut ix.log.lock().unwrap()).unwrap();
+        (dir, ix)
+    }
+
+    #[tokio::test]
+    async fn a_snapshot_and_the_logs_after_it_give_the_same_state() {
         // A fold in the background, while more ops arrive.
-        {
-            let mut log = ix.log.lock().unwrap();
-            ix.set_aside(&mut log).unwrap();
-        }
+        let (dir, ix) = one_op_set_aside().await;
         ix.spawn_fold();
         ix.apply(put("b", 2)).await.unwrap();
         wait_for_fold(&ix).await;
@@ -405,15 +408,8 @@ mod tests {
 
     #[tokio::test]
     async fn a_fold_cut_short_by_a_crash_loses_nothing() {
-        let dir = tempfile::tempdir().unwrap();
-        let ix = EmbeddedIndex::open(dir.path()).unwrap();
-        ix.apply(NameOp::CreateBucket { name: "b".into(), owner: String::new(), now_ms: 1 }).await.unwrap();
-        ix.apply(put("a", 1)).await.unwrap();
         // The log set aside, and the process dies before the fold runs.
-        {
-            let mut log = ix.log.lock().unwrap();
-            ix.set_aside(&mut log).unwrap();
-        }
+        let (dir, ix) = one_op_set_aside().await;
         ix.apply(put("b", 2)).await.unwrap();
         let want = ix.state().read().unwrap().clone();
         drop(ix);
