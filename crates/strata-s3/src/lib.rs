@@ -10,6 +10,7 @@
 //! workspace builds without `s3s`.
 
 mod access;
+mod checksum;
 mod convert;
 mod md5x;
 

@@ -1,6 +1,7 @@
 //! The S3 operations.
 
 use crate::StrataS3;
+use crate::checksum::{Expected, given_checksums, with_checksums};
 use crate::convert::{check_key, content_type_in, etag, expiration, meta_in, meta_out, ms, name_err, router_err, ts, url_encode};
 use crate::store::Stored;
 use base64::Engine;
@@ -172,7 +173,9 @@ impl StrataS3 {
         }
     }
 
-    async fn do_put(&self, input: PutObjectInput) -> S3Result<S3Response<PutObjectOutput>> {
+    async fn do_put(&self, req: S3Request<PutObjectInput>) -> S3Result<S3Response<PutObjectOutput>> {
+        let input = req.input;
+        let sums = Expected::new(given_checksums!(input), &req.headers, req.trailing_headers)?;
         check_key(&input.key)?;
         let now = self.now_ms();
         let expiry_ms = self.expiry(&input.bucket, &input.key, now)?;
@@ -183,11 +186,11 @@ impl StrataS3 {
         let content_type = content_type_in(input.content_type);
         let meta = meta_in(input.metadata);
         let opts = self.put_opts(content_type.clone(), meta.clone(), expiry_ms, now);
-        let stored = self.store(input.body, input.content_length, input.content_md5.as_deref(), opts).await?;
+        let stored = self.store(input.body, input.content_length, input.content_md5.as_deref(), &sums, opts).await?;
         let tag = hex::encode(stored.md5);
         let object = ObjectMeta { blob: stored.blob, size: stored.size, etag: tag.clone(), content_type, meta, modified_ms: now, expiry_ms, parts: 0 };
         self.name(input.bucket, input.key, object, if_absent).await?;
-        ok(PutObjectOutput { e_tag: Some(etag(&tag)), expiration: expiration(expiry_ms), ..Default::default() })
+        ok(with_checksums!(PutObjectOutput { e_tag: Some(etag(&tag)), expiration: expiration(expiry_ms) }, stored.checksums))
     }
 
     /// Opens the object's blob. An overwrite or delete racing with this
@@ -352,7 +355,7 @@ impl StrataS3 {
         let now = self.now_ms();
         let expiry_ms = self.expiry(&i.bucket, &i.key, now)?;
         let opts = self.put_opts(String::new(), vec![], expiry_ms, now);
-        let stored = self.store(Some(streaming(body.data)), Some((end - start) as i64), None, opts).await?;
+        let stored = self.store(Some(streaming(body.data)), Some((end - start) as i64), None, &Expected::default(), opts).await?;
         let tag = self.add_part(i.bucket, i.upload_id, number, stored, now).await?;
         ok(UploadPartCopyOutput {
             copy_part_result: Some(CopyPartResult { e_tag: Some(etag(&tag)), last_modified: Some(ts(now)), ..Default::default() }),
@@ -380,7 +383,7 @@ impl StrataS3 {
         let (content_type, meta) =
             if replace { (content_type_in(input.content_type), meta_in(input.metadata)) } else { (src.content_type.clone(), src.meta.clone()) };
         let opts = self.put_opts(content_type.clone(), meta.clone(), expiry_ms, now);
-        let stored = self.store(Some(streaming(body.data)), Some(src.size as i64), None, opts).await?;
+        let stored = self.store(Some(streaming(body.data)), Some(src.size as i64), None, &Expected::default(), opts).await?;
         let tag = hex::encode(stored.md5);
         let object = ObjectMeta { blob: stored.blob, size: stored.size, etag: tag.clone(), content_type, meta, modified_ms: now, expiry_ms, parts: 0 };
         self.name(input.bucket, input.key, object, false).await?;
@@ -742,7 +745,7 @@ impl S3 for StrataS3 {
     }
 
     async fn put_object(&self, req: S3Request<PutObjectInput>) -> S3Result<S3Response<PutObjectOutput>> {
-        timed!(self, "PutObject", self.do_put(req.input).await)
+        timed!(self, "PutObject", self.do_put(req).await)
     }
 
     async fn get_object(&self, req: S3Request<GetObjectInput>) -> S3Result<S3Response<GetObjectOutput>> {
@@ -859,14 +862,16 @@ impl S3 for StrataS3 {
     async fn upload_part(&self, req: S3Request<UploadPartInput>) -> S3Result<S3Response<UploadPartOutput>> {
         timed!(self, "UploadPart", {
             let i = req.input;
+            let sums = Expected::new(given_checksums!(i), &req.headers, req.trailing_headers)?;
             let number = part_number(i.part_number)?;
             self.check_upload(&i.bucket, &i.upload_id, &i.key)?;
             let now = self.now_ms();
             let expiry_ms = self.expiry(&i.bucket, &i.key, now)?;
             let opts = self.put_opts(String::new(), vec![], expiry_ms, now);
-            let stored = self.store(i.body, i.content_length, i.content_md5.as_deref(), opts).await?;
+            let stored = self.store(i.body, i.content_length, i.content_md5.as_deref(), &sums, opts).await?;
+            let c = stored.checksums.clone();
             let tag = self.add_part(i.bucket, i.upload_id, number, stored, now).await?;
-            ok(UploadPartOutput { e_tag: Some(etag(&tag)), ..Default::default() })
+            ok(with_checksums!(UploadPartOutput { e_tag: Some(etag(&tag)) }, c))
         })
     }
 

@@ -2,6 +2,7 @@
 //! beside it, and freeing the blobs an op made unreachable.
 
 use crate::StrataS3;
+use crate::checksum::Expected;
 use crate::convert::router_err;
 use crate::md5x;
 use base64::Engine;
@@ -105,6 +106,8 @@ pub(crate) struct Stored {
     pub blob: BlobId,
     pub size: u64,
     pub md5: [u8; 16],
+    /// The additional checksums the request gave, checked.
+    pub checksums: s3s::dto::Checksum,
 }
 
 /// A failure reading the body: a chunk of a streaming SigV4 payload whose
@@ -119,9 +122,17 @@ fn body_err(msg: &str) -> S3Error {
 }
 
 impl StrataS3 {
-    /// Writes `body` to a new blob. With `content_md5` (base64), a body
-    /// whose MD5 differs is deleted again and the put fails with BadDigest.
-    pub(crate) async fn store(&self, body: Option<StreamingBlob>, length: Option<i64>, content_md5: Option<&str>, opts: PutOptions) -> Result<Stored, S3Error> {
+    /// Writes `body` to a new blob. With `content_md5` (base64) or
+    /// additional checksums in `sums`, a body that does not match them is
+    /// deleted again and the put fails with BadDigest.
+    pub(crate) async fn store(
+        &self,
+        body: Option<StreamingBlob>,
+        length: Option<i64>,
+        content_md5: Option<&str>,
+        sums: &Expected,
+        opts: PutOptions,
+    ) -> Result<Stored, S3Error> {
         let want = match content_md5 {
             None => None,
             Some(b64) => {
@@ -133,6 +144,19 @@ impl StrataS3 {
             Some(b) => b.boxed(),
             None => futures_util::stream::empty().boxed(),
         };
+        // The additional checksums, computed in line (CRCs run at memory speed).
+        let extra = Arc::new(std::sync::Mutex::new(sums.hasher()));
+        let summed = extra.clone();
+        let body = body
+            .inspect(move |frame| {
+                if let Ok(b) = frame
+                    && let Ok(mut g) = summed.lock()
+                    && let Some(h) = g.as_mut()
+                {
+                    h.update(b);
+                }
+            })
+            .boxed();
         let (blob, size, md5) = if length.is_some_and(|l| l <= INLINE_HASH_BYTES) {
             let mut hasher = Md5::new();
             let mut size = 0u64;
@@ -178,7 +202,14 @@ impl StrataS3 {
             self.free(blob).await;
             return Err(s3_error!(BadDigest, "the Content-MD5 you specified did not match what we received"));
         }
-        Ok(Stored { blob, size, md5 })
+        let computed = extra.lock().ok().and_then(|mut g| g.take()).map(|h| h.finalize()).unwrap_or_default();
+        match sums.check(computed) {
+            Ok(checksums) => Ok(Stored { blob, size, md5, checksums }),
+            Err(e) => {
+                self.free(blob).await;
+                Err(e)
+            }
+        }
     }
 
     /// Deletes a blob no name points at any more (failures are logged: the

@@ -22,6 +22,7 @@ import time
 import unittest
 import urllib.error
 import urllib.request
+import zlib
 
 import boto3
 import botocore
@@ -192,6 +193,39 @@ class Objects(unittest.TestCase):
         self.assertEqual(r.status, 403, r.body)
         self.assertIn(b"SignatureDoesNotMatch", r.body)
         self.assertEqual(error_of(self.s3.head_object, Bucket="objects", Key="streamed-bad")[1], 404)
+
+    def test_additional_checksums_are_checked(self):
+        data = b"checked bytes " * 5000
+        for algo in ["CRC32", "SHA1", "SHA256"]:
+            r = self.s3.put_object(Bucket="objects", Key=f"sum-{algo}", Body=data, ChecksumAlgorithm=algo)
+            self.assertIn(f"Checksum{algo}", r, algo)
+            self.assertEqual(self.s3.get_object(Bucket="objects", Key=f"sum-{algo}")["Body"].read(), data)
+        crc = base64.b64encode(zlib.crc32(data).to_bytes(4, "big")).decode()
+        self.assertEqual(self.s3.put_object(Bucket="objects", Key="sum-given", Body=data, ChecksumCRC32=crc)["ChecksumCRC32"], crc)
+        wrong = base64.b64encode(b"\0\0\0\0").decode()
+        self.assertEqual(error_of(self.s3.put_object, Bucket="objects", Key="sum-bad", Body=data, ChecksumCRC32=wrong), ("BadDigest", 400))
+        self.assertEqual(error_of(self.s3.head_object, Bucket="objects", Key="sum-bad")[1], 404)
+        # CRC32C (botocore needs its CRT for it): as a header, by hand.
+        c = crc32c(data)
+        r = signed("PUT", "/objects/sum-crc32c", body=data, headers={"x-amz-checksum-crc32c": c})
+        self.assertEqual(r.status, 200, r.body)
+        r = signed("PUT", "/objects/sum-crc32c-bad", body=data, headers={"x-amz-checksum-crc32c": crc})
+        self.assertEqual(r.status, 400, r.body)
+        # In a trailer after an aws-chunked body, as SDKs send it over TLS.
+        r = trailer_put("/objects/sum-trailer", data, "x-amz-checksum-crc32", crc)
+        self.assertEqual(r.status, 200, r.body)
+        self.assertEqual(self.s3.get_object(Bucket="objects", Key="sum-trailer")["Body"].read(), data)
+        r = trailer_put("/objects/sum-trailer-bad", data, "x-amz-checksum-crc32", wrong)
+        self.assertEqual(r.status, 400, r.body)
+        self.assertIn(b"BadDigest", r.body)
+        self.assertEqual(error_of(self.s3.head_object, Bucket="objects", Key="sum-trailer-bad")[1], 404)
+        # A part with a wrong checksum is refused; the upload goes on.
+        up = self.s3.create_multipart_upload(Bucket="objects", Key="sum-parts")["UploadId"]
+        self.assertEqual(
+            error_of(self.s3.upload_part, Bucket="objects", Key="sum-parts", UploadId=up, PartNumber=1, Body=data, ChecksumCRC32=wrong), ("BadDigest", 400)
+        )
+        self.assertNotIn("Parts", self.s3.list_parts(Bucket="objects", Key="sum-parts", UploadId=up))
+        self.s3.abort_multipart_upload(Bucket="objects", Key="sum-parts", UploadId=up)
 
     def test_reads_racing_overwrites_see_old_or_new(self):
         s3w, s3r = client(), client()
@@ -606,6 +640,24 @@ def signed(method, path, body=b"", payload_hash=None, headers=None, send=None):
             return Raw(resp.status, resp.read())
     except urllib.error.HTTPError as e:
         return Raw(e.code, e.read())
+
+
+def crc32c(data):
+    """Base64 of the CRC32C (Castagnoli) of `data`, bit by bit."""
+    crc = 0xFFFFFFFF
+    for b in data:
+        crc ^= b
+        for _ in range(8):
+            crc = (crc >> 1) ^ (0x82F63B78 if crc & 1 else 0)
+    return base64.b64encode((crc ^ 0xFFFFFFFF).to_bytes(4, "big")).decode()
+
+
+def trailer_put(path, data, trailer, value):
+    """A PUT of an aws-chunked body with an unsigned payload and a checksum
+    trailer (STREAMING-UNSIGNED-PAYLOAD-TRAILER)."""
+    body = f"{len(data):x}\r\n".encode() + data + b"\r\n0\r\n" + f"{trailer}:{value}\r\n\r\n".encode()
+    headers = {"content-encoding": "aws-chunked", "x-amz-decoded-content-length": str(len(data)), "x-amz-trailer": trailer}
+    return signed("PUT", path, payload_hash="STREAMING-UNSIGNED-PAYLOAD-TRAILER", headers=headers, send=body)
 
 
 def streaming_put(path, data, chunk=64 * 1024, tamper=False):
