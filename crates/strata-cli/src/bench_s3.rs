@@ -304,6 +304,10 @@ fn size_text(s: u64) -> String {
     }
 }
 
+/// The fastest PUT rate the free-space estimate assumes (this machine's
+/// disk takes about 700 MB/s buffered and fsync'd).
+const PUT_BYTES_PER_S_MAX: f64 = 700e6;
+
 pub async fn run(a: BenchS3Args) -> Result<()> {
     std::fs::create_dir_all(&a.dir).with_context(|| format!("creating {}", a.dir.display()))?;
     let result = run_in(&a).await;
@@ -315,6 +319,21 @@ pub async fn run(a: BenchS3Args) -> Result<()> {
 
 async fn run_in(a: &BenchS3Args) -> Result<()> {
     let minio_bin = if a.no_minio { None } else { Some(find_minio(a.minio.as_deref())?) };
+    // Every object stays until the end (GET phases read what PUT phases
+    // wrote): warn before a full disk stops a run halfway.
+    let systems = if minio_bin.is_some() { 2 } else { 1 };
+    let cells = (a.sizes.iter().filter(|s| **s >= 1 << 20).count() * a.concurrency.len()) as f64;
+    let needed = cells * a.rounds.max(1) as f64 * systems as f64 * a.seconds * PUT_BYTES_PER_S_MAX;
+    if let Ok(free) = strata_engine::fsutil::free_bytes(&a.dir)
+        && (free as f64) < needed
+    {
+        eprintln!(
+            "warning: {} holds {:.0} GB free; this run may write up to {:.0} GB (every object is kept until the end), and a full disk stops it",
+            a.dir.display(),
+            free as f64 / 1e9,
+            needed / 1e9
+        );
+    }
     eprintln!("measuring the disk (fsync'd sequential write), loopback and MD5 limits...");
     let disk_mbps = disk_write_limit(&a.dir, 2.0, 1)?;
     // O_DIRECT needs a filesystem that takes it (tmpfs does not).
