@@ -26,14 +26,21 @@ pub fn free_bytes(path: &Path) -> Result<u64> {
 
 /// Writes `bytes` to `path` atomically: temp file, fsync, rename, fsync dir.
 pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
+    replace_file(path, bytes).map_err(io(format!("replace {}", path.display())))
+}
+
+/// Writes `bytes` to `path` so that a crash leaves either the old file or
+/// the new one: a temporary file beside it, fsync'd, renamed over it, and
+/// the directory fsync'd. [`write_atomic`] with a plain `io::Error`, for
+/// layers with errors of their own (the metadata service, kv stores).
+pub fn replace_file(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
     let tmp = path.with_extension("tmp");
-    let ctx = || format!("write {}", tmp.display());
-    let mut f = OpenOptions::new().create(true).write(true).truncate(true).open(&tmp).map_err(io(ctx()))?;
-    f.write_all(bytes).map_err(io(ctx()))?;
-    f.sync_all().map_err(io(ctx()))?;
+    let mut f = OpenOptions::new().create(true).write(true).truncate(true).open(&tmp)?;
+    f.write_all(bytes)?;
+    f.sync_all()?;
     drop(f);
-    std::fs::rename(&tmp, path).map_err(io(format!("rename to {}", path.display())))?;
-    fsync_dir(path.parent().expect("files live in a directory"))
+    std::fs::rename(&tmp, path)?;
+    File::open(path.parent().unwrap_or(Path::new("."))).and_then(|d| d.sync_all())
 }
 
 /// Logs are zero-filled ahead of their end in steps of this size (see

@@ -45,13 +45,7 @@ fn mark_verified(dir: &Path, checksum: u32) -> Result<(), VersionError> {
 }
 
 fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), VersionError> {
-    use std::io::Write;
-    let tmp = path.with_extension("tmp");
-    let mut f = std::fs::File::create(&tmp).map_err(io(&tmp))?;
-    f.write_all(bytes).and_then(|()| f.sync_all()).map_err(io(&tmp))?;
-    std::fs::rename(&tmp, path).map_err(io(path))?;
-    let dir = path.parent().unwrap_or(Path::new("."));
-    std::fs::File::open(dir).and_then(|f| f.sync_all()).map_err(io(dir))
+    strata_engine::fsutil::replace_file(path, bytes).map_err(io(path))
 }
 
 /// How far a load has got.

@@ -5,7 +5,7 @@
 //! replaced atomically. Entries are fsync'd before openraft hears they are
 //! flushed, and the vote before `save_vote` returns.
 
-use super::{TypeConfig, write_atomic};
+use super::TypeConfig;
 use openraft::storage::{LogFlushed, LogState, RaftLogStorage};
 use openraft::{AnyError, Entry, LogId, RaftLogReader, StorageError, StorageIOError, Vote};
 use std::collections::BTreeMap;
@@ -14,6 +14,7 @@ use std::io::{Read, Write};
 use std::ops::RangeBounds;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
+use strata_engine::fsutil::replace_file as write_atomic;
 use strata_format::frame::{decode_frame, encode_frame, frame_len};
 use tokio::sync::Mutex;
 

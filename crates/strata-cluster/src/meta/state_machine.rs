@@ -4,7 +4,7 @@
 //! map change is published on a watch channel for map readers, and the last
 //! applied index on another, for reads that wait for their read index.
 
-use super::{TypeConfig, write_atomic};
+use super::TypeConfig;
 use crate::codec::{decode_map, encode_map};
 use crate::map::{ClusterMap, Outcome};
 use openraft::storage::{RaftStateMachine, Snapshot};
@@ -12,6 +12,7 @@ use openraft::{AnyError, Entry, EntryPayload, LogId, RaftSnapshotBuilder, Snapsh
 use std::io::Cursor;
 use std::path::PathBuf;
 use std::sync::{Arc, RwLock};
+use strata_engine::fsutil::replace_file as write_atomic;
 use strata_format::frame::{decode_frame, encode_frame};
 use strata_names::NameState;
 use tokio::sync::{Mutex, watch};
