@@ -671,6 +671,23 @@ impl S3 for StrataS3 {
         })
     }
 
+    /// Strata does not keep object versions: a bucket's versioning was never
+    /// enabled, which S3 answers with no status (clients such as rclone ask
+    /// before deleting).
+    async fn get_bucket_versioning(&self, req: S3Request<GetBucketVersioningInput>) -> S3Result<S3Response<GetBucketVersioningOutput>> {
+        timed!(self, "GetBucketVersioning", {
+            strata_names::read(&*self.names, |s| s.bucket(&req.input.bucket).map(|_| ())).map_err(name_err)?;
+            ok(GetBucketVersioningOutput::default())
+        })
+    }
+
+    async fn put_bucket_versioning(&self, req: S3Request<PutBucketVersioningInput>) -> S3Result<S3Response<PutBucketVersioningOutput>> {
+        timed!(self, "PutBucketVersioning", {
+            strata_names::read(&*self.names, |s| s.bucket(&req.input.bucket).map(|_| ())).map_err(name_err)?;
+            Err::<S3Response<PutBucketVersioningOutput>, _>(s3_error!(NotImplemented, "Strata does not keep object versions; versioning stays off"))
+        })
+    }
+
     async fn put_bucket_acl(&self, req: S3Request<PutBucketAclInput>) -> S3Result<S3Response<PutBucketAclOutput>> {
         timed!(self, "PutBucketAcl", {
             let public = match req.input.acl.as_ref().map(|a| a.as_str()) {

@@ -105,6 +105,10 @@ class Buckets(unittest.TestCase):
         self.assertEqual(error_of(s3.head_bucket, Bucket="b-missing")[1], 404)
         s3.put_object(Bucket="b-life", Key="k", Body=b"x")
         self.assertEqual(error_of(s3.delete_bucket, Bucket="b-life"), ("BucketNotEmpty", 409))
+        # Never versioned (rclone asks before it purges); turning it on is refused.
+        self.assertNotIn("Status", s3.get_bucket_versioning(Bucket="b-life"))
+        self.assertEqual(error_of(s3.put_bucket_versioning, Bucket="b-life", VersioningConfiguration={"Status": "Enabled"})[1], 501)
+        self.assertEqual(error_of(s3.get_bucket_versioning, Bucket="b-missing"), ("NoSuchBucket", 404))
         s3.delete_object(Bucket="b-life", Key="k")
         s3.delete_bucket(Bucket="b-life")
         self.assertNotIn("b-life", [b["Name"] for b in s3.list_buckets()["Buckets"]])
