@@ -89,8 +89,9 @@ impl Expected {
     }
 
     fn wanted(&self, algo: usize) -> bool {
-        let mut given = self.given.clone();
-        slot(&mut given, algo).is_some() || self.trailer.as_ref().is_some_and(|(a, _)| *a == algo)
+        let given =
+            [&self.given.checksum_crc32, &self.given.checksum_crc32c, &self.given.checksum_crc64nvme, &self.given.checksum_sha1, &self.given.checksum_sha256];
+        given[algo].is_some() || self.trailer.as_ref().is_some_and(|(a, _)| *a == algo)
     }
 
     /// A hasher for the algorithms expected, if any.
