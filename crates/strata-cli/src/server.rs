@@ -41,6 +41,11 @@ pub struct ServerArgs {
     /// 0 leaves the page cache to the kernel.
     #[arg(long, default_value = "auto")]
     pub write_cache: String,
+    /// Bytes of upload bodies buffered at once over every put; past it,
+    /// puts wait (their clients are slowed, the process does not run out
+    /// of memory). `auto` is an eighth of the machine's memory.
+    #[arg(long, default_value = "auto")]
+    pub upload_buffer: String,
     /// Largest blob accepted.
     #[arg(long, default_value = "64GiB", value_parser = parse_size)]
     pub max_blob_size: u64,
@@ -107,6 +112,7 @@ impl ServerArgs {
             disk_reserve: 256 << 20,
             flush: "every-batch".into(),
             write_cache: "auto".into(),
+            upload_buffer: "auto".into(),
             max_blob_size: 64 << 30,
             compaction_interval_secs: 3600,
             node_id: None,
@@ -144,6 +150,21 @@ impl ServerArgs {
     }
 }
 
+impl ServerArgs {
+    /// The router's settings.
+    pub fn router_config(&self) -> Result<RouterConfig> {
+        Ok(RouterConfig {
+            chunk_size: self.chunk_size as usize,
+            blob_bytes_max: self.max_blob_size,
+            upload_buffer_bytes: match self.upload_buffer.as_str() {
+                "auto" => memory_bytes().map_or(1 << 30, |m| m / 8),
+                size => parse_size(size).map_err(|e| anyhow::anyhow!("--upload-buffer: {e}"))?,
+            },
+            ..RouterConfig::default()
+        })
+    }
+}
+
 /// The machine's memory (MemTotal of /proc/meminfo), if known.
 fn memory_bytes() -> Option<u64> {
     let info = std::fs::read_to_string("/proc/meminfo").ok()?;
@@ -163,8 +184,7 @@ pub fn open_node(args: &ServerArgs) -> Result<(Arc<Store>, Arc<Router>)> {
             store.create_replica(p).with_context(|| format!("creating partition {p}"))?;
         }
     }
-    let config = RouterConfig { chunk_size: args.chunk_size as usize, blob_bytes_max: args.max_blob_size, ..RouterConfig::default() };
-    let router = Arc::new(Router::new(Arc::new(LocalView::new(store.clone())), config, clock, None));
+    let router = Arc::new(Router::new(Arc::new(LocalView::new(store.clone())), args.router_config()?, clock, None));
     Ok((store, router))
 }
 
@@ -199,7 +219,7 @@ async fn run_cluster(args: ServerArgs, node_id: u64) -> Result<()> {
         detector.clone(),
         Arc::new(move |epoch| stale.saw_epoch(epoch)),
     );
-    let rconfig = RouterConfig { chunk_size: args.chunk_size as usize, blob_bytes_max: args.max_blob_size, ..RouterConfig::default() };
+    let rconfig = args.router_config()?;
     let router = Arc::new(Router::new(Arc::new(view), rconfig, clock, None));
     let kv = strata_server::KvStores::open(args.data_dir.join("kv")).context("opening the read-only stores")?;
     // S3 on a cluster: names live in the metadata service's Raft state

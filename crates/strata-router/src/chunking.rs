@@ -10,6 +10,7 @@ use std::sync::Arc;
 use strata_engine::BlobRecord;
 use strata_format::{ChunkList, PutProps};
 use strata_types::{BlobId, BlobKind};
+use tokio::sync::OwnedSemaphorePermit;
 
 /// A byte range as a client asks for it (HTTP `Range: bytes=` forms).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -32,6 +33,15 @@ impl ByteRange {
             _ => None,
         }
     }
+}
+
+/// The upload buffer is counted in units of this many bytes.
+pub(crate) const UPLOAD_UNIT: usize = 64 << 10;
+
+/// Units in an upload buffer of `bytes` (at least one chunk's worth is
+/// always granted: see `hold_upload`, which caps a request at the total).
+pub(crate) fn upload_units(bytes: u64) -> usize {
+    usize::try_from(bytes / UPLOAD_UNIT as u64).unwrap_or(usize::MAX).clamp(1, tokio::sync::Semaphore::MAX_PERMITS)
 }
 
 /// The bytes of a blob being read.
@@ -70,6 +80,9 @@ impl Router {
         let expiry_ms = opts.ttl_ms.map_or(0, |t| self.now_ms().saturating_add(t.max(1)));
         let policy = opts.policy.unwrap_or(self.policies().put);
         let mut buf = BytesMut::new();
+        // Room in the upload buffer for `buf`'s bytes; it travels with each
+        // chunk until the chunk is written.
+        let mut held: Option<OwnedSemaphorePermit> = None;
         let mut total = 0u64;
         let mut next_index = 0usize;
         let mut inflight = FuturesUnordered::new();
@@ -92,13 +105,23 @@ impl Router {
             let mut frame = &frame[..];
             while !frame.is_empty() {
                 if buf.capacity() == 0 {
+                    // Room for a whole chunk before filling it: a buffer
+                    // half full never waits for more, so puts waiting for
+                    // room hold none and cannot wait on each other.
+                    match self.hold_upload(chunk_size).await {
+                        Ok(p) => held = Some(p),
+                        Err(e) => {
+                            failure = Some(e);
+                            break;
+                        }
+                    }
                     buf.reserve(chunk_size);
                 }
                 let take = frame.len().min(chunk_size - buf.len());
                 buf.extend_from_slice(&frame[..take]);
                 frame = &frame[take..];
                 if buf.len() == chunk_size {
-                    inflight.push(self.spawn_chunk(next_index, buf.split().freeze(), expiry_ms, &opts.owner, policy));
+                    inflight.push(self.spawn_chunk(next_index, buf.split().freeze(), expiry_ms, &opts.owner, policy, held.take()));
                     next_index += 1;
                     if inflight.len() >= self.config.chunk_window {
                         match inflight.next().await.expect("non-empty") {
@@ -115,13 +138,20 @@ impl Router {
                 break;
             }
         }
+        // The body ended: give back the room its last buffer did not use.
+        if let Some(p) = held.as_mut() {
+            let used = buf.len().div_ceil(UPLOAD_UNIT).max(1);
+            if p.num_permits() > used {
+                drop(p.split(p.num_permits() - used));
+            }
+        }
         if failure.is_none() && next_index == 0 {
             // Small blob: one simple put with the user's properties.
             let props = PutProps { expiry_ms, content_type: opts.content_type, owner: opts.owner, meta: opts.meta };
             return self.put_one(BlobKind::Simple, props, buf.freeze(), policy).await;
         }
         if failure.is_none() && !buf.is_empty() {
-            inflight.push(self.spawn_chunk(next_index, buf.split().freeze(), expiry_ms, &opts.owner, policy));
+            inflight.push(self.spawn_chunk(next_index, buf.split().freeze(), expiry_ms, &opts.owner, policy, held.take()));
         }
         while let Some(r) = inflight.next().await {
             match r {
@@ -192,6 +222,22 @@ impl Router {
 
     /// Starts a chunk put on its own task, so chunks progress while the
     /// body is still being received.
+    /// Room for `bytes` of body in the upload buffer (never more than the
+    /// whole buffer), waiting for it if the buffer is full.
+    async fn hold_upload(&self, bytes: usize) -> Result<OwnedSemaphorePermit, RouterError> {
+        let closed = || RouterError::Internal("the upload buffer is closed".into());
+        let n = bytes.div_ceil(UPLOAD_UNIT).clamp(1, upload_units(self.config.upload_buffer_bytes));
+        let n = u32::try_from(n).map_err(|_| RouterError::Internal("upload buffer request too large".into()))?;
+        match self.uploads.clone().try_acquire_many_owned(n) {
+            Ok(p) => Ok(p),
+            Err(tokio::sync::TryAcquireError::NoPermits) => {
+                self.stats.upload_buffer_waits.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                self.uploads.clone().acquire_many_owned(n).await.map_err(|_| closed())
+            }
+            Err(tokio::sync::TryAcquireError::Closed) => Err(closed()),
+        }
+    }
+
     fn spawn_chunk(
         self: &Arc<Self>,
         index: usize,
@@ -199,12 +245,18 @@ impl Router {
         expiry_ms: u64,
         owner: &str,
         policy: crate::Policy,
+        room: Option<OwnedSemaphorePermit>,
     ) -> impl std::future::Future<Output = Result<(usize, BlobId, u64), RouterError>> + use<> {
         let router = self.clone();
         let props = PutProps { expiry_ms, owner: owner.to_owned(), ..PutProps::default() };
+        // The chunk's room in the upload buffer goes back as soon as it is
+        // written, in the task: the put may not poll this future until much
+        // later (it polls only when its window is full).
         let task = tokio::spawn(async move {
             let len = data.len() as u64;
-            router.put_one(BlobKind::Chunk, props, data, policy).await.map(|id| (index, id, len))
+            let put = router.put_one(BlobKind::Chunk, props, data, policy).await.map(|id| (index, id, len));
+            drop(room);
+            put
         });
         async move { task.await.unwrap_or_else(|e| Err(RouterError::Internal(format!("chunk task failed: {e}")))) }
     }

@@ -71,6 +71,8 @@ pub struct RouterStats {
     /// Puts where a replica already held the blob because replication
     /// copied it first (not a collision).
     pub put_replication_races: std::sync::atomic::AtomicU64,
+    /// Times a streamed put waited for room in the upload buffer.
+    pub upload_buffer_waits: std::sync::atomic::AtomicU64,
 }
 
 /// Router tunables.
@@ -90,6 +92,11 @@ pub struct RouterConfig {
     /// the next ones (a slow or paused node delays a get by this much, not
     /// by the RPC deadline).
     pub hedge_after: std::time::Duration,
+    /// Bytes of streamed put bodies held at once, over every put (chunks
+    /// being filled or written). A put that would pass it waits for room,
+    /// so many concurrent uploads slow their clients down (TCP flow
+    /// control) instead of exhausting memory.
+    pub upload_buffer_bytes: u64,
 }
 
 impl Default for RouterConfig {
@@ -101,6 +108,7 @@ impl Default for RouterConfig {
             policies: Policies::default(),
             put_attempts: 4,
             hedge_after: std::time::Duration::from_millis(250),
+            upload_buffer_bytes: 1 << 30,
         }
     }
 }
@@ -148,6 +156,8 @@ pub struct Router {
     clock: Arc<dyn Clock>,
     rng: Mutex<rand::rngs::SmallRng>,
     stats: RouterStats,
+    /// The upload buffer, in [`chunking::UPLOAD_UNIT`]s.
+    uploads: Arc<tokio::sync::Semaphore>,
 }
 
 impl Router {
@@ -158,7 +168,14 @@ impl Router {
             Some(s) => rand::rngs::SmallRng::seed_from_u64(s),
             None => rand::rngs::SmallRng::from_os_rng(),
         };
-        Self { view, config, clock, rng: Mutex::new(rng), stats: RouterStats::default() }
+        let units = chunking::upload_units(config.upload_buffer_bytes);
+        Self { view, config, clock, rng: Mutex::new(rng), stats: RouterStats::default(), uploads: Arc::new(tokio::sync::Semaphore::new(units)) }
+    }
+
+    /// Bytes of the upload buffer held by puts now.
+    pub fn upload_buffer_held(&self) -> u64 {
+        let total = chunking::upload_units(self.config.upload_buffer_bytes);
+        (total.saturating_sub(self.uploads.available_permits()) * chunking::UPLOAD_UNIT) as u64
     }
 
     /// Counters.

@@ -230,6 +230,18 @@ impl Collector for ClusterCollector {
             "Put acks from replicas that already held the blob through replication",
             stats.put_replication_races.load(Ordering::Relaxed) as f64,
         )?;
+        gauge(
+            &mut encoder,
+            "strata_router_upload_buffer_bytes",
+            "Bytes of put bodies buffered now (chunks filling or being written)",
+            self.router.upload_buffer_held() as f64,
+        )?;
+        counter(
+            &mut encoder,
+            "strata_router_upload_buffer_waits",
+            "Puts that waited for room in the upload buffer (--upload-buffer)",
+            stats.upload_buffer_waits.load(Ordering::Relaxed) as f64,
+        )?;
         let Some((node, detector)) = &self.cluster else { return Ok(()) };
         gauge(&mut encoder, "strata_cluster_map_epoch", "Epoch of the cluster map this node has", node.map().epoch as f64)?;
         if let Some(meta) = &node.meta {
