@@ -21,7 +21,7 @@ mod store;
 
 pub use access::{KeyAccess, KeyAuth, VirtualHosts};
 
-use futures_util::FutureExt;
+use futures_util::{FutureExt, StreamExt};
 use s3s::service::{S3Service, S3ServiceBuilder};
 use std::sync::Arc;
 use std::time::Duration;
@@ -122,6 +122,9 @@ pub fn spawn_expiry_sweeper(router: Arc<Router>, names: Arc<dyn NameIndex>, cloc
     });
 }
 
+/// Expired names a sweep removes at once.
+const SWEEP_IN_FLIGHT: usize = 32;
+
 /// Removes the names of objects expired at `now_ms` (at most 10,000 per
 /// call), each only if it still names the expired blob, and frees the
 /// blobs of the names it removed; returns how many it removed.
@@ -133,17 +136,26 @@ pub async fn sweep_expired(router: &Router, names: &dyn NameIndex, now_ms: u64) 
             .take(10_000)
             .collect()
     });
-    let mut removed = 0;
-    for (bucket, key, blob) in expired {
-        // Only the sweep whose op removed the name frees the blob (on a
-        // cluster every metadata member sweeps).
-        if names.apply(strata_names::NameOp::DeleteObject { bucket, key, blob: Some(blob) }).await?.replaced.is_some() {
-            removed += 1;
+    // A few at a time, so the name ops and blob deletes share fsyncs.
+    let outcomes: Vec<Result<bool, strata_names::NameError>> = futures_util::stream::iter(expired)
+        .map(|(bucket, key, blob)| async move {
+            // Only the sweep whose op removed the name frees the blob (on a
+            // cluster every metadata member sweeps).
+            if names.apply(strata_names::NameOp::DeleteObject { bucket, key, blob: Some(blob) }).await?.replaced.is_none() {
+                return Ok(false);
+            }
             match router.delete(blob).await {
                 Ok(()) | Err(strata_router::RouterError::NotFound | strata_router::RouterError::Deleted | strata_router::RouterError::Expired) => {}
                 Err(e) => tracing::warn!(%blob, error = %e, "could not free the blob of an expired object"),
             }
-        }
+            Ok(true)
+        })
+        .buffer_unordered(SWEEP_IN_FLIGHT)
+        .collect()
+        .await;
+    let mut removed = 0;
+    for o in outcomes {
+        removed += usize::from(o?);
     }
     Ok(removed)
 }

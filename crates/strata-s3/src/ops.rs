@@ -558,6 +558,9 @@ impl StrataS3 {
 /// Blob TTL updates a lifecycle change keeps in flight.
 const TTL_UPDATES_IN_FLIGHT: usize = 32;
 
+/// Keys a DeleteObjects request deletes at once.
+const DELETES_IN_FLIGHT: usize = 32;
+
 fn rules_in(cfg: Option<BucketLifecycleConfiguration>) -> Result<Vec<ExpiryRule>, S3Error> {
     let mut out = Vec::new();
     for (i, r) in cfg.map(|c| c.rules).unwrap_or_default().into_iter().enumerate() {
@@ -789,8 +792,17 @@ impl S3 for StrataS3 {
             strata_names::read(&*self.names, |s| s.bucket(&input.bucket).map(|_| ())).map_err(name_err)?;
             let quiet = input.delete.quiet.unwrap_or(false);
             let (mut deleted, mut errors) = (Vec::new(), Vec::new());
-            for o in input.delete.objects {
-                match self.delete_one(&input.bucket, &o.key).await {
+            // Keys are independent: delete a few at a time, so their name ops
+            // and blob deletes share fsyncs (group commit), answering in order.
+            let bucket = &input.bucket;
+            let mut done = futures_util::stream::iter(input.delete.objects)
+                .map(|o| async move {
+                    let r = self.delete_one(bucket, &o.key).await;
+                    (o, r)
+                })
+                .buffered(DELETES_IN_FLIGHT);
+            while let Some((o, r)) = done.next().await {
+                match r {
                     Ok(()) if quiet => {}
                     Ok(()) => deleted.push(DeletedObject { key: Some(o.key), ..Default::default() }),
                     Err(e) => errors.push(Error {
