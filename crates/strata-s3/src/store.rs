@@ -98,6 +98,9 @@ impl Feed {
     }
 }
 
+/// Blobs freed at once when an op releases many (an upload's parts).
+const FREES_IN_FLIGHT: usize = 32;
+
 /// How long a replaced chunked object stays readable for GETs that opened it.
 const RETIRE_GRACE_MS: u64 = 10 * 60 * 1000;
 
@@ -235,13 +238,12 @@ impl StrataS3 {
         }
     }
 
-    /// Frees what an op replaced.
+    /// Frees what an op replaced (an aborted upload's parts a few at a
+    /// time, so their deletes share fsyncs).
     pub(crate) async fn free_outcome(&self, out: Outcome) {
         if let Some(o) = out.replaced {
             self.retire(o.blob).await;
         }
-        for p in out.parts {
-            self.free(p.blob).await;
-        }
+        futures_util::stream::iter(out.parts).for_each_concurrent(FREES_IN_FLIGHT, |p| self.free(p.blob)).await;
     }
 }
