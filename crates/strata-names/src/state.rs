@@ -269,6 +269,20 @@ pub enum NameOp {
         /// Rights.
         grant: Grant,
     },
+    /// Names a blob only if the name holds a live object whose ETag is
+    /// `etag` (any live object when None): S3's `If-Match` on PutObject, a
+    /// compare-and-swap. Returns the object it replaced. (Last: postcard
+    /// numbers variants in order, so new ones go at the end.)
+    PutObjectIfMatch {
+        /// Bucket.
+        bucket: String,
+        /// Key.
+        key: String,
+        /// The object.
+        object: ObjectMeta,
+        /// The ETag the current object must have.
+        etag: Option<String>,
+    },
 }
 
 /// What an op replaced or released: blobs the caller should free.
@@ -342,6 +356,20 @@ impl NameState {
                 let b = self.bucket_mut(&bucket)?;
                 if if_absent && b.object(&key, object.modified_ms).is_some() {
                     return Err(NameError::PreconditionFailed(format!("{key:?} exists (If-None-Match: *)")));
+                }
+                out.replaced = b.objects.insert(key, object);
+            }
+            NameOp::PutObjectIfMatch { bucket, key, object, etag } => {
+                if key.len() > KEY_BYTES_MAX {
+                    return Err(NameError::KeyTooLong(key.len()));
+                }
+                let b = self.bucket_mut(&bucket)?;
+                match b.object(&key, object.modified_ms) {
+                    None => return Err(NameError::NoSuchKey { bucket, key }),
+                    Some(o) if etag.as_ref().is_some_and(|e| *e != o.etag) => {
+                        return Err(NameError::PreconditionFailed(format!("{key:?} has another ETag than If-Match gives")));
+                    }
+                    Some(_) => {}
                 }
                 out.replaced = b.objects.insert(key, object);
             }
@@ -419,6 +447,25 @@ mod tests {
 
     fn put(bucket: &str, key: &str, n: u8) -> NameOp {
         NameOp::PutObject { bucket: bucket.into(), key: key.into(), object: obj(n, 10), if_absent: false }
+    }
+
+    #[test]
+    fn if_match_swaps_only_the_object_it_names() {
+        let mut s = NameState::default();
+        s.apply(NameOp::CreateBucket { name: "b".into(), owner: String::new(), now_ms: 1 }).unwrap();
+        let object = |n: u8| ObjectMeta { etag: format!("e{n}"), ..obj(n, 10) };
+        let cas =
+            |n: u8, etag: Option<&str>| NameOp::PutObjectIfMatch { bucket: "b".into(), key: "k".into(), object: object(n), etag: etag.map(str::to_owned) };
+        assert!(matches!(s.apply(cas(1, None)), Err(NameError::NoSuchKey { .. })), "nothing to match yet");
+        s.apply(put("b", "k", 1)).unwrap();
+        let first = s.buckets["b"].objects["k"].clone();
+        assert!(matches!(s.apply(cas(2, Some("not-it"))), Err(NameError::PreconditionFailed(_))));
+        assert_eq!(s.buckets["b"].objects["k"], first, "a refused swap changes nothing");
+        let out = s.apply(cas(2, Some(&first.etag))).unwrap();
+        assert_eq!(out.replaced, Some(first.clone()));
+        assert!(matches!(s.apply(cas(3, Some(&first.etag))), Err(NameError::PreconditionFailed(_))), "the old ETag is gone");
+        s.apply(cas(3, None)).unwrap();
+        assert_eq!(s.buckets["b"].objects["k"].blob, obj(3, 10).blob);
     }
 
     #[test]

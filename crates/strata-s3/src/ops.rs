@@ -41,6 +41,16 @@ fn ok<T>(output: T) -> S3Result<S3Response<T>> {
     Ok(S3Response::new(output))
 }
 
+/// What a name must hold for a PUT to replace it.
+enum Guard {
+    /// Anything, or nothing.
+    None,
+    /// Nothing live (`If-None-Match: *`).
+    Absent,
+    /// A live object with this ETag, or any live object (`If-Match`).
+    Matches(Option<String>),
+}
+
 /// The conditions of GET and HEAD, checked against an object.
 struct Conditions {
     if_match: Option<IfMatch>,
@@ -158,10 +168,16 @@ impl StrataS3 {
         PutOptions { ttl_ms: (expiry_ms != 0).then(|| expiry_ms.saturating_sub(now).max(1)), content_type, meta, ..PutOptions::default() }
     }
 
-    /// Names `object`; frees what it replaced, or the new blob if naming failed.
-    async fn name(&self, bucket: String, key: String, object: ObjectMeta, if_absent: bool) -> Result<(), S3Error> {
+    /// Names `object` if the name holds what `guard` asks; frees what it
+    /// replaced, or the new blob if naming failed.
+    async fn name(&self, bucket: String, key: String, object: ObjectMeta, guard: Guard) -> Result<(), S3Error> {
         let blob = object.blob;
-        match self.names.apply(NameOp::PutObject { bucket, key, object, if_absent }).await {
+        let op = match guard {
+            Guard::None => NameOp::PutObject { bucket, key, object, if_absent: false },
+            Guard::Absent => NameOp::PutObject { bucket, key, object, if_absent: true },
+            Guard::Matches(etag) => NameOp::PutObjectIfMatch { bucket, key, object, etag },
+        };
+        match self.names.apply(op).await {
             Ok(out) => {
                 self.free_outcome(out).await;
                 Ok(())
@@ -179,9 +195,26 @@ impl StrataS3 {
         check_key(&input.key)?;
         let now = self.now_ms();
         let expiry_ms = self.expiry(&input.bucket, &input.key, now)?;
-        let if_absent = input.if_none_match.as_ref().is_some_and(|c| c.is_any());
-        if if_absent && self.object(&input.bucket, &input.key).is_ok() {
-            return Err(s3_error!(PreconditionFailed, "{:?} exists (If-None-Match: *)", input.key));
+        let guard = match (&input.if_match, &input.if_none_match) {
+            (Some(_), Some(_)) => return Err(s3_error!(InvalidArgument, "If-Match and If-None-Match cannot both be given on a PUT")),
+            (Some(c), None) => Guard::Matches(c.as_etag().map(|e| e.value().to_owned())),
+            (None, Some(c)) if c.is_any() => Guard::Absent,
+            (None, Some(_)) => return Err(s3_error!(NotImplemented, "If-None-Match on a PUT takes only *")),
+            (None, None) => Guard::None,
+        };
+        // Checked again, atomically, when the name is applied; checking now
+        // too spares writing a body that would be refused.
+        match &guard {
+            Guard::Absent if self.object(&input.bucket, &input.key).is_ok() => {
+                return Err(s3_error!(PreconditionFailed, "{:?} exists (If-None-Match: *)", input.key));
+            }
+            Guard::Matches(want) => {
+                let o = self.object(&input.bucket, &input.key)?;
+                if want.as_ref().is_some_and(|w| *w != o.etag) {
+                    return Err(s3_error!(PreconditionFailed, "If-Match does not match the ETag of {:?}", input.key));
+                }
+            }
+            _ => {}
         }
         let content_type = content_type_in(input.content_type);
         let meta = meta_in(input.metadata);
@@ -189,7 +222,7 @@ impl StrataS3 {
         let stored = self.store(input.body, input.content_length, input.content_md5.as_deref(), &sums, opts).await?;
         let tag = hex::encode(stored.md5);
         let object = ObjectMeta { blob: stored.blob, size: stored.size, etag: tag.clone(), content_type, meta, modified_ms: now, expiry_ms, parts: 0 };
-        self.name(input.bucket, input.key, object, if_absent).await?;
+        self.name(input.bucket, input.key, object, guard).await?;
         ok(with_checksums!(PutObjectOutput { e_tag: Some(etag(&tag)), expiration: expiration(expiry_ms) }, stored.checksums))
     }
 
@@ -386,7 +419,7 @@ impl StrataS3 {
         let stored = self.store(Some(streaming(body.data)), Some(src.size as i64), None, &Expected::default(), opts).await?;
         let tag = hex::encode(stored.md5);
         let object = ObjectMeta { blob: stored.blob, size: stored.size, etag: tag.clone(), content_type, meta, modified_ms: now, expiry_ms, parts: 0 };
-        self.name(input.bucket, input.key, object, false).await?;
+        self.name(input.bucket, input.key, object, Guard::None).await?;
         ok(CopyObjectOutput {
             copy_object_result: Some(CopyObjectResult { e_tag: Some(etag(&tag)), last_modified: Some(ts(now)), ..Default::default() }),
             ..Default::default()

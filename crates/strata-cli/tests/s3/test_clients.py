@@ -170,6 +170,30 @@ class Objects(unittest.TestCase):
         self.assertEqual(error_of(self.s3.put_object, Bucket="objects", Key="c", Body=b"new", IfNoneMatch="*"), ("PreconditionFailed", 412))
         self.assertEqual(self.s3.get_object(Bucket="objects", Key="c")["Body"].read(), b"conditional")
 
+    def test_conditional_writes_swap_atomically(self):
+        tag = self.s3.put_object(Bucket="objects", Key="cas", Body=b"v1")["ETag"]
+        self.assertEqual(error_of(self.s3.put_object, Bucket="objects", Key="cas", Body=b"x", IfMatch='"0000"'), ("PreconditionFailed", 412))
+        self.assertEqual(error_of(self.s3.put_object, Bucket="objects", Key="cas-none", Body=b"x", IfMatch=tag), ("NoSuchKey", 404))
+        self.assertEqual(self.s3.get_object(Bucket="objects", Key="cas")["Body"].read(), b"v1")
+        # Eight writers swap from the same ETag at once: exactly one wins,
+        # and the losers' bodies are freed.
+        base = live_blobs()
+
+        def swap(i):
+            try:
+                self.s3.put_object(Bucket="objects", Key="cas", Body=f"writer {i}".encode(), IfMatch=tag)
+                return i
+            except ClientError as e:
+                self.assertEqual(e.response["Error"]["Code"], "PreconditionFailed")
+                return None
+
+        with concurrent.futures.ThreadPoolExecutor(8) as pool:
+            won = [i for i in pool.map(swap, range(8)) if i is not None]
+        self.assertEqual(len(won), 1, won)
+        self.assertEqual(self.s3.get_object(Bucket="objects", Key="cas")["Body"].read(), f"writer {won[0]}".encode())
+        self.assertEqual(live_blobs(), base)
+        self.assertEqual(error_of(self.s3.put_object, Bucket="objects", Key="cas", Body=b"x", IfMatch=tag, IfNoneMatch="*")[1], 400)
+
     def test_bad_input_changes_nothing(self):
         self.s3.put_object(Bucket="objects", Key="keep", Body=b"original")
         wrong = base64.b64encode(hashlib.md5(b"something else").digest()).decode()
