@@ -41,6 +41,18 @@ fn ok<T>(output: T) -> S3Result<S3Response<T>> {
     Ok(S3Response::new(output))
 }
 
+/// The copy-source conditions of a copy's input, as [`Conditions`].
+macro_rules! copy_conditions {
+    ($input:expr) => {
+        Conditions {
+            if_match: $input.copy_source_if_match,
+            if_none_match: $input.copy_source_if_none_match,
+            if_modified_since: $input.copy_source_if_modified_since,
+            if_unmodified_since: $input.copy_source_if_unmodified_since,
+        }
+    };
+}
+
 /// What a name must hold for a PUT to replace it.
 enum Guard {
     /// Anything, or nothing.
@@ -315,6 +327,15 @@ impl StrataS3 {
         Ok(())
     }
 
+    /// The bucket and key of a copy source, which the caller may read.
+    fn copy_source<'a>(&self, who: Option<&s3s::auth::Credentials>, src: &'a CopySource) -> Result<(&'a str, &'a str), S3Error> {
+        let CopySource::Bucket { bucket, key, .. } = src else {
+            return Err(s3_error!(NotImplemented, "only bucket/key copy sources are supported"));
+        };
+        self.check_source_readable(who, bucket)?;
+        Ok((bucket, key))
+    }
+
     /// Copying from `bucket` needs a read grant on it (or a public bucket),
     /// beside the write grant on the destination that access checks.
     fn check_source_readable(&self, who: Option<&s3s::auth::Credentials>, bucket: &str) -> Result<(), S3Error> {
@@ -366,18 +387,10 @@ impl StrataS3 {
     async fn do_upload_part_copy(&self, req: S3Request<UploadPartCopyInput>) -> S3Result<S3Response<UploadPartCopyOutput>> {
         let i = req.input;
         let number = part_number(i.part_number)?;
-        let CopySource::Bucket { bucket: src_bucket, key: src_key, .. } = &i.copy_source else {
-            return Err(s3_error!(NotImplemented, "only bucket/key copy sources are supported"));
-        };
-        self.check_source_readable(req.credentials.as_ref(), src_bucket)?;
+        let (src_bucket, src_key) = self.copy_source(req.credentials.as_ref(), &i.copy_source)?;
         self.check_upload(&i.bucket, &i.upload_id, &i.key)?;
         let range = i.copy_source_range.as_deref().map(copy_range).transpose()?;
-        let cond = Conditions {
-            if_match: i.copy_source_if_match,
-            if_none_match: i.copy_source_if_none_match,
-            if_modified_since: i.copy_source_if_modified_since,
-            if_unmodified_since: i.copy_source_if_unmodified_since,
-        };
+        let cond = copy_conditions!(i);
         let (src, body) = self.open_source(src_bucket, src_key, range, &cond).await?;
         if let Some(ByteRange::FromTo(_, last)) = range
             && last >= src.size
@@ -399,16 +412,8 @@ impl StrataS3 {
     async fn do_copy(&self, req: S3Request<CopyObjectInput>) -> S3Result<S3Response<CopyObjectOutput>> {
         let input = req.input;
         check_key(&input.key)?;
-        let CopySource::Bucket { bucket: src_bucket, key: src_key, .. } = &input.copy_source else {
-            return Err(s3_error!(NotImplemented, "only bucket/key copy sources are supported"));
-        };
-        self.check_source_readable(req.credentials.as_ref(), src_bucket)?;
-        let cond = Conditions {
-            if_match: input.copy_source_if_match,
-            if_none_match: input.copy_source_if_none_match,
-            if_modified_since: input.copy_source_if_modified_since,
-            if_unmodified_since: input.copy_source_if_unmodified_since,
-        };
+        let (src_bucket, src_key) = self.copy_source(req.credentials.as_ref(), &input.copy_source)?;
+        let cond = copy_conditions!(input);
         let (src, body) = self.open_source(src_bucket, src_key, None, &cond).await?;
         let now = self.now_ms();
         let expiry_ms = self.expiry(&input.bucket, &input.key, now)?;
