@@ -38,8 +38,8 @@ impl ByteRange {
 /// The upload buffer is counted in units of this many bytes.
 pub(crate) const UPLOAD_UNIT: usize = 64 << 10;
 
-/// Units in an upload buffer of `bytes` (at least one chunk's worth is
-/// always granted: see `hold_upload`, which caps a request at the total).
+/// Units in an upload buffer of `bytes`, at least one. A request is capped
+/// at the total, so a buffer smaller than a chunk only makes puts take turns.
 pub(crate) fn upload_units(bytes: u64) -> usize {
     usize::try_from(bytes / UPLOAD_UNIT as u64).unwrap_or(usize::MAX).clamp(1, tokio::sync::Semaphore::MAX_PERMITS)
 }
@@ -220,8 +220,6 @@ impl Router {
         }
     }
 
-    /// Starts a chunk put on its own task, so chunks progress while the
-    /// body is still being received.
     /// Room for `bytes` of body in the upload buffer (never more than the
     /// whole buffer), waiting for it if the buffer is full.
     async fn hold_upload(&self, bytes: usize) -> Result<OwnedSemaphorePermit, RouterError> {
@@ -238,6 +236,8 @@ impl Router {
         }
     }
 
+    /// Starts a chunk put on its own task, so chunks progress while the
+    /// body is still being received.
     fn spawn_chunk(
         self: &Arc<Self>,
         index: usize,
