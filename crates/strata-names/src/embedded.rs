@@ -245,9 +245,10 @@ fn read_snapshot(dir: &Path) -> Result<(u64, NameState), NameError> {
 }
 
 /// Replays the whole, valid frames of a log whose lsn is above `lsn`; the
-/// first torn or corrupt one ends the log (an op is acknowledged only after
-/// its frame is durable, so a bad tail was never acknowledged). Returns
-/// where the valid frames end and how many were applied.
+/// first torn one (incomplete, or failing its CRC) ends the log (an op is
+/// acknowledged only after its frame is durable, so a bad tail was never
+/// acknowledged). Returns where the valid frames end and how many were
+/// applied.
 fn replay(bytes: &[u8], path: &Path, lsn: &mut u64, state: &mut NameState) -> Result<(usize, u64), NameError> {
     let mut off = 0usize;
     let mut replayed = 0u64;
@@ -256,8 +257,15 @@ fn replay(bytes: &[u8], path: &Path, lsn: &mut u64, state: &mut NameState) -> Re
         if off + n > bytes.len() {
             break;
         }
-        let Ok((KIND_NAME_OP, payload)) = decode_frame(&bytes[off..off + n]) else { break };
-        let Ok((rec_lsn, op)) = postcard::from_bytes::<(u64, NameOp)>(payload) else { break };
+        // A bad checksum is a torn (never acknowledged) tail. A whole frame
+        // that does not decode was written by a newer Strata (a new op):
+        // cutting it would lose every op after it, so refuse to start.
+        let Ok((kind, payload)) = decode_frame(&bytes[off..off + n]) else { break };
+        let newer = |what: &str| NameError::Unavailable(format!("{}: {what} at byte {off}; was it written by a newer Strata?", path.display()));
+        if kind != KIND_NAME_OP {
+            return Err(newer(&format!("frame kind {kind:#x}")));
+        }
+        let (rec_lsn, op) = postcard::from_bytes::<(u64, NameOp)>(payload).map_err(|e| newer(&format!("a name op that does not decode ({e})")))?;
         if rec_lsn > *lsn {
             if let Err(e) = state.apply(op) {
                 return Err(NameError::Unavailable(format!("{}: record {rec_lsn} does not replay: {e}", path.display())));
@@ -454,6 +462,28 @@ mod tests {
         drop(ix);
         let ix = EmbeddedIndex::open(dir.path()).unwrap();
         assert_eq!(*ix.state().read().unwrap(), want);
+    }
+
+    #[tokio::test]
+    async fn a_whole_frame_that_does_not_decode_stops_recovery_instead_of_cutting() {
+        let dir = tempfile::tempdir().unwrap();
+        let end = {
+            let ix = EmbeddedIndex::open(dir.path()).unwrap();
+            ix.apply(NameOp::CreateBucket { name: "b".into(), owner: String::new(), now_ms: 1 }).await.unwrap();
+            ix.apply(put("a", 1)).await.unwrap();
+            ix.log.lock().unwrap().bytes as usize
+        };
+        // A frame with a good CRC and an op this version does not know
+        // (variant 200), then a good op after it.
+        let log = dir.path().join(LOG);
+        let mut bytes = std::fs::read(&log).unwrap();
+        bytes.truncate(end);
+        bytes.extend(encode_frame(KIND_NAME_OP, &[3, 200, 1, 2, 3]));
+        bytes.extend(encode_frame(KIND_NAME_OP, &postcard::to_allocvec(&(4u64, put("c", 3))).unwrap()));
+        std::fs::write(&log, &bytes).unwrap();
+        let err = EmbeddedIndex::open(dir.path()).err().expect("a frame it cannot read must stop recovery");
+        assert!(err.to_string().contains("newer Strata"), "{err}");
+        assert_eq!(std::fs::read(&log).unwrap(), bytes, "nothing was cut");
     }
 
     #[tokio::test]
