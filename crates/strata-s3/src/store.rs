@@ -147,19 +147,24 @@ impl StrataS3 {
             Some(b) => b.boxed(),
             None => futures_util::stream::empty().boxed(),
         };
-        // The additional checksums, computed in line (CRCs run at memory speed).
-        let extra = Arc::new(std::sync::Mutex::new(sums.hasher()));
-        let summed = extra.clone();
-        let body = body
-            .inspect(move |frame| {
-                if let Ok(b) = frame
-                    && let Ok(mut g) = summed.lock()
-                    && let Some(h) = g.as_mut()
-                {
-                    h.update(b);
-                }
-            })
-            .boxed();
+        // The additional checksums, computed in line (CRCs run at memory
+        // speed); a body without any is passed on untouched.
+        let extra = sums.hasher().map(|h| Arc::new(std::sync::Mutex::new(Some(h))));
+        let body = match &extra {
+            None => body,
+            Some(summed) => {
+                let summed = summed.clone();
+                body.inspect(move |frame| {
+                    if let Ok(b) = frame
+                        && let Ok(mut g) = summed.lock()
+                        && let Some(h) = g.as_mut()
+                    {
+                        h.update(b);
+                    }
+                })
+                .boxed()
+            }
+        };
         let (blob, size, md5) = if length.is_some_and(|l| l <= INLINE_HASH_BYTES) {
             let mut hasher = Md5::new();
             let mut size = 0u64;
@@ -205,7 +210,7 @@ impl StrataS3 {
             self.free(blob).await;
             return Err(s3_error!(BadDigest, "the Content-MD5 you specified did not match what we received"));
         }
-        let computed = extra.lock().ok().and_then(|mut g| g.take()).map(|h| h.finalize()).unwrap_or_default();
+        let computed = extra.and_then(|e| e.lock().ok().and_then(|mut g| g.take())).map(|h| h.finalize()).unwrap_or_default();
         match sums.check(computed) {
             Ok(checksums) => Ok(Stored { blob, size, md5, checksums }),
             Err(e) => {
