@@ -135,6 +135,11 @@ fn streaming(data: BlobData) -> StreamingBlob {
     StreamingBlob::wrap(SyncStream::new(data))
 }
 
+/// A copy source's unmet conditions are PreconditionFailed, never NotModified.
+fn unmet_copy_condition(e: S3Error) -> S3Error {
+    if *e.code() == s3s::S3ErrorCode::NotModified { s3_error!(PreconditionFailed) } else { e }
+}
+
 /// A part number, 1 to 10,000.
 fn part_number(n: i32) -> Result<u32, S3Error> {
     u32::try_from(n).ok().filter(|n| (1..=MAX_PARTS).contains(n)).ok_or_else(|| s3_error!(InvalidArgument, "part number {n} is not between 1 and 10000"))
@@ -347,17 +352,6 @@ impl StrataS3 {
         if readable { Ok(()) } else { Err(s3_error!(AccessDenied, "no read grant on the source bucket {bucket}")) }
     }
 
-    /// Opens a copy source; its unmet conditions are PreconditionFailed.
-    async fn open_source(
-        &self,
-        bucket: &str,
-        key: &str,
-        range: Option<ByteRange>,
-        cond: &Conditions,
-    ) -> Result<(ObjectMeta, strata_router::BlobBody), S3Error> {
-        self.open_object(bucket, key, range, cond).await.map_err(|e| if *e.code() == s3s::S3ErrorCode::NotModified { s3_error!(PreconditionFailed) } else { e })
-    }
-
     /// Checks that `upload_id` is an upload of `key` in `bucket`.
     fn check_upload(&self, bucket: &str, upload_id: &str, key: &str) -> Result<(), S3Error> {
         strata_names::read(&*self.names, |s| {
@@ -391,7 +385,7 @@ impl StrataS3 {
         self.check_upload(&i.bucket, &i.upload_id, &i.key)?;
         let range = i.copy_source_range.as_deref().map(copy_range).transpose()?;
         let cond = copy_conditions!(i);
-        let (src, body) = self.open_source(src_bucket, src_key, range, &cond).await?;
+        let (src, body) = self.open_object(src_bucket, src_key, range, &cond).await.map_err(unmet_copy_condition)?;
         if let Some(ByteRange::FromTo(_, last)) = range
             && last >= src.size
         {
@@ -414,7 +408,7 @@ impl StrataS3 {
         check_key(&input.key)?;
         let (src_bucket, src_key) = self.copy_source(req.credentials.as_ref(), &input.copy_source)?;
         let cond = copy_conditions!(input);
-        let (src, body) = self.open_source(src_bucket, src_key, None, &cond).await?;
+        let (src, body) = self.open_object(src_bucket, src_key, None, &cond).await.map_err(unmet_copy_condition)?;
         let now = self.now_ms();
         let expiry_ms = self.expiry(&input.bucket, &input.key, now)?;
         let replace = input.metadata_directive.as_ref().is_some_and(|d| d.as_str() == MetadataDirective::REPLACE);
