@@ -52,24 +52,55 @@ pub const ZERO_STEP: u64 = 1 << 20;
 /// writes zeros from `zeroed` to the next [`ZERO_STEP`] boundary past `end`
 /// (but not beyond `cap`). Returns the new zero-filled length.
 ///
+/// Best effort: zeros are only an optimisation, so a failed write (a full
+/// disk) cuts the file back to its length at the call (`zeroed`, which
+/// callers keep equal to it) and returns that; the caller's own write then
+/// appends as it would without them, and fails only if it cannot be
+/// written itself (a small delete still fits on a full disk).
+///
 /// Why: an append that grows a file costs ext4 a journal commit at its
 /// fdatasync; overwriting blocks already written inside the file does not
 /// (`python3 scripts/fsync-cost.py`: a 4 KiB write and fdatasync took
 /// 175–290 µs appending, 111–131 µs over zeros, in two runs on this
 /// machine's ext4). The caller's next fdatasync makes the zeros durable;
 /// recovery treats zeros after the last record as this space, not a tear.
-pub fn zero_fill_ahead(file: &File, zeroed: u64, end: u64, cap: u64) -> std::io::Result<u64> {
+pub fn zero_fill_ahead(file: &File, zeroed: u64, end: u64, cap: u64) -> u64 {
     use std::os::unix::fs::FileExt;
     static ZEROS: [u8; 64 << 10] = [0; 64 << 10];
     if end <= zeroed {
-        return Ok(zeroed);
+        return zeroed;
     }
     let to = (end.div_ceil(ZERO_STEP) * ZERO_STEP).min(cap).max(end);
     let mut at = zeroed;
     while at < to {
         let n = (to - at).min(ZEROS.len() as u64);
-        file.write_all_at(&ZEROS[..n as usize], at)?;
+        if let Err(e) = file.write_all_at(&ZEROS[..n as usize], at) {
+            // Give back what this call wrote (on a full disk, the last free
+            // blocks the caller's own write needs); `zeroed` is the file's
+            // length when it started.
+            tracing::debug!(error = %e, at, "zero-filling ahead of a log failed; appending without it");
+            let _ = file.set_len(zeroed);
+            return zeroed;
+        }
         at += n;
     }
-    Ok(to)
+    to
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn zero_filling_that_cannot_write_gives_up_quietly() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("log");
+        std::fs::write(&path, [7u8; 100]).unwrap();
+        // Read-only: every write fails, as on a full disk.
+        let ro = File::open(&path).unwrap();
+        assert_eq!(zero_fill_ahead(&ro, 100, 200, u64::MAX), 100, "nothing was zeroed");
+        let rw = OpenOptions::new().write(true).open(&path).unwrap();
+        assert_eq!(zero_fill_ahead(&rw, 100, 200, u64::MAX), ZERO_STEP);
+        assert_eq!(std::fs::metadata(&path).unwrap().len(), ZERO_STEP);
+    }
 }

@@ -179,9 +179,9 @@ impl Writer {
     /// publishes it to the index and acknowledges it.
     fn append(&mut self, group: Vec<Encoded>, start: u64, len: u64) -> Result<()> {
         let slices: Vec<IoSlice<'_>> = group.iter().flat_map(|e| e.parts.iter().map(|p| IoSlice::new(p))).collect();
-        let mut res = self.zero_ahead(start, len);
+        self.zero_ahead(start, len);
+        let mut res = self.file.seek(SeekFrom::Start(start)).and_then(|_| write_all_vectored(&mut self.file, slices));
         if res.is_ok() {
-            res = self.file.seek(SeekFrom::Start(start)).and_then(|_| write_all_vectored(&mut self.file, slices));
             self.zeroed = self.zeroed.max(start + len);
         }
         if res.is_ok() && self.shared.config.flush == FlushPolicy::EveryBatch {
@@ -242,11 +242,10 @@ impl Writer {
 
     /// Before a small batch, zero-fills the segment past it (not beyond the
     /// segment's size). The batch's own fdatasync makes the zeros durable.
-    fn zero_ahead(&mut self, start: u64, len: u64) -> std::io::Result<()> {
+    fn zero_ahead(&mut self, start: u64, len: u64) {
         if len < ZERO_AHEAD_BELOW {
-            self.zeroed = fsutil::zero_fill_ahead(&self.file, self.zeroed, start + len, self.shared.config.segment_bytes)?;
+            self.zeroed = fsutil::zero_fill_ahead(&self.file, self.zeroed, start + len, self.shared.config.segment_bytes);
         }
-        Ok(())
     }
 
     /// Persists the memtable as an index file covering the active segment

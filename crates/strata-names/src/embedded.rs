@@ -45,7 +45,7 @@ impl Log {
     fn write(&mut self, frame: &[u8]) -> std::io::Result<()> {
         use std::os::unix::fs::FileExt;
         let end = self.bytes + frame.len() as u64;
-        self.zeroed = zero_fill_ahead(&self.file, self.zeroed, end, u64::MAX)?;
+        self.zeroed = zero_fill_ahead(&self.file, self.zeroed, end, u64::MAX);
         self.file.write_all_at(frame, self.bytes)?;
         self.bytes = end;
         Ok(())
