@@ -248,8 +248,9 @@ async fn status(c: Common) -> Result<()> {
     }
     let map = &v["map"];
     println!("cluster map epoch {} (as node {} has it); default policies {}", map["epoch"], v["node"], map["policies"]);
-    if let Some(m) = v["meta"].as_object() {
-        println!("metadata group: leader {}, term {}, members {}", m["leader"], m["term"], Value::Object(m.clone())["members"]);
+    if let Some(m) = v["meta"].as_object().or_else(|| v["learner"].as_object()) {
+        let m = Value::Object(m.clone());
+        println!("metadata group: leader {}, term {}, members {}, learners {}", m["leader"], m["term"], m["members"], m["learners"]);
     }
     let health: BTreeMap<u64, String> =
         v["failure_detector"].as_array().into_iter().flatten().filter_map(|h| Some((h["node"].as_u64()?, h["health"].as_str()?.to_string()))).collect();

@@ -71,7 +71,8 @@ pub struct ServerArgs {
     #[arg(long, default_value_t = 500)]
     pub inter_replication_ms: u64,
     /// Where the S3 API listens (`off` to disable). Default: 127.0.0.1:8081 on a
-    /// single node; off on a cluster node (only metadata members can serve S3).
+    /// single node; off on a cluster node. A cluster node outside the
+    /// metadata group that serves S3 follows the group's log as a learner.
     #[arg(long)]
     pub s3_listen: Option<String>,
     /// Base domain for virtual-host-style S3 requests (`bucket.DOMAIN`); repeatable.
@@ -205,6 +206,7 @@ async fn run_cluster(args: ServerArgs, node_id: u64) -> Result<()> {
         engine: args.engine_config()?,
         intra_period: Duration::from_millis(args.intra_replication_ms.max(1)),
         inter_period: Duration::from_millis(args.inter_replication_ms.max(1)),
+        names_learner: args.s3_listen.as_deref().is_some_and(|l| l != "off"),
     };
     let node = strata_server::ClusterNode::start(config, clock.clone()).await?;
     let fd = FailureDetectorConfig { wait_ms: args.failure_wait_ms, ..FailureDetectorConfig::default() };
@@ -223,11 +225,12 @@ async fn run_cluster(args: ServerArgs, node_id: u64) -> Result<()> {
     let router = Arc::new(Router::new(Arc::new(view), rconfig, clock, None));
     let kv = strata_server::KvStores::open(args.data_dir.join("kv")).context("opening the read-only stores")?;
     // S3 on a cluster: names live in the metadata service's Raft state
-    // machine, so only its members serve S3.
+    // machine; a member reads its own copy, a node outside the group its
+    // learner's (both after a read index from the leader).
     let s3_listen = args.s3_listen.clone().filter(|l| l != "off");
-    let names: Option<Arc<dyn strata_names::NameIndex>> = match (&s3_listen, &node.meta) {
-        (Some(_), Some(meta)) => Some(Arc::new(strata_cluster::meta::RaftNames::new(meta.clone()))),
-        (Some(_), None) => anyhow::bail!("--s3-listen on a cluster needs a metadata member (this node is not in --meta)"),
+    let names: Option<Arc<dyn strata_names::NameIndex>> = match (&s3_listen, node.raft_node()) {
+        (Some(_), Some(raft)) => Some(Arc::new(strata_cluster::meta::RaftNames::new(raft))),
+        (Some(_), None) => anyhow::bail!("--s3-listen on a cluster needs the metadata group's log (this node runs neither a member nor a learner)"),
         (None, _) => None,
     };
     let state = strata_server::AppState::clustered(router, node.clone(), detector, kv, names.clone());

@@ -85,9 +85,11 @@ async fn acknowledged_s3_puts_survive_kill_9() {
     assert!(out.status.success(), "acknowledged S3 objects lost or damaged after kill -9:\n{text}");
 }
 
-/// Three `strata` processes, each a metadata member serving S3 on
-/// 127.81.0.N: names replicated by Raft are read-after-write consistent
-/// across nodes, and survive the loss of one member.
+/// Four `strata` processes serving S3 on 127.81.0.N: nodes 1–3 are the
+/// metadata members, node 4 follows their log as a Raft learner. Names are
+/// read-after-write consistent across all four (the learner included, for
+/// writes through it and reads of others' writes), and survive the loss of
+/// the leader.
 #[tokio::test(flavor = "multi_thread")]
 async fn names_are_consistent_across_a_cluster() {
     use strata_client::Client;
@@ -95,7 +97,7 @@ async fn names_are_consistent_across_a_cluster() {
     let addr = |n: u8, port: u16| format!("127.81.0.{n}:{port}");
     let meta: Vec<String> = (1..=3).map(|n| format!("{n}={}", addr(n, 7000))).collect();
     let mut procs = Vec::new();
-    for n in 1..=3u8 {
+    for n in 1..=4u8 {
         let log = std::fs::File::create(dir.path().join(format!("n{n}.log"))).unwrap();
         let child = Command::new(env!("CARGO_BIN_EXE_strata"))
             .args(["server", "--data-dir"])
@@ -126,17 +128,23 @@ async fn names_are_consistent_across_a_cluster() {
             tokio::time::sleep(Duration::from_millis(200)).await;
         }
     };
-    for n in 1..=3u8 {
+    for n in 1..=4u8 {
         command(n, serde_json::json!({ "AddNode": { "id": n, "addr": addr(n, 7000), "zone": "z1", "rack": format!("r{n}") } })).await;
         command(n, serde_json::json!({ "AddDisk": { "node": n, "path": "d0", "capacity_bytes": 4u64 << 30 } })).await;
     }
     command(1, serde_json::json!({ "AddPartitions": { "count": 4, "replicas_per_zone": 3, "capacity_bytes": 256u64 << 20 } })).await;
-    for n in 1..=3u8 {
-        let deadline = std::time::Instant::now() + Duration::from_secs(30);
-        while client(n).json(http::Method::GET, "/admin/partitions").await.map_or(0, |v| v.as_array().map_or(0, Vec::len)) < 4 {
-            assert!(std::time::Instant::now() < deadline, "node {n} did not open its replicas");
-            tokio::time::sleep(Duration::from_millis(100)).await;
+    // 4 partitions × 3 replicas over the four nodes.
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    loop {
+        let mut opened = 0;
+        for n in 1..=4u8 {
+            opened += client(n).json(http::Method::GET, "/admin/partitions").await.map_or(0, |v| v.as_array().map_or(0, Vec::len));
         }
+        if opened == 12 {
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "the nodes opened {opened} of 12 replicas");
+        tokio::time::sleep(Duration::from_millis(100)).await;
     }
     // A key made through node 2 works on every node.
     let out = Command::new(env!("CARGO_BIN_EXE_strata"))
@@ -146,7 +154,8 @@ async fn names_are_consistent_across_a_cluster() {
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let key: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     let (ak, sk) = (key["access_key_id"].as_str().unwrap().to_owned(), key["secret_access_key"].as_str().unwrap().to_owned());
-    let endpoints: Vec<String> = (1..=3).map(|n| format!("http://{}", addr(n, 7001))).collect();
+    // The learner first: it creates the bucket and starts the upload.
+    let endpoints: Vec<String> = [4, 1, 2, 3].iter().map(|&n| format!("http://{}", addr(n, 7001))).collect();
     let run = |mode: &str, endpoints: &[String]| {
         let out = python("cluster.py")
             .arg(mode)
@@ -159,9 +168,25 @@ async fn names_are_consistent_across_a_cluster() {
         println!("{mode}: {text}");
         assert!(out.status.success(), "{mode} failed:\n{text}");
     };
+    // Node 4 asks to be a learner once the map gives its address.
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    loop {
+        let status = client(1).json(http::Method::GET, "/admin/cluster/status").await.unwrap();
+        let learners = status["meta"]["learners"].as_object().map(|l| l.keys().cloned().collect::<Vec<_>>());
+        if learners == Some(vec!["4".to_string()]) {
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "node 4 did not become a learner: {status}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
     run("check", &endpoints);
-    drop(procs.pop()); // SIGKILL node 3
-    run("after-kill", &endpoints[..2]);
+    // SIGKILL the leader: the learner must follow the new one.
+    let status = client(1).json(http::Method::GET, "/admin/cluster/status").await.unwrap();
+    let leader = status["meta"]["leader"].as_u64().expect("a leader") as u8;
+    assert!((1..=3).contains(&leader), "{status}");
+    drop(procs.remove(leader as usize - 1));
+    let left: Vec<String> = [4, 1, 2, 3].iter().filter(|&&n| n != leader).map(|&n| format!("http://{}", addr(n, 7001))).collect();
+    run("after-kill", &left);
 }
 
 struct ScopedChild(std::process::Child);

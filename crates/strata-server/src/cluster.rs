@@ -30,6 +30,9 @@ pub struct ClusterConfig {
     pub intra_period: Duration,
     /// Idle period of inter-zone replication.
     pub inter_period: Duration,
+    /// On a node outside the metadata group: follow the group's log as a
+    /// Raft learner, so this node holds the names too and can serve S3.
+    pub names_learner: bool,
 }
 
 /// Errors of cluster operations.
@@ -54,6 +57,9 @@ pub struct ClusterNode {
     pub disks: Arc<Disks>,
     /// The metadata member, if this node is one.
     pub meta: Option<Arc<MetaService>>,
+    /// On a node outside the group with `names_learner`: its Raft learner,
+    /// which applies the group's log (the names, for S3) without voting.
+    pub learner: Option<Arc<MetaService>>,
     /// Replication state (lag, counters).
     pub replication: Arc<Replication>,
     map_tx: watch::Sender<Arc<ClusterMap>>,
@@ -68,10 +74,11 @@ impl ClusterNode {
     /// and replication.
     pub async fn start(config: ClusterConfig, clock: Arc<dyn Clock>) -> Result<Arc<Self>, ClusterError> {
         std::fs::create_dir_all(&config.data_dir).map_err(|e| ClusterError::Storage(format!("{}: {e}", config.data_dir.display())))?;
-        let meta = if config.meta_peers.contains_key(&config.node_id) {
-            Some(MetaService::start(MetaConfig::new(config.node_id, config.data_dir.join("meta"))).await?)
-        } else {
-            None
+        let member = config.meta_peers.contains_key(&config.node_id);
+        let (meta, learner) = match (member, config.names_learner) {
+            (true, _) => (Some(MetaService::start(MetaConfig::new(config.node_id, config.data_dir.join("meta"))).await?), None),
+            (false, true) => (None, Some(MetaService::start(MetaConfig::new(config.node_id, config.data_dir.join("meta"))).await?)),
+            (false, false) => (None, None),
         };
         // Start from the cached map so the node serves before the group answers.
         let cached = std::fs::read(config.data_dir.join("cluster-map")).ok().and_then(|b| decode_map(&b).ok()).unwrap_or_default();
@@ -79,6 +86,7 @@ impl ClusterNode {
         let node = Arc::new(Self {
             disks: Arc::new(Disks::default()),
             meta,
+            learner,
             replication: Arc::new(Replication::new(clock.clone())),
             map_tx,
             feed: std::sync::OnceLock::new(),
@@ -90,6 +98,7 @@ impl ClusterNode {
         node.clone().spawn_map_feed();
         node.clone().spawn_reconciler();
         node.clone().spawn_full_partition_reporter();
+        node.clone().spawn_learner_join();
         crate::replication::spawn(node.clone());
         Ok(node)
     }
@@ -155,6 +164,39 @@ impl ClusterNode {
                 if rx.changed().await.is_err() {
                     return;
                 }
+            }
+        });
+    }
+
+    /// The Raft node this node runs, member or learner: the one that
+    /// answers Raft messages sent here.
+    pub fn raft_node(&self) -> Option<Arc<MetaService>> {
+        self.meta.clone().or_else(|| self.learner.clone())
+    }
+
+    /// A learner asks the group to add it, once the map says at which
+    /// address the others reach this node, and asks again whenever it finds
+    /// itself outside the membership (on every map change, and every 2 s).
+    fn spawn_learner_join(self: Arc<Self>) {
+        let Some(learner) = self.learner.clone() else { return };
+        let members: Vec<String> = self.config.meta_peers.values().cloned().collect();
+        let mut maps = self.subscribe();
+        tokio::spawn(async move {
+            let mut warned = false;
+            loop {
+                if !learner.in_membership()
+                    && let Some(addr) = self.map().nodes.get(&self.config.node_id).map(|n| n.addr.clone())
+                {
+                    match learner.ask_to_learn(&members, &addr).await {
+                        Ok(()) => tracing::info!(addr, "joined the metadata group as a learner"),
+                        Err(e) if !warned => {
+                            tracing::warn!(error = %e, "could not join the metadata group as a learner yet; retrying");
+                            warned = true;
+                        }
+                        Err(_) => {}
+                    }
+                }
+                let _ = tokio::time::timeout(Duration::from_secs(2), maps.changed()).await;
             }
         });
     }

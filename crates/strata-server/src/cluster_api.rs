@@ -19,6 +19,7 @@ pub(crate) fn routes() -> Router<Arc<AppState>> {
         .route("/raft/v1/{name}", post(raft))
         .route("/meta/v1/propose", post(raft))
         .route("/meta/v1/read-index", post(raft))
+        .route("/meta/v1/add-learner", post(raft))
         .route("/meta/v1/map", get(map_bytes))
         .route("/admin/cluster/status", get(status))
         .route("/admin/cluster/init", post(init))
@@ -38,7 +39,7 @@ async fn rpc(State(st): S, body: Bytes) -> Response {
 
 async fn raft(State(st): S, body: Bytes) -> Response {
     let Some(n) = st.cluster.clone() else { return not_clustered() };
-    let Some(meta) = n.meta.clone() else {
+    let Some(meta) = n.raft_node() else {
         return ApiError::NotAMetadataMember.into_response();
     };
     match meta.handle(&body).await {
@@ -65,6 +66,7 @@ async fn status(State(st): S) -> Response {
     Json(serde_json::json!({
         "node": n.config.node_id,
         "meta": n.meta.as_ref().map(|m| m.status()),
+        "learner": n.learner.as_ref().map(|m| m.status()),
         "map": &*map,
         "replication": n.replication.lag(),
         "failure_detector": detector,

@@ -249,6 +249,11 @@ impl Collector for ClusterCollector {
             gauge(&mut encoder, "strata_meta_term", "Raft term of the metadata group", st.term as f64)?;
             gauge(&mut encoder, "strata_meta_is_leader", "1 if this node leads the metadata group", (st.leader == Some(st.id)) as u8 as f64)?;
         }
+        if let Some(raft) = node.raft_node() {
+            let st = raft.status();
+            let applied = st.last_applied.unwrap_or(0) as f64;
+            gauge(&mut encoder, "strata_meta_last_applied", "Index of the last metadata log entry this node (member or learner) applied", applied)?;
+        }
         let rep = &node.replication;
         counter(
             &mut encoder,

@@ -14,8 +14,8 @@ pub use feed::{MapFeed, fetch_map};
 pub use log_store::LogStore;
 pub use names::RaftNames;
 pub use network::{
-    HttpClient, KIND_APPEND, KIND_PROPOSE, KIND_PROPOSE_INDEXED, KIND_READ_INDEX, KIND_SNAPSHOT, KIND_VOTE, PostError, http_client, post_frame, post_raw,
-    set_outbound_ip,
+    HttpClient, KIND_ADD_LEARNER, KIND_APPEND, KIND_PROPOSE, KIND_PROPOSE_INDEXED, KIND_READ_INDEX, KIND_SNAPSHOT, KIND_VOTE, PostError, http_client,
+    post_frame, post_raw, set_outbound_ip,
 };
 pub use service::{MetaConfig, MetaError, MetaService, MetaStatus};
 pub use state_machine::StateMachine;

@@ -27,6 +27,10 @@ pub const KIND_READ_INDEX: u16 = 0x14;
 /// A forwarded proposal whose answer also carries the log index it was
 /// committed at (`Result<(Outcome, u64), String>`); 0x13 keeps its answer.
 pub const KIND_PROPOSE_INDEXED: u16 = 0x15;
+/// A node outside the group asking to follow it as a learner (payload
+/// postcard `(node id, "host:port")`; the answer is `Result<(), String>`,
+/// an error from a member that is not the leader).
+pub const KIND_ADD_LEARNER: u16 = 0x16;
 
 /// The HTTP client nodes use to talk to each other.
 pub type HttpClient = hyper_util::client::legacy::Client<hyper_util::client::legacy::connect::HttpConnector, Full<Bytes>>;

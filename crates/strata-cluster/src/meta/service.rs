@@ -2,7 +2,7 @@
 //! to the leader when this node is not it), the map, and the handler for
 //! Raft messages that the HTTP server routes here.
 
-use super::network::{KIND_APPEND, KIND_PROPOSE, KIND_PROPOSE_INDEXED, KIND_READ_INDEX, KIND_SNAPSHOT, KIND_VOTE, Network};
+use super::network::{KIND_ADD_LEARNER, KIND_APPEND, KIND_PROPOSE, KIND_PROPOSE_INDEXED, KIND_READ_INDEX, KIND_SNAPSHOT, KIND_VOTE, Network};
 use super::{HttpClient, LogStore, StateMachine, TypeConfig, http_client, post_frame};
 use crate::map::{ClusterMap, Command, MapError, Outcome};
 use openraft::error::{ClientWriteError, InitializeError, RaftError};
@@ -71,6 +71,10 @@ pub struct MetaStatus {
     pub last_applied: Option<u64>,
     /// Voting members and their addresses.
     pub members: BTreeMap<u64, String>,
+    /// Learners (nodes outside the group that follow its log to serve S3)
+    /// and their addresses.
+    #[serde(default)]
+    pub learners: BTreeMap<u64, String>,
     /// Epoch of the map this node has applied.
     pub epoch: u64,
 }
@@ -133,13 +137,15 @@ impl MetaService {
     /// The group as this node sees it.
     pub fn status(&self) -> MetaStatus {
         let m = self.raft.metrics().borrow().clone();
-        let members = m.membership_config.membership().nodes().map(|(id, n)| (*id, n.addr.clone())).collect();
+        let membership = m.membership_config.membership();
+        let addrs = |ids: Vec<u64>| ids.into_iter().map(|id| (id, membership.get_node(&id).map(|n| n.addr.clone()).unwrap_or_default())).collect();
         MetaStatus {
             id: self.id,
             leader: m.current_leader,
             term: m.current_term,
             last_applied: m.last_applied.map(|l| l.index),
-            members,
+            members: addrs(membership.voter_ids().collect()),
+            learners: addrs(membership.learner_ids().collect()),
             epoch: self.map().epoch,
         }
     }
@@ -209,6 +215,45 @@ impl MetaService {
         Err(MetaError::NoLeader(last))
     }
 
+    /// Whether this node is in the group's membership (as a voter or a
+    /// learner) as far as it knows.
+    pub fn in_membership(&self) -> bool {
+        self.raft.metrics().borrow().membership_config.membership().get_node(&self.id).is_some()
+    }
+
+    /// On the leader: makes node `id` at `addr` a learner, which receives
+    /// every entry (the map and the names) without voting. A learner must
+    /// not be a voter already; a node that is a learner already is left as
+    /// it is.
+    pub async fn add_learner(&self, id: u64, addr: String) -> Result<(), MetaError> {
+        let m = self.raft.metrics().borrow().clone();
+        if m.membership_config.membership().voter_ids().any(|v| v == id) {
+            return Err(MetaError::Invalid(format!("node {id} is a voting member, not a learner")));
+        }
+        if m.membership_config.membership().get_node(&id).is_some() {
+            return Ok(());
+        }
+        self.raft.add_learner(id, BasicNode { addr }, false).await.map(|_| ()).map_err(|e| MetaError::Raft(e.to_string()))
+    }
+
+    /// On a node outside the group: asks each of `members` in turn to make
+    /// this node (reachable at `addr`) a learner, until the leader agrees.
+    pub async fn ask_to_learn(&self, members: &[String], addr: &str) -> Result<(), MetaError> {
+        let payload = postcard::to_stdvec(&(self.id, addr)).map_err(|e| MetaError::Invalid(e.to_string()))?;
+        let mut last = String::from("no metadata members configured");
+        for m in members {
+            match post_frame(&self.client, m, "/meta/v1/add-learner", KIND_ADD_LEARNER, &payload, Duration::from_secs(5)).await {
+                Ok(a) => match postcard::from_bytes::<Result<(), String>>(&a) {
+                    Ok(Ok(())) => return Ok(()),
+                    Ok(Err(e)) => last = format!("{m}: {e}"),
+                    Err(e) => last = format!("{m}: {e}"),
+                },
+                Err(e) => last = e.to_string(),
+            }
+        }
+        Err(MetaError::NoLeader(last))
+    }
+
     /// Waits until this node has applied the entry at `index`.
     pub async fn wait_applied(&self, index: u64) {
         self.sm.wait_applied(index).await;
@@ -241,6 +286,11 @@ impl MetaService {
             }
             KIND_READ_INDEX => {
                 let r: Result<u64, String> = self.raft.ensure_linearizable().await.map(|l| l.map_or(0, |l| l.index)).map_err(|e| e.to_string());
+                postcard::to_stdvec(&r)
+            }
+            KIND_ADD_LEARNER => {
+                let (id, addr): (u64, String) = postcard::from_bytes(payload).map_err(bad)?;
+                let r: Result<(), String> = self.add_learner(id, addr).await.map_err(|e| e.to_string());
                 postcard::to_stdvec(&r)
             }
             k => return Err(format!("unknown message kind {k}")),
