@@ -277,6 +277,7 @@ async fn put_phase(t: &Target, size: u64, conc: usize, secs: f64, data: Bytes, r
 }
 
 async fn get_phase(t: &Target, size: u64, conc: usize, secs: f64, keys: Arc<Vec<String>>) -> Result<Row> {
+    anyhow::ensure!(!keys.is_empty(), "no objects to GET: a PUT phase wrote none");
     let client = t.client.clone();
     let (n, elapsed, lat) = phase(conc, secs, move |w, i| {
         let (client, keys) = (client.clone(), keys.clone());
@@ -289,6 +290,16 @@ async fn get_phase(t: &Target, size: u64, conc: usize, secs: f64, keys: Arc<Vec<
     })
     .await?;
     Ok(row("GET", size, conc, t.name, n, elapsed, &lat))
+}
+
+/// The objects each system's GET phase reads: the same number from every
+/// system (the fewest any of them wrote in its PUT phase), each system's
+/// most recent ones. Like warp's GET, which reads a fixed count of objects
+/// from any server: a system that wrote more in its PUT phase would
+/// otherwise be measured serving a bigger dataset than the others.
+fn same_size_sets(written: Vec<Vec<String>>) -> Vec<Arc<Vec<String>>> {
+    let k = written.iter().map(Vec::len).min().unwrap_or(0);
+    written.into_iter().map(|mut keys| Arc::new(keys.split_off(keys.len() - k))).collect()
 }
 
 fn row(op: &'static str, size: u64, conc: usize, system: &'static str, n: u64, secs: f64, lat: &[u64]) -> Row {
@@ -364,9 +375,9 @@ async fn run_in(a: &BenchS3Args) -> Result<()> {
                     let (r, keys) = put_phase(t, size, conc, a.seconds, data.clone(), round).await?;
                     eprintln!("  {:.0} objects/s, p50 {:.2} ms", r.objects_per_s, r.p50_ms);
                     all.push(r);
-                    written.push(Arc::new(keys));
+                    written.push(keys);
                 }
-                for (t, keys) in order.iter().zip(written) {
+                for (t, keys) in order.iter().zip(same_size_sets(written)) {
                     eprintln!("{} GET {} x{conc} (round {})...", t.name, size_text(size), round + 1);
                     let r = get_phase(t, size, conc, a.seconds, keys).await?;
                     eprintln!("  {:.0} objects/s, p50 {:.2} ms", r.objects_per_s, r.p50_ms);
@@ -425,12 +436,22 @@ async fn run_in(a: &BenchS3Args) -> Result<()> {
         );
     }
     println!("×MinIO: Strata's objects/s (= MB/s) over MinIO's; p50/p99 ×M: Strata's latency over MinIO's (below 1 is faster).");
+    println!("GET reads, from each system, the same number of objects (the fewest either wrote in the round's PUT phase), its most recent ones.");
     Ok(())
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn get_phases_read_equal_sets_of_the_latest_objects() {
+        let keys = |n: usize| (0..n).map(|i| i.to_string()).collect::<Vec<_>>();
+        let sets = same_size_sets(vec![keys(5), keys(3)]);
+        assert_eq!(*sets[0], ["2", "3", "4"]);
+        assert_eq!(*sets[1], ["0", "1", "2"]);
+        assert_eq!(*same_size_sets(vec![keys(4)])[0], keys(4));
+    }
 
     #[test]
     fn amz_dates_are_civil_utc() {
