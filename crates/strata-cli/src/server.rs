@@ -41,6 +41,11 @@ pub struct ServerArgs {
     /// 0 leaves the page cache to the kernel.
     #[arg(long, default_value = "auto")]
     pub write_cache: String,
+    /// Buffers for reading large blobs that are not in the page cache
+    /// straight from disk (`O_DIRECT`), per data directory; 0 reads them
+    /// through the page cache.
+    #[arg(long, default_value = "256MiB", value_parser = parse_size)]
+    pub cold_read_buffer: u64,
     /// Bytes of upload bodies buffered at once over every put; past it,
     /// puts wait (their clients are slowed, the process does not run out
     /// of memory). `auto` is an eighth of the machine's memory.
@@ -113,6 +118,7 @@ impl ServerArgs {
             disk_reserve: 256 << 20,
             flush: "every-batch".into(),
             write_cache: "auto".into(),
+            cold_read_buffer: 256 << 20,
             upload_buffer: "auto".into(),
             max_blob_size: 64 << 30,
             compaction_interval_secs: 3600,
@@ -146,6 +152,7 @@ impl ServerArgs {
                 "auto" => memory_bytes().map_or(1 << 30, |m| m / 8),
                 size => parse_size(size).map_err(|e| anyhow::anyhow!("--write-cache: {e}"))?,
             },
+            cold_read_buffer_bytes: self.cold_read_buffer,
             ..EngineConfig::default()
         })
     }

@@ -13,6 +13,7 @@
 //! pages costs about ten times the system CPU of writing through
 //! recycled ones.
 
+use crate::direct::DirectReads;
 use crate::segment::Segment;
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -21,7 +22,8 @@ use std::sync::{Arc, Weak};
 /// Drops happen in whole, aligned units of the largest page-cache folio.
 const GRAIN: u64 = 2 << 20;
 
-/// The window shared by every replica of a store.
+/// The window shared by every replica of a store, and the buffers its cold
+/// reads use (`direct.rs`).
 #[derive(Debug)]
 pub(crate) struct WriteCache {
     /// Bytes of recent writes allowed to stay cached; 0 = no limit (the
@@ -29,11 +31,13 @@ pub(crate) struct WriteCache {
     limit: u64,
     /// Bytes of recent writes currently counted against the limit.
     used: AtomicU64,
+    /// Buffers for direct reads of records outside the page cache.
+    pub direct: Arc<DirectReads>,
 }
 
 impl WriteCache {
-    pub fn new(limit: u64) -> Arc<Self> {
-        Arc::new(Self { limit, used: AtomicU64::new(0) })
+    pub fn new(limit: u64, direct_bytes: u64) -> Arc<Self> {
+        Arc::new(Self { limit, used: AtomicU64::new(0), direct: DirectReads::new(direct_bytes) })
     }
 }
 
@@ -161,7 +165,7 @@ mod tests {
         // Read every page through the mapping, as GETs would.
         assert_eq!(seg.slice(h, 12 * MIB), &data[..]);
 
-        let cache = WriteCache::new(4 * MIB);
+        let cache = WriteCache::new(4 * MIB, 0);
         let mut recent = Recent::new(cache.clone());
         let used = || cache.used.load(Ordering::Relaxed);
         assert_eq!(recent.wrote(&seg, h, h + 4 * MIB), 0, "within the window");
@@ -197,7 +201,7 @@ mod tests {
             segs.push(Arc::new(Segment::open(&path, id, 0, 4 * MIB).unwrap()));
         }
         let h = SEGMENT_HEADER_BYTES as u64;
-        let cache = WriteCache::new(MIB);
+        let cache = WriteCache::new(MIB, 0);
         let mut recent = Recent::new(cache.clone());
         // The active segment's unaligned tail stays until it is sealed...
         assert_eq!(recent.wrote(&segs[0], h, h + 3 * MIB), 2 * MIB - h);
@@ -217,7 +221,7 @@ mod tests {
         let mut f = create_segment_file(&path, &header).unwrap();
         f.write_all(&[1u8; 8192]).unwrap();
         let seg = Arc::new(Segment::open(&path, 0, 0, 1 << 20).unwrap());
-        let mut recent = Recent::new(WriteCache::new(0));
+        let mut recent = Recent::new(WriteCache::new(0, 0));
         assert_eq!(recent.wrote(&seg, 64, 8192), 0);
         assert!(recent.ranges.is_empty());
     }

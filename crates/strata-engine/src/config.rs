@@ -51,6 +51,10 @@ pub struct EngineConfig {
     /// older durable ranges are dropped from it (see `cache.rs`). 0 leaves
     /// the page cache to the kernel alone.
     pub write_cache_bytes: u64,
+    /// Bytes of buffers for reading large records that are not in the page
+    /// cache with `O_DIRECT` (see `direct.rs`); 0 reads them through the
+    /// page cache like every other record.
+    pub cold_read_buffer_bytes: u64,
 }
 
 impl Default for EngineConfig {
@@ -71,6 +75,7 @@ impl Default for EngineConfig {
             compaction_expiry_grace_ms: 10 * 60 * 1000,
             verify_crc_on_read: true,
             write_cache_bytes: 1 << 30,
+            cold_read_buffer_bytes: 256 << 20,
         }
     }
 }

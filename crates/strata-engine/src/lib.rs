@@ -14,6 +14,7 @@
 mod cache;
 mod compaction;
 mod config;
+mod direct;
 mod error;
 pub mod fsutil;
 mod index;
@@ -58,7 +59,7 @@ impl Store {
         }
         let parts = dir.join("partitions");
         std::fs::create_dir_all(&parts).map_err(error::io(format!("create {}", parts.display())))?;
-        let cache = cache::WriteCache::new(config.write_cache_bytes);
+        let cache = cache::WriteCache::new(config.write_cache_bytes, config.cold_read_buffer_bytes);
         let mut replicas = BTreeMap::new();
         for entry in std::fs::read_dir(&parts).map_err(error::io(format!("list {}", parts.display())))? {
             let entry = entry.map_err(error::io("list partitions"))?;

@@ -191,6 +191,7 @@ pub(crate) fn open(dir: &Path, config: EngineConfig, clock: Arc<dyn Clock>, cach
         io_failed: AtomicBool::new(false),
         flush_on_close: AtomicBool::new(true),
         read_only: AtomicU8::new(0),
+        direct: cache.direct.clone(),
     });
     let (tx, rx) = mpsc::sync_channel(QUEUE_REQUESTS_MAX);
     let writer = Writer { shared: shared.clone(), file, next_lsn, recent: Recent::new(cache), zeroed: active_len };

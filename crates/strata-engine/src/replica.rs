@@ -23,6 +23,10 @@ use tokio::sync::oneshot;
 /// before they are touched (see [`Segment::will_need`]).
 const WILL_NEED_BYTES: u32 = 64 << 10;
 
+/// Records of this size or more that are not in the page cache are read
+/// with `O_DIRECT` (see `direct.rs`).
+const DIRECT_READ_BYTES: u32 = 1 << 20;
+
 /// A write to a replica.
 #[derive(Debug, Clone)]
 pub enum WriteOp {
@@ -174,6 +178,10 @@ pub struct ReplicaStats {
     pub torn_bytes_truncated: AtomicU64,
     /// Bytes of durable log dropped from the page cache behind the write window.
     pub cache_dropped_bytes: AtomicU64,
+    /// Records read with `O_DIRECT` because they were not in the page cache.
+    pub direct_reads: AtomicU64,
+    /// Bytes read that way.
+    pub direct_read_bytes: AtomicU64,
 }
 
 pub(crate) struct State {
@@ -225,6 +233,8 @@ pub(crate) struct Shared {
     pub flush_on_close: AtomicBool,
     /// 0 read-write, else 1 + ReadOnlyReason as last seen by the writer.
     pub read_only: AtomicU8,
+    /// The store's buffers for direct reads of cold records.
+    pub direct: Arc<crate::direct::DirectReads>,
 }
 
 impl Shared {
@@ -369,20 +379,36 @@ impl Replica {
         }
         let e = &put.entry;
         let verify = with_data && self.shared.config.verify_crc_on_read;
-        if with_data && e.record_len >= WILL_NEED_BYTES {
+        // A large record outside the page cache is read past it (direct.rs).
+        let direct = if with_data && e.record_len >= DIRECT_READ_BYTES && !seg.resident(e.record_offset, e.record_len as u64) {
+            seg.read_direct(&self.shared.direct, e.record_offset, e.record_len as u64).transpose()?
+        } else {
+            None
+        };
+        if direct.is_none() && with_data && e.record_len >= WILL_NEED_BYTES {
             seg.will_need(e.record_offset, e.record_len as u64);
         }
-        let rec = seg.record_at(e.record_offset, e.record_len, verify)?;
+        let rec = match &direct {
+            Some(buf) => strata_format::record::decode(buf, verify).map_err(|err| seg.corrupt(e.record_offset, err))?,
+            None => seg.record_at(e.record_offset, e.record_len, verify)?,
+        };
         if rec.key != *key || rec.kind != RecordKind::Put {
             return Err(
                 seg.corrupt(e.record_offset, strata_format::FormatError::Invalid { what: "indexed record", detail: "key or kind differs from index".into() })
             );
         }
         let data_start = e.record_offset + rec.data_offset as u64;
-        let (data, file_range) = if with_data {
-            (segment_bytes(&seg, data_start, rec.data_len), Some(FileRange::new(&seg, data_start, rec.data_len)))
-        } else {
-            (Bytes::new(), None)
+        let (data, file_range) = match direct {
+            Some(buf) => {
+                let s = &self.shared.stats;
+                s.direct_reads.fetch_add(1, Ordering::Relaxed);
+                s.direct_read_bytes.fetch_add(buf.len() as u64, Ordering::Relaxed);
+                let at = rec.data_offset as usize;
+                // No sendfile: the bytes are in our buffer, not the page cache.
+                (buf.slice(at..at + rec.data_len as usize), None)
+            }
+            None if with_data => (segment_bytes(&seg, data_start, rec.data_len), Some(FileRange::new(&seg, data_start, rec.data_len))),
+            None => (Bytes::new(), None),
         };
         Ok(BlobRecord { key: key.clone(), props: rec.props.unwrap_or_default(), created_ms: rec.time_ms, expiry_ms, size: rec.data_len, data, file_range })
     }

@@ -50,6 +50,9 @@ pub struct Segment {
     map: Mmap,
     /// Kept open for `sendfile(2)` from this segment.
     file: File,
+    /// The file opened with `O_DIRECT` for cold reads, on first use (`None`
+    /// when the filesystem refuses it, as tmpfs does).
+    direct: std::sync::OnceLock<Option<File>>,
 }
 
 impl Segment {
@@ -61,7 +64,7 @@ impl Segment {
         // read-only. Other processes must not modify the data directory.
         let map = unsafe { MmapOptions::new().len(map_len as usize).map(&file) }.map_err(io(format!("mmap {}", path.display())))?;
         let len = file.metadata().map_err(io(format!("stat {}", path.display())))?.len();
-        let seg = Self { id, generation, path: path.to_owned(), map, file };
+        let seg = Self { id, generation, path: path.to_owned(), map, file, direct: std::sync::OnceLock::new() };
         if len < SEGMENT_HEADER_BYTES as u64 {
             return Err(seg.corrupt(0, FormatError::Truncated { what: "segment header", need: SEGMENT_HEADER_BYTES, have: len as usize }));
         }
@@ -124,6 +127,42 @@ impl Segment {
         {
             tracing::debug!(file = %self.name(), error = %e, "madvise(WILLNEED) failed");
         }
+    }
+
+    /// Whether every page of `[start, start+len)` is in the page cache
+    /// (`mincore(2)`; an error counts as resident, so the caller keeps to
+    /// the mapping).
+    pub(crate) fn resident(&self, start: u64, len: u64) -> bool {
+        const PAGE: usize = crate::direct::ALIGN;
+        let end = ((start + len) as usize).min(self.map.len());
+        let from = start as usize / PAGE * PAGE;
+        if from >= end {
+            return true;
+        }
+        let mut pages = vec![0u8; (end - from).div_ceil(PAGE)];
+        // SAFETY: `[from, end)` lies inside the mapping, whose base is
+        // page-aligned, so the address is too; `pages` has a byte per page.
+        let rc = unsafe { libc::mincore(self.map.as_ptr().add(from) as *mut libc::c_void, end - from, pages.as_mut_ptr()) };
+        rc != 0 || pages.iter().all(|p| p & 1 == 1)
+    }
+
+    /// Reads `[start, start+len)` with `O_DIRECT` into a buffer of `pool`,
+    /// bypassing the page cache. `None` when direct reads are not possible
+    /// here (no free buffer, or a filesystem without `O_DIRECT`).
+    pub(crate) fn read_direct(&self, pool: &std::sync::Arc<crate::direct::DirectReads>, start: u64, len: u64) -> Option<Result<Bytes>> {
+        let file = self
+            .direct
+            .get_or_init(|| {
+                use std::os::unix::fs::OpenOptionsExt;
+                std::fs::OpenOptions::new()
+                    .read(true)
+                    .custom_flags(libc::O_DIRECT)
+                    .open(&self.path)
+                    .inspect_err(|e| tracing::debug!(file = %self.name(), error = %e, "no O_DIRECT here; cold reads go through the page cache"))
+                    .ok()
+            })
+            .as_ref()?;
+        Some(pool.read(file, start, len as usize)?.map_err(io(format!("read {} at {start}", self.name()))))
     }
 
     /// Decodes the record at `offset` of known length.

@@ -1,5 +1,6 @@
 //! Engine behaviours beyond the model test: capacity-driven read-only state,
-//! and compaction running while the replica serves reads and writes.
+//! compaction running while the replica serves reads and writes, and cold
+//! records read past the page cache.
 
 use bytes::Bytes;
 use std::sync::Arc;
@@ -36,6 +37,45 @@ fn read_only_past_capacity_fraction_but_deletes_still_work() {
     assert!(!r.is_writable());
     r.submit(WriteOp::Delete { key: key(0) }).wait().expect("deletes go through on a read-only replica");
     assert_eq!(&r.get(&key(1)).unwrap().data[..], &vec![1u8; 10_000][..]);
+}
+
+/// Blobs that fell out of the write window are read with O_DIRECT (where
+/// the filesystem has it) and come back whole; recent ones are read from
+/// the page cache; a pool too small for a record falls back to the page
+/// cache and still answers.
+#[test]
+fn cold_large_records_are_read_directly_and_whole() {
+    use std::os::unix::fs::OpenOptionsExt;
+    let dir = tempfile::tempdir().unwrap();
+    let probe = dir.path().join("probe");
+    std::fs::write(&probe, b"x").unwrap();
+    let has_direct = std::fs::OpenOptions::new().read(true).custom_flags(libc::O_DIRECT).open(&probe).is_ok();
+    let config = EngineConfig { write_cache_bytes: 4 << 20, cold_read_buffer_bytes: 4 << 20, ..EngineConfig::default() };
+    let store = Store::open(dir.path(), config, Arc::new(SystemClock)).unwrap();
+    let r = store.create_replica(1).unwrap();
+    let body = |i: u32| Bytes::from((0..(1_500_000 + i)).map(|b| (b.wrapping_mul(31) ^ i) as u8).collect::<Vec<_>>());
+    for i in 0..8 {
+        r.submit(WriteOp::Put { key: key(i), props: PutProps::default(), data: body(i) }).wait().unwrap();
+    }
+    let direct = || r.stats().direct_reads.load(Ordering::Relaxed);
+    // The newest blob is still in the window: no direct read.
+    assert_eq!(r.get(&key(7)).unwrap().data, body(7));
+    assert_eq!(direct(), 0);
+    // The oldest were dropped from the page cache behind the window.
+    let held: Vec<_> = (0..2).map(|i| r.get(&key(i)).unwrap()).collect();
+    for (i, rec) in held.iter().enumerate() {
+        assert_eq!(rec.data, body(i as u32), "blob {i}");
+    }
+    if has_direct {
+        assert_eq!(direct(), 2, "cold blobs read with O_DIRECT");
+        assert!(held.iter().all(|h| h.file_range.is_none()), "no sendfile from a private buffer");
+        // Both 2 MiB buffers are lent out: a third cold read uses the page cache.
+        assert_eq!(r.get(&key(2)).unwrap().data, body(2));
+        assert_eq!(direct(), 2);
+        drop(held);
+        assert_eq!(r.get(&key(3)).unwrap().data, body(3));
+        assert_eq!(direct(), 3, "returned buffers are used again");
+    }
 }
 
 #[test]

@@ -170,7 +170,7 @@ impl Collector for EngineCollector {
                 ConstGauge::new(get(st, stats)).encode(m.encode_family(&vec![("partition", p.clone())])?)?;
             }
         }
-        let counters: [(&str, &str, Get); 9] = [
+        let counters: [(&str, &str, Get); 11] = [
             ("strata_engine_batches", "Group-commit batches written", |_, s| s.batches.load(Ordering::Relaxed) as f64),
             ("strata_engine_records", "Records written", |_, s| s.records.load(Ordering::Relaxed) as f64),
             ("strata_engine_bytes_written", "Bytes appended to logs", |_, s| s.bytes_written.load(Ordering::Relaxed) as f64),
@@ -182,6 +182,10 @@ impl Collector for EngineCollector {
             ("strata_engine_cache_dropped_bytes", "Bytes of durable log dropped from the page cache behind the write window", |_, s| {
                 s.cache_dropped_bytes.load(Ordering::Relaxed) as f64
             }),
+            ("strata_engine_direct_reads", "Large records read with O_DIRECT because they were not in the page cache", |_, s| {
+                s.direct_reads.load(Ordering::Relaxed) as f64
+            }),
+            ("strata_engine_direct_read_bytes", "Bytes read with O_DIRECT", |_, s| s.direct_read_bytes.load(Ordering::Relaxed) as f64),
         ];
         for (name, help, get) in counters {
             let mut m = encoder.encode_descriptor(name, help, None, MetricType::Counter)?;
