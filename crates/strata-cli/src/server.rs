@@ -37,7 +37,7 @@ pub struct ServerArgs {
     #[arg(long, default_value = "every-batch")]
     pub flush: String,
     /// Recently written data kept in the page cache; older data is dropped
-    /// from it once durable. `auto` is an eighth of the machine's memory,
+    /// from it once durable. `auto` is a sixteenth of the machine's memory,
     /// 0 leaves the page cache to the kernel.
     #[arg(long, default_value = "auto")]
     pub write_cache: String,
@@ -149,7 +149,7 @@ impl ServerArgs {
             disk_reserve_bytes: self.disk_reserve,
             flush,
             write_cache_bytes: match self.write_cache.as_str() {
-                "auto" => memory_bytes().map_or(1 << 30, |m| m / 8),
+                "auto" => memory_bytes().map_or(1 << 30, |m| m / 16),
                 size => parse_size(size).map_err(|e| anyhow::anyhow!("--write-cache: {e}"))?,
             },
             cold_read_buffer_bytes: self.cold_read_buffer,
