@@ -77,14 +77,15 @@ pub(crate) fn check_key(key: &str) -> Result<(), S3Error> {
 
 /// `x-amz-meta-*` as stored: names lower-cased, sorted.
 pub(crate) fn meta_in(m: Option<s3s::dto::Metadata>) -> Vec<(String, String)> {
-    let mut v: Vec<_> = m.unwrap_or_default().into_iter().map(|(k, v)| (k.to_ascii_lowercase(), v)).collect();
+    let mut v: Vec<_> = m.unwrap_or_default().into_iter().map(|(k, v)| (k.to_ascii_lowercase(), v)).filter(|(k, _)| !crate::checksum::is_internal(k)).collect();
     v.sort();
     v
 }
 
 /// Stored metadata for a response.
 pub(crate) fn meta_out(m: &[(String, String)]) -> Option<s3s::dto::Metadata> {
-    if m.is_empty() { None } else { Some(m.iter().cloned().collect()) }
+    let user: s3s::dto::Metadata = m.iter().filter(|(k, _)| !crate::checksum::is_internal(k)).cloned().collect();
+    if user.is_empty() { None } else { Some(user) }
 }
 
 /// The content type to store: the client's, or S3's default.
@@ -114,6 +115,17 @@ pub(crate) fn etag(s: &str) -> s3s::dto::ETag {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn internal_names_never_pass_as_user_metadata() {
+        let given: s3s::dto::Metadata = [("Color".to_owned(), "blue".to_owned()), ("/checksum-sha256".to_owned(), "forged".to_owned())].into();
+        let stored = meta_in(Some(given));
+        assert_eq!(stored, [("color".to_owned(), "blue".to_owned())]);
+        let mut with_sum = stored.clone();
+        with_sum.push(("/checksum-crc32".to_owned(), "NhCmhg==".to_owned()));
+        assert_eq!(meta_out(&with_sum), Some([("color".to_owned(), "blue".to_owned())].into()));
+        assert_eq!(meta_out(&[("/checksum-crc32".to_owned(), "x".to_owned())]), None);
+    }
 
     #[test]
     fn conversions_round_trip() {

@@ -136,6 +136,14 @@ fn streaming(data: BlobData) -> StreamingBlob {
 }
 
 /// A copy source's unmet conditions are PreconditionFailed, never NotModified.
+/// The checksums stored with `o`, if the request asked for them.
+fn stored_checksums(mode: Option<&s3s::dto::ChecksumMode>, o: &ObjectMeta) -> s3s::dto::Checksum {
+    match mode {
+        Some(m) if m.as_str() == s3s::dto::ChecksumMode::ENABLED => crate::checksum::from_meta(&o.meta),
+        _ => Default::default(),
+    }
+}
+
 fn unmet_copy_condition(e: S3Error) -> S3Error {
     if *e.code() == s3s::S3ErrorCode::NotModified { s3_error!(PreconditionFailed) } else { e }
 }
@@ -238,6 +246,8 @@ impl StrataS3 {
         let opts = self.put_opts(content_type.clone(), meta.clone(), expiry_ms, now);
         let stored = self.store(input.body, input.content_length, input.content_md5.as_deref(), &sums, opts).await?;
         let tag = hex::encode(stored.md5);
+        let mut meta = meta;
+        meta.extend(crate::checksum::to_meta(stored.checksums.clone()));
         let object = ObjectMeta { blob: stored.blob, size: stored.size, etag: tag.clone(), content_type, meta, modified_ms: now, expiry_ms, parts: 0 };
         self.name(input.bucket, input.key, object, guard).await?;
         ok(with_checksums!(PutObjectOutput { e_tag: Some(etag(&tag)), expiration: expiration(expiry_ms) }, stored.checksums))
@@ -281,19 +291,23 @@ impl StrataS3 {
         let range = to_range(input.range);
         let (o, body) = self.open_object(&input.bucket, &input.key, range, &cond).await?;
         let (start, end) = body.range;
-        ok(GetObjectOutput {
-            body: Some(streaming(body.data)),
-            content_length: Some((end - start) as i64),
-            content_range: range.map(|_| format!("bytes {start}-{}/{}", end.saturating_sub(1), o.size)),
-            accept_ranges: Some("bytes".into()),
-            content_type: Some(o.content_type.clone()),
-            e_tag: Some(etag(&o.etag)),
-            last_modified: Some(ts(o.modified_ms)),
-            metadata: meta_out(&o.meta),
-            parts_count: (o.parts > 0).then_some(o.parts as i32),
-            expiration: expiration(o.expiry_ms),
-            ..Default::default()
-        })
+        // Whole-object checksums describe only a whole object.
+        let sums = if range.is_none() { stored_checksums(input.checksum_mode.as_ref(), &o) } else { Default::default() };
+        ok(with_checksums!(
+            GetObjectOutput {
+                body: Some(streaming(body.data)),
+                content_length: Some((end - start) as i64),
+                content_range: range.map(|_| format!("bytes {start}-{}/{}", end.saturating_sub(1), o.size)),
+                accept_ranges: Some("bytes".into()),
+                content_type: Some(o.content_type.clone()),
+                e_tag: Some(etag(&o.etag)),
+                last_modified: Some(ts(o.modified_ms)),
+                metadata: meta_out(&o.meta),
+                parts_count: (o.parts > 0).then_some(o.parts as i32),
+                expiration: expiration(o.expiry_ms),
+            },
+            sums
+        ))
     }
 
     async fn do_head(&self, input: HeadObjectInput) -> S3Result<S3Response<HeadObjectOutput>> {
@@ -305,25 +319,28 @@ impl StrataS3 {
             if_unmodified_since: input.if_unmodified_since,
         };
         cond.check(&o)?;
-        let (len, content_range) = match input.range {
+        let (len, range_text) = match input.range {
             None => (o.size, None),
             Some(r) => {
                 let rr = r.check(o.size).map_err(|_| s3_error!(InvalidRange, "the range is outside the object's {} bytes", o.size))?;
                 (rr.end - rr.start, Some(format!("bytes {}-{}/{}", rr.start, rr.end.saturating_sub(1), o.size)))
             }
         };
-        ok(HeadObjectOutput {
-            content_length: Some(len as i64),
-            content_range,
-            accept_ranges: Some("bytes".into()),
-            content_type: Some(o.content_type.clone()),
-            e_tag: Some(etag(&o.etag)),
-            last_modified: Some(ts(o.modified_ms)),
-            metadata: meta_out(&o.meta),
-            parts_count: (o.parts > 0).then_some(o.parts as i32),
-            expiration: expiration(o.expiry_ms),
-            ..Default::default()
-        })
+        let sums = if range_text.is_none() { stored_checksums(input.checksum_mode.as_ref(), &o) } else { Default::default() };
+        ok(with_checksums!(
+            HeadObjectOutput {
+                content_length: Some(len as i64),
+                content_range: range_text,
+                accept_ranges: Some("bytes".into()),
+                content_type: Some(o.content_type.clone()),
+                e_tag: Some(etag(&o.etag)),
+                last_modified: Some(ts(o.modified_ms)),
+                metadata: meta_out(&o.meta),
+                parts_count: (o.parts > 0).then_some(o.parts as i32),
+                expiration: expiration(o.expiry_ms),
+            },
+            sums
+        ))
     }
 
     async fn delete_one(&self, bucket: &str, key: &str) -> Result<(), S3Error> {
@@ -412,8 +429,14 @@ impl StrataS3 {
         let now = self.now_ms();
         let expiry_ms = self.expiry(&input.bucket, &input.key, now)?;
         let replace = input.metadata_directive.as_ref().is_some_and(|d| d.as_str() == MetadataDirective::REPLACE);
-        let (content_type, meta) =
-            if replace { (content_type_in(input.content_type), meta_in(input.metadata)) } else { (src.content_type.clone(), src.meta.clone()) };
+        // The bytes are the source's, so its stored checksums still hold.
+        let (content_type, meta) = if replace {
+            let mut meta = meta_in(input.metadata);
+            meta.extend(src.meta.iter().filter(|(k, _)| crate::checksum::is_internal(k)).cloned());
+            (content_type_in(input.content_type), meta)
+        } else {
+            (src.content_type.clone(), src.meta.clone())
+        };
         let opts = self.put_opts(content_type.clone(), meta.clone(), expiry_ms, now);
         let stored = self.store(Some(streaming(body.data)), Some(src.size as i64), None, &Expected::default(), opts).await?;
         let tag = hex::encode(stored.md5);

@@ -255,6 +255,40 @@ class Objects(unittest.TestCase):
         self.assertNotIn("Parts", self.s3.list_parts(Bucket="objects", Key="sum-parts", UploadId=up))
         self.s3.abort_multipart_upload(Bucket="objects", Key="sum-parts", UploadId=up)
 
+    def test_checksums_are_stored_and_returned_when_asked(self):
+        data = b"kept with its checksum " * 3000
+        sha = base64.b64encode(hashlib.sha256(data).digest()).decode()
+        crc = base64.b64encode(zlib.crc32(data).to_bytes(4, "big")).decode()
+        self.s3.put_object(Bucket="objects", Key="kept-sum", Body=data, ChecksumSHA256=sha, Metadata={"color": "blue"})
+        got = self.s3.get_object(Bucket="objects", Key="kept-sum", ChecksumMode="ENABLED")
+        self.assertEqual(got["ChecksumSHA256"], sha)
+        self.assertEqual(got["Body"].read(), data)
+        self.assertEqual(got["Metadata"], {"color": "blue"}, "stored checksums are not user metadata")
+        head = self.s3.head_object(Bucket="objects", Key="kept-sum", ChecksumMode="ENABLED")
+        self.assertEqual(head["ChecksumSHA256"], sha)
+        self.assertEqual(head["Metadata"], {"color": "blue"})
+        # Only when asked, and never for a range.
+        self.assertNotIn("ChecksumSHA256", self.s3.head_object(Bucket="objects", Key="kept-sum"))
+        ranged = self.s3.get_object(Bucket="objects", Key="kept-sum", ChecksumMode="ENABLED", Range="bytes=0-9")
+        self.assertNotIn("ChecksumSHA256", ranged)
+        # A copy holds the same bytes, so it keeps the checksum, even with new metadata.
+        self.s3.copy_object(Bucket="objects", Key="kept-sum-copy", CopySource="objects/kept-sum", MetadataDirective="REPLACE", Metadata={"color": "red"})
+        head = self.s3.head_object(Bucket="objects", Key="kept-sum-copy", ChecksumMode="ENABLED")
+        self.assertEqual((head["ChecksumSHA256"], head["Metadata"]), (sha, {"color": "red"}))
+        # What boto3 sends by default (CRC32) comes back, and boto3 checks it on download.
+        self.s3.put_object(Bucket="objects", Key="kept-crc", Body=data, ChecksumAlgorithm="CRC32")
+        got = self.s3.get_object(Bucket="objects", Key="kept-crc", ChecksumMode="ENABLED")
+        self.assertEqual(got["ChecksumCRC32"], crc)
+        self.assertEqual(got["Body"].read(), data)
+        # No checksum sent, none stored.
+        signed("PUT", "/objects/no-sum", body=data)
+        self.assertNotIn("ChecksumCRC32", self.s3.head_object(Bucket="objects", Key="no-sum", ChecksumMode="ENABLED"))
+        # A client cannot forge a stored checksum through x-amz-meta-*: the
+        # name is not a valid header name, so the request is refused whole.
+        r = signed("PUT", "/objects/forged-sum", body=data, headers={"x-amz-meta-/checksum-sha256": "Zm9yZ2Vk"})
+        self.assertEqual(r.status, 400, r.body)
+        self.assertEqual(error_of(self.s3.head_object, Bucket="objects", Key="forged-sum")[1], 404)
+
     def test_reads_racing_overwrites_see_old_or_new(self):
         s3w, s3r = client(), client()
         values = [f"version {i}".encode() * 100 for i in range(300)]
