@@ -283,6 +283,22 @@ pub enum NameOp {
         /// The ETag the current object must have.
         etag: Option<String>,
     },
+    /// Replaces the metadata of the object whose blob is `blob` (S3's
+    /// object tagging changes it in place); everything else stays and
+    /// nothing is freed. Refused if the name is gone or now names another
+    /// blob. (After `PutObjectIfMatch`: new variants go at the end.)
+    SetObjectMeta {
+        /// Bucket.
+        bucket: String,
+        /// Key.
+        key: String,
+        /// The blob the object must still have.
+        blob: BlobId,
+        /// The new metadata.
+        meta: Vec<(String, String)>,
+        /// Now, ms since the epoch (an expired object counts as gone).
+        now_ms: u64,
+    },
 }
 
 /// What an op replaced or released: blobs the caller should free.
@@ -372,6 +388,14 @@ impl NameState {
                     Some(_) => {}
                 }
                 out.replaced = b.objects.insert(key, object);
+            }
+            NameOp::SetObjectMeta { bucket, key, blob, meta, now_ms } => {
+                let b = self.bucket_mut(&bucket)?;
+                match b.objects.get_mut(&key).filter(|o| !o.expired(now_ms)) {
+                    None => return Err(NameError::NoSuchKey { bucket, key }),
+                    Some(o) if o.blob != blob => return Err(NameError::PreconditionFailed(format!("{key:?} was overwritten meanwhile"))),
+                    Some(o) => o.meta = meta,
+                }
             }
             NameOp::DeleteObject { bucket, key, blob } => {
                 let b = self.bucket_mut(&bucket)?;
@@ -466,6 +490,30 @@ mod tests {
         assert!(matches!(s.apply(cas(3, Some(&first.etag))), Err(NameError::PreconditionFailed(_))), "the old ETag is gone");
         s.apply(cas(3, None)).unwrap();
         assert_eq!(s.buckets["b"].objects["k"].blob, obj(3, 10).blob);
+    }
+
+    #[test]
+    fn object_metadata_changes_in_place_only_on_the_same_blob() {
+        let mut s = NameState::default();
+        s.apply(NameOp::CreateBucket { name: "b".into(), owner: String::new(), now_ms: 1 }).unwrap();
+        let set = |n: u8, tag: &str| NameOp::SetObjectMeta {
+            bucket: "b".into(),
+            key: "k".into(),
+            blob: blob(n),
+            meta: vec![("/tag:t".into(), tag.into())],
+            now_ms: 10,
+        };
+        assert!(matches!(s.apply(set(1, "x")), Err(NameError::NoSuchKey { .. })));
+        s.apply(put("b", "k", 1)).unwrap();
+        let before = s.clone();
+        assert!(matches!(s.apply(set(2, "x")), Err(NameError::PreconditionFailed(_))), "another blob");
+        assert_eq!(s, before);
+        assert_eq!(s.apply(set(1, "x")).unwrap(), Outcome::default(), "frees nothing");
+        let o = &s.buckets["b"].objects["k"];
+        assert_eq!((o.blob, o.meta.clone()), (blob(1), vec![("/tag:t".to_owned(), "x".to_owned())]));
+        let expired = NameOp::SetObjectMeta { bucket: "b".into(), key: "k".into(), blob: blob(1), meta: vec![], now_ms: 10 };
+        s.buckets.get_mut("b").unwrap().objects.get_mut("k").unwrap().expiry_ms = 5;
+        assert!(matches!(s.apply(expired), Err(NameError::NoSuchKey { .. })), "an expired object is gone");
     }
 
     #[test]

@@ -18,6 +18,7 @@ mod md5x;
 pub use md5x::throughput as md5_throughput;
 mod ops;
 mod store;
+mod tags;
 
 pub use access::{KeyAccess, KeyAuth, VirtualHosts};
 

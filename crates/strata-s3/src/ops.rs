@@ -218,6 +218,7 @@ impl StrataS3 {
         let input = req.input;
         let sums = Expected::new(given_checksums!(input), &req.headers, req.trailing_headers)?;
         check_key(&input.key)?;
+        let tags = crate::tags::from_header(input.tagging.as_deref())?;
         let now = self.now_ms();
         let expiry_ms = self.expiry(&input.bucket, &input.key, now)?;
         let guard = match (&input.if_match, &input.if_none_match) {
@@ -248,6 +249,7 @@ impl StrataS3 {
         let tag = hex::encode(stored.md5);
         let mut meta = meta;
         meta.extend(crate::checksum::to_meta(stored.checksums.clone()));
+        meta.extend(tags);
         let object = ObjectMeta { blob: stored.blob, size: stored.size, etag: tag.clone(), content_type, meta, modified_ms: now, expiry_ms, parts: 0 };
         self.name(input.bucket, input.key, object, guard).await?;
         ok(with_checksums!(PutObjectOutput { e_tag: Some(etag(&tag)), expiration: expiration(expiry_ms) }, stored.checksums))
@@ -305,6 +307,7 @@ impl StrataS3 {
                 metadata: meta_out(&o.meta),
                 parts_count: (o.parts > 0).then_some(o.parts as i32),
                 expiration: expiration(o.expiry_ms),
+                tag_count: Some(crate::tags::count(&o.meta) as i32).filter(|n| *n > 0),
             },
             sums
         ))
@@ -341,6 +344,23 @@ impl StrataS3 {
             },
             sums
         ))
+    }
+
+    /// Replaces an object's tags in place (same blob, same ETag). An
+    /// overwrite racing with it wins: the tags then go on the new object,
+    /// as if the tagging came after it.
+    async fn set_tags(&self, bucket: &str, key: &str, tags: Vec<(String, String)>) -> Result<(), S3Error> {
+        for _ in 0..3 {
+            let o = self.object(bucket, key)?;
+            let meta = crate::tags::replaced(&o.meta, tags.clone());
+            let op = NameOp::SetObjectMeta { bucket: bucket.to_owned(), key: key.to_owned(), blob: o.blob, meta, now_ms: self.now_ms() };
+            match self.names.apply(op).await {
+                Ok(_) => return Ok(()),
+                Err(strata_names::NameError::PreconditionFailed(_)) => continue,
+                Err(e) => return Err(name_err(e)),
+            }
+        }
+        Err(s3_error!(OperationAborted, "{key:?} kept changing while its tags were set; try again"))
     }
 
     async fn delete_one(&self, bucket: &str, key: &str) -> Result<(), S3Error> {
@@ -429,14 +449,21 @@ impl StrataS3 {
         let now = self.now_ms();
         let expiry_ms = self.expiry(&input.bucket, &input.key, now)?;
         let replace = input.metadata_directive.as_ref().is_some_and(|d| d.as_str() == MetadataDirective::REPLACE);
+        let new_tags = match &input.tagging_directive {
+            Some(d) if d.as_str() == TaggingDirective::REPLACE => Some(crate::tags::from_header(input.tagging.as_deref())?),
+            _ => None,
+        };
         // The bytes are the source's, so its stored checksums still hold.
-        let (content_type, meta) = if replace {
+        let (content_type, mut meta) = if replace {
             let mut meta = meta_in(input.metadata);
             meta.extend(src.meta.iter().filter(|(k, _)| crate::checksum::is_internal(k)).cloned());
             (content_type_in(input.content_type), meta)
         } else {
             (src.content_type.clone(), src.meta.clone())
         };
+        if let Some(tags) = new_tags {
+            meta = crate::tags::replaced(&meta, tags);
+        }
         let opts = self.put_opts(content_type.clone(), meta.clone(), expiry_ms, now);
         let stored = self.store(Some(streaming(body.data)), Some(src.size as i64), None, &Expected::default(), opts).await?;
         let tag = hex::encode(stored.md5);
@@ -838,6 +865,29 @@ impl S3 for StrataS3 {
         })
     }
 
+    async fn get_object_tagging(&self, req: S3Request<GetObjectTaggingInput>) -> S3Result<S3Response<GetObjectTaggingOutput>> {
+        timed!(self, "GetObjectTagging", {
+            let o = self.object(&req.input.bucket, &req.input.key)?;
+            ok(GetObjectTaggingOutput { tag_set: crate::tags::to_set(&o.meta), ..Default::default() })
+        })
+    }
+
+    async fn put_object_tagging(&self, req: S3Request<PutObjectTaggingInput>) -> S3Result<S3Response<PutObjectTaggingOutput>> {
+        timed!(self, "PutObjectTagging", {
+            let i = req.input;
+            let tags = crate::tags::from_set(&i.tagging.tag_set)?;
+            self.set_tags(&i.bucket, &i.key, tags).await?;
+            ok(PutObjectTaggingOutput::default())
+        })
+    }
+
+    async fn delete_object_tagging(&self, req: S3Request<DeleteObjectTaggingInput>) -> S3Result<S3Response<DeleteObjectTaggingOutput>> {
+        timed!(self, "DeleteObjectTagging", {
+            self.set_tags(&req.input.bucket, &req.input.key, Vec::new()).await?;
+            ok(DeleteObjectTaggingOutput::default())
+        })
+    }
+
     async fn delete_objects(&self, req: S3Request<DeleteObjectsInput>) -> S3Result<S3Response<DeleteObjectsOutput>> {
         timed!(self, "DeleteObjects", {
             let input = req.input;
@@ -924,6 +974,8 @@ impl S3 for StrataS3 {
         timed!(self, "CreateMultipartUpload", {
             let i = req.input;
             check_key(&i.key)?;
+            let mut meta = meta_in(i.metadata);
+            meta.extend(crate::tags::from_header(i.tagging.as_deref())?);
             let upload_id = {
                 use rand::RngCore;
                 let mut raw = [0u8; 16];
@@ -934,7 +986,7 @@ impl S3 for StrataS3 {
                 key: i.key.clone(),
                 created_ms: self.now_ms(),
                 content_type: content_type_in(i.content_type),
-                meta: meta_in(i.metadata),
+                meta,
                 owner: req.credentials.map(|c| c.access_key).unwrap_or_default(),
                 parts: BTreeMap::new(),
             };

@@ -289,6 +289,48 @@ class Objects(unittest.TestCase):
         self.assertEqual(r.status, 400, r.body)
         self.assertEqual(error_of(self.s3.head_object, Bucket="objects", Key="forged-sum")[1], 404)
 
+    def test_object_tags(self):
+        s3 = self.s3
+        s3.put_object(Bucket="objects", Key="tagged", Body=b"t" * 1000, Tagging="project=blue%20sky&tier=hot", Metadata={"color": "blue"})
+        want = [{"Key": "project", "Value": "blue sky"}, {"Key": "tier", "Value": "hot"}]
+        self.assertEqual(sorted(s3.get_object_tagging(Bucket="objects", Key="tagged")["TagSet"], key=lambda t: t["Key"]), want)
+        got = s3.get_object(Bucket="objects", Key="tagged")
+        self.assertEqual((got["TagCount"], got["Metadata"]), (2, {"color": "blue"}), "tags are not user metadata")
+        etag = got["ETag"]
+        # Replaced in place: same bytes, same ETag.
+        s3.put_object_tagging(Bucket="objects", Key="tagged", Tagging={"TagSet": [{"Key": "tier", "Value": "cold"}]})
+        self.assertEqual(s3.get_object_tagging(Bucket="objects", Key="tagged")["TagSet"], [{"Key": "tier", "Value": "cold"}])
+        head = s3.head_object(Bucket="objects", Key="tagged")
+        self.assertEqual((head["ETag"], head["Metadata"]), (etag, {"color": "blue"}))
+        self.assertEqual(s3.get_object(Bucket="objects", Key="tagged")["Body"].read(), b"t" * 1000)
+        s3.delete_object_tagging(Bucket="objects", Key="tagged")
+        self.assertEqual(s3.get_object_tagging(Bucket="objects", Key="tagged")["TagSet"], [])
+        self.assertNotIn("TagCount", s3.get_object(Bucket="objects", Key="tagged"))
+        # S3's rules; a refused tagging changes nothing.
+        s3.put_object_tagging(Bucket="objects", Key="tagged", Tagging={"TagSet": [{"Key": "keep", "Value": "me"}]})
+        too_many = {"TagSet": [{"Key": f"k{i}", "Value": "v"} for i in range(11)]}
+        self.assertEqual(error_of(s3.put_object_tagging, Bucket="objects", Key="tagged", Tagging=too_many), ("InvalidTag", 400))
+        twice = {"TagSet": [{"Key": "a", "Value": "1"}, {"Key": "a", "Value": "2"}]}
+        self.assertEqual(error_of(s3.put_object_tagging, Bucket="objects", Key="tagged", Tagging=twice), ("InvalidTag", 400))
+        self.assertEqual(error_of(s3.put_object, Bucket="objects", Key="bad-tags", Body=b"x", Tagging="aws:x=1"), ("InvalidTag", 400))
+        self.assertEqual(error_of(s3.head_object, Bucket="objects", Key="bad-tags")[1], 404)
+        self.assertEqual(s3.get_object_tagging(Bucket="objects", Key="tagged")["TagSet"], [{"Key": "keep", "Value": "me"}])
+        self.assertEqual(error_of(s3.get_object_tagging, Bucket="objects", Key="no-such"), ("NoSuchKey", 404))
+        self.assertEqual(error_of(s3.put_object_tagging, Bucket="objects", Key="no-such", Tagging={"TagSet": []}), ("NoSuchKey", 404))
+        # Copies keep the source's tags unless told to replace them.
+        s3.copy_object(Bucket="objects", Key="tagged-copy", CopySource="objects/tagged")
+        self.assertEqual(s3.get_object_tagging(Bucket="objects", Key="tagged-copy")["TagSet"], [{"Key": "keep", "Value": "me"}])
+        s3.copy_object(Bucket="objects", Key="tagged-copy2", CopySource="objects/tagged", TaggingDirective="REPLACE", Tagging="new=1")
+        self.assertEqual(s3.get_object_tagging(Bucket="objects", Key="tagged-copy2")["TagSet"], [{"Key": "new", "Value": "1"}])
+        # Multipart uploads take tags at creation.
+        up = s3.create_multipart_upload(Bucket="objects", Key="tagged-mp", Tagging="mp=yes")["UploadId"]
+        e = s3.upload_part(Bucket="objects", Key="tagged-mp", UploadId=up, PartNumber=1, Body=b"m" * 100)["ETag"]
+        s3.complete_multipart_upload(Bucket="objects", Key="tagged-mp", UploadId=up, MultipartUpload={"Parts": [{"PartNumber": 1, "ETag": e}]})
+        self.assertEqual(s3.get_object_tagging(Bucket="objects", Key="tagged-mp")["TagSet"], [{"Key": "mp", "Value": "yes"}])
+        # And the aws CLI's s3api.
+        out = json.loads(aws("s3api", "get-object-tagging", "--bucket", "objects", "--key", "tagged-mp").stdout)
+        self.assertEqual(out["TagSet"], [{"Key": "mp", "Value": "yes"}])
+
     def test_reads_racing_overwrites_see_old_or_new(self):
         s3w, s3r = client(), client()
         values = [f"version {i}".encode() * 100 for i in range(300)]
