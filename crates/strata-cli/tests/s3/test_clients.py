@@ -142,6 +142,10 @@ class Objects(unittest.TestCase):
         h = self.s3.head_object(Bucket="objects", Key="dir/a.bin")
         self.assertEqual(h["ContentLength"], len(body))
         self.assertEqual(h["Metadata"], {"color": "blue", "n": "1"})
+        # Past 256 KiB the MD5 is computed beside the write, in batches of frames.
+        big = os.urandom(3_000_001)
+        self.assertEqual(self.s3.put_object(Bucket="objects", Key="dir/big.bin", Body=big)["ETag"], f'"{md5(big)}"')
+        self.assertEqual(self.s3.get_object(Bucket="objects", Key="dir/big.bin")["Body"].read(), big)
         empty = self.s3.put_object(Bucket="objects", Key="empty", Body=b"")
         self.assertEqual(empty["ETag"], f'"{md5(b"")}"')
         self.assertEqual(self.s3.get_object(Bucket="objects", Key="empty")["Body"].read(), b"")
