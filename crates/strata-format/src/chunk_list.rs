@@ -44,7 +44,7 @@ impl ChunkList {
             b.extend_from_slice(&id.to_bytes());
             b.extend_from_slice(&size.to_le_bytes());
         }
-        let crc = crc32c::crc32c(&b);
+        let crc = crate::crc::crc32c(&b);
         b.extend_from_slice(&crc.to_le_bytes());
         b
     }

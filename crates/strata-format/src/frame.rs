@@ -32,7 +32,7 @@ pub fn encode_frame(kind: u16, payload: &[u8]) -> Vec<u8> {
     out.extend_from_slice(&kind.to_le_bytes());
     out.extend_from_slice(&(payload.len() as u32).to_le_bytes());
     out.extend_from_slice(payload);
-    let crc = crc32c::crc32c(&out);
+    let crc = crate::crc::crc32c(&out);
     out.extend_from_slice(&crc.to_le_bytes());
     out
 }
@@ -67,7 +67,7 @@ pub fn decode_frame(b: &[u8]) -> Result<(u16, &[u8]), FormatError> {
         return Err(FormatError::Invalid { what: WHAT, detail: format!("{} bytes after the frame", b.len() - total) });
     }
     let stored = u32::from_le_bytes(b[total - 4..total].try_into().expect("4 bytes"));
-    let computed = crc32c::crc32c(&b[..total - 4]);
+    let computed = crate::crc::crc32c(&b[..total - 4]);
     if stored != computed {
         return Err(FormatError::Checksum { what: WHAT, stored, computed });
     }

@@ -18,7 +18,7 @@ pub const COMPACTION_RECORD_BYTES: usize = 32;
 
 fn seal(mut b: Vec<u8>, len: usize) -> Vec<u8> {
     b.resize(len - 4, 0);
-    let crc = crc32c::crc32c(&b);
+    let crc = crate::crc::crc32c(&b);
     b.extend_from_slice(&crc.to_le_bytes());
     b
 }

@@ -128,8 +128,8 @@ pub fn encode_file(segment_id: u64, generation: u32, log_start: u64, log_end: u6
     h.extend_from_slice(&log_end.to_le_bytes());
     h.extend_from_slice(&(entries.len() as u32).to_le_bytes());
     h.extend_from_slice(&(bloom.words().len() as u32).to_le_bytes());
-    h.extend_from_slice(&crc32c::crc32c(&body).to_le_bytes());
-    let hcrc = crc32c::crc32c(&h);
+    h.extend_from_slice(&crate::crc::crc32c(&body).to_le_bytes());
+    let hcrc = crate::crc::crc32c(&h);
     h.extend_from_slice(&hcrc.to_le_bytes());
     h.extend_from_slice(&body);
     h

@@ -8,6 +8,7 @@
 
 pub mod bloom;
 pub mod chunk_list;
+pub mod crc;
 pub mod frame;
 pub mod headers;
 pub mod index;
@@ -111,7 +112,7 @@ impl<'a> Reader<'a> {
 /// Checks a CRC32C stored little-endian in `stored` against `crc32c(body)`.
 pub(crate) fn check_crc(what: &'static str, body: &[u8], stored: &[u8]) -> Result<(), FormatError> {
     let stored = u32::from_le_bytes(stored.try_into().expect("4-byte crc"));
-    let computed = crc32c::crc32c(body);
+    let computed = crate::crc::crc32c(body);
     if stored != computed {
         return Err(FormatError::Checksum { what, stored, computed });
     }

@@ -132,7 +132,7 @@ pub fn encode_put(lsn: u64, time_ms: u64, key: &Key, props: &PutProps, data: &[u
         b.extend_from_slice(v.as_bytes());
     }
     b.extend_from_slice(&(data.len() as u64).to_le_bytes());
-    let crc = crc32c::crc32c_append(crc32c::crc32c(&b), data);
+    let crc = crate::crc::crc32c_append(crate::crc::crc32c(&b), data);
     Ok((b, crc.to_le_bytes()))
 }
 
@@ -145,7 +145,7 @@ pub fn encode_small(kind: RecordKind, lsn: u64, time_ms: u64, key: &Key, expiry_
     if kind == RecordKind::TtlUpdate {
         b.extend_from_slice(&expiry_ms.to_le_bytes());
     }
-    let crc = crc32c::crc32c(&b);
+    let crc = crate::crc::crc32c(&b);
     b.extend_from_slice(&crc.to_le_bytes());
     b
 }

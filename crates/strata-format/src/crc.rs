@@ -1,0 +1,40 @@
+//! CRC32C (Castagnoli), the checksum of Strata's formats, with `crc-fast`:
+//! it folds with carry-less multiplies (AVX-512 where the CPU has it) and
+//! ran at twice the `crc32c` crate's speed on this machine (30 against
+//! 15 GB/s over 256 MiB, both in one scratch run). Records are checked on
+//! every read, so this is on the GET path of every large blob: a profile
+//! of 64 MiB GETs at 16 clients spent a quarter of the server's CPU in
+//! `crc32c`. The values are the same CRC32C; nothing on disk changes.
+
+use crc_fast::CrcAlgorithm::Crc32Iscsi;
+
+/// The CRC32C of `data`.
+pub fn crc32c(data: &[u8]) -> u32 {
+    crc_fast::checksum(Crc32Iscsi, data) as u32
+}
+
+/// The CRC32C of the bytes `crc` covers followed by `data`.
+pub fn crc32c_append(crc: u32, data: &[u8]) -> u32 {
+    crc_fast::checksum_combine(Crc32Iscsi, u64::from(crc), u64::from(crc32c(data)), data.len() as u64) as u32
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    #[test]
+    fn known_value() {
+        // The CRC32C check value (RFC 3720, "123456789").
+        assert_eq!(crc32c(b"123456789"), 0xE306_9283);
+        assert_eq!(crc32c(b""), 0);
+    }
+
+    proptest! {
+        #[test]
+        fn same_as_the_reference_crate(a in proptest::collection::vec(any::<u8>(), 0..5000), b in proptest::collection::vec(any::<u8>(), 0..5000)) {
+            prop_assert_eq!(crc32c(&a), ::crc32c::crc32c(&a));
+            prop_assert_eq!(crc32c_append(crc32c(&a), &b), ::crc32c::crc32c_append(::crc32c::crc32c(&a), &b));
+        }
+    }
+}
