@@ -136,6 +136,27 @@ fn streaming(data: BlobData) -> StreamingBlob {
 }
 
 /// A copy source's unmet conditions are PreconditionFailed, never NotModified.
+/// A GetObject or HeadObject output: the fields both take from the object
+/// `$o`, its stored checksums `$sums`, and the fields given.
+macro_rules! object_output {
+    ($out:ident { $($field:ident: $value:expr),* $(,)? }, $o:expr, $sums:expr) => {{
+        let o: &ObjectMeta = $o;
+        with_checksums!(
+            $out {
+                accept_ranges: Some("bytes".into()),
+                content_type: Some(o.content_type.clone()),
+                e_tag: Some(etag(&o.etag)),
+                last_modified: Some(ts(o.modified_ms)),
+                metadata: meta_out(&o.meta),
+                parts_count: (o.parts > 0).then_some(o.parts as i32),
+                expiration: expiration(o.expiry_ms),
+                $($field: $value,)*
+            },
+            $sums
+        )
+    }};
+}
+
 /// The checksums stored with `o`, if the request asked for them.
 fn stored_checksums(mode: Option<&s3s::dto::ChecksumMode>, o: &ObjectMeta) -> s3s::dto::Checksum {
     match mode {
@@ -295,20 +316,14 @@ impl StrataS3 {
         let (start, end) = body.range;
         // Whole-object checksums describe only a whole object.
         let sums = if range.is_none() { stored_checksums(input.checksum_mode.as_ref(), &o) } else { Default::default() };
-        ok(with_checksums!(
+        ok(object_output!(
             GetObjectOutput {
                 body: Some(streaming(body.data)),
                 content_length: Some((end - start) as i64),
                 content_range: range.map(|_| format!("bytes {start}-{}/{}", end.saturating_sub(1), o.size)),
-                accept_ranges: Some("bytes".into()),
-                content_type: Some(o.content_type.clone()),
-                e_tag: Some(etag(&o.etag)),
-                last_modified: Some(ts(o.modified_ms)),
-                metadata: meta_out(&o.meta),
-                parts_count: (o.parts > 0).then_some(o.parts as i32),
-                expiration: expiration(o.expiry_ms),
                 tag_count: Some(crate::tags::count(&o.meta) as i32).filter(|n| *n > 0),
             },
+            &o,
             sums
         ))
     }
@@ -330,20 +345,7 @@ impl StrataS3 {
             }
         };
         let sums = if range_text.is_none() { stored_checksums(input.checksum_mode.as_ref(), &o) } else { Default::default() };
-        ok(with_checksums!(
-            HeadObjectOutput {
-                content_length: Some(len as i64),
-                content_range: range_text,
-                accept_ranges: Some("bytes".into()),
-                content_type: Some(o.content_type.clone()),
-                e_tag: Some(etag(&o.etag)),
-                last_modified: Some(ts(o.modified_ms)),
-                metadata: meta_out(&o.meta),
-                parts_count: (o.parts > 0).then_some(o.parts as i32),
-                expiration: expiration(o.expiry_ms),
-            },
-            sums
-        ))
+        ok(object_output!(HeadObjectOutput { content_length: Some(len as i64), content_range: range_text }, &o, sums))
     }
 
     /// Replaces an object's tags in place (same blob, same ETag). An
