@@ -74,12 +74,11 @@ impl ClusterNode {
     /// and replication.
     pub async fn start(config: ClusterConfig, clock: Arc<dyn Clock>) -> Result<Arc<Self>, ClusterError> {
         std::fs::create_dir_all(&config.data_dir).map_err(|e| ClusterError::Storage(format!("{}: {e}", config.data_dir.display())))?;
+        // A member and a learner run the same Raft node; only its role differs.
         let member = config.meta_peers.contains_key(&config.node_id);
-        let (meta, learner) = match (member, config.names_learner) {
-            (true, _) => (Some(MetaService::start(MetaConfig::new(config.node_id, config.data_dir.join("meta"))).await?), None),
-            (false, true) => (None, Some(MetaService::start(MetaConfig::new(config.node_id, config.data_dir.join("meta"))).await?)),
-            (false, false) => (None, None),
-        };
+        let raft =
+            if member || config.names_learner { Some(MetaService::start(MetaConfig::new(config.node_id, config.data_dir.join("meta"))).await?) } else { None };
+        let (meta, learner) = if member { (raft, None) } else { (None, raft) };
         // Start from the cached map so the node serves before the group answers.
         let cached = std::fs::read(config.data_dir.join("cluster-map")).ok().and_then(|b| decode_map(&b).ok()).unwrap_or_default();
         let (map_tx, _) = watch::channel(Arc::new(cached));
@@ -196,7 +195,9 @@ impl ClusterNode {
                         Err(_) => {}
                     }
                 }
-                let _ = tokio::time::timeout(Duration::from_secs(2), maps.changed()).await;
+                if let Ok(Err(_)) = tokio::time::timeout(Duration::from_secs(2), maps.changed()).await {
+                    return; // The node is gone.
+                }
             }
         });
     }
