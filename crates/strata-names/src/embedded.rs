@@ -337,12 +337,17 @@ mod tests {
         NameOp::PutObject { bucket: "b".into(), key: key.into(), object, if_absent: false }
     }
 
+    /// Creates bucket `b`, which every test here starts with.
+    fn create_b() -> NameOp {
+        NameOp::CreateBucket { name: "b".into(), owner: String::new(), now_ms: 1 }
+    }
+
     #[tokio::test]
     async fn reopening_replays_the_log_and_cuts_a_torn_tail() {
         let dir = tempfile::tempdir().unwrap();
         let whole = {
             let ix = EmbeddedIndex::open(dir.path()).unwrap();
-            ix.apply(NameOp::CreateBucket { name: "b".into(), owner: String::new(), now_ms: 1 }).await.unwrap();
+            ix.apply(create_b()).await.unwrap();
             for n in 0..50u8 {
                 ix.apply(put(&format!("k{n}"), n)).await.unwrap();
             }
@@ -392,7 +397,7 @@ mod tests {
     async fn one_op_set_aside() -> (tempfile::TempDir, EmbeddedIndex) {
         let dir = tempfile::tempdir().unwrap();
         let ix = EmbeddedIndex::open(dir.path()).unwrap();
-        ix.apply(NameOp::CreateBucket { name: "b".into(), owner: String::new(), now_ms: 1 }).await.unwrap();
+        ix.apply(create_b()).await.unwrap();
         ix.apply(put("a", 1)).await.unwrap();
         ix.set_aside(&mut ix.log.lock().unwrap()).unwrap();
         (dir, ix)
@@ -440,7 +445,7 @@ mod tests {
     async fn folds_run_beside_concurrent_writes_and_lose_none() {
         let dir = tempfile::tempdir().unwrap();
         let ix = Arc::new(EmbeddedIndex::open_with(dir.path(), 8 << 10).unwrap());
-        ix.apply(NameOp::CreateBucket { name: "b".into(), owner: String::new(), now_ms: 1 }).await.unwrap();
+        ix.apply(create_b()).await.unwrap();
         let tasks: Vec<_> = (0..8u8)
             .map(|t| {
                 let ix = ix.clone();
@@ -469,7 +474,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let end = {
             let ix = EmbeddedIndex::open(dir.path()).unwrap();
-            ix.apply(NameOp::CreateBucket { name: "b".into(), owner: String::new(), now_ms: 1 }).await.unwrap();
+            ix.apply(create_b()).await.unwrap();
             ix.apply(put("a", 1)).await.unwrap();
             ix.log.lock().unwrap().bytes as usize
         };
@@ -490,7 +495,7 @@ mod tests {
     async fn concurrent_writers_share_syncs_and_all_land() {
         let dir = tempfile::tempdir().unwrap();
         let ix = Arc::new(EmbeddedIndex::open(dir.path()).unwrap());
-        ix.apply(NameOp::CreateBucket { name: "b".into(), owner: String::new(), now_ms: 1 }).await.unwrap();
+        ix.apply(create_b()).await.unwrap();
         let tasks: Vec<_> = (0..64u8)
             .map(|n| {
                 let ix = ix.clone();

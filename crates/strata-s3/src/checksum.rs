@@ -6,8 +6,7 @@
 //! the end; a mismatch is BadDigest and the upload changes nothing.
 //!
 //! The checksums a single PUT carried are stored with the object, in its
-//! metadata under names no `x-amz-meta-*` header can produce (they start
-//! with `/`, which is not allowed in a header name), and GetObject and
+//! metadata under internal names (`convert::is_internal`), and GetObject and
 //! HeadObject return them when asked (`x-amz-checksum-mode: ENABLED`), so
 //! a client can check what it downloads end to end. Multipart objects
 //! store none (S3's are composite checksums of the parts).
@@ -143,12 +142,6 @@ impl Expected {
 /// Names of stored checksums in an object's metadata, in [`ALGOS`] order.
 const STORED: [&str; 5] = ["/checksum-crc32", "/checksum-crc32c", "/checksum-crc64nvme", "/checksum-sha1", "/checksum-sha256"];
 
-/// Whether a metadata name is Strata's own (a stored checksum), not the
-/// user's: such names are never shown as `x-amz-meta-*`.
-pub(crate) fn is_internal(name: &str) -> bool {
-    name.starts_with('/')
-}
-
 /// The metadata entries that store `sums`.
 pub(crate) fn to_meta(mut sums: Checksum) -> Vec<(String, String)> {
     (0..ALGOS.len()).filter_map(|algo| slot(&mut sums, algo).take().map(|v| (STORED[algo].to_owned(), v))).collect()
@@ -194,11 +187,10 @@ mod tests {
     fn stored_checksums_round_trip_through_metadata() {
         let sums = Checksum { checksum_crc32: Some("NhCmhg==".into()), checksum_sha256: Some("abc=".into()), ..Default::default() };
         let meta = to_meta(sums.clone());
-        assert!(meta.iter().all(|(k, _)| is_internal(k)));
+        assert!(meta.iter().all(|(k, _)| crate::convert::is_internal(k)));
         let mut with_user = vec![("color".to_owned(), "blue".to_owned())];
         with_user.extend(meta);
         assert_eq!(from_meta(&with_user), sums);
-        assert!(!is_internal("color"));
     }
 
     #[test]

@@ -75,16 +75,24 @@ pub(crate) fn check_key(key: &str) -> Result<(), S3Error> {
     Ok(())
 }
 
+/// Whether an object metadata name is Strata's own (stored checksums,
+/// `/checksum-*`; tags, `/tag:*`), not the user's. Such names start with
+/// `/`, which no header name can contain, and are never shown as
+/// `x-amz-meta-*`.
+pub(crate) fn is_internal(name: &str) -> bool {
+    name.starts_with('/')
+}
+
 /// `x-amz-meta-*` as stored: names lower-cased, sorted.
 pub(crate) fn meta_in(m: Option<s3s::dto::Metadata>) -> Vec<(String, String)> {
-    let mut v: Vec<_> = m.unwrap_or_default().into_iter().map(|(k, v)| (k.to_ascii_lowercase(), v)).filter(|(k, _)| !crate::checksum::is_internal(k)).collect();
+    let mut v: Vec<_> = m.unwrap_or_default().into_iter().map(|(k, v)| (k.to_ascii_lowercase(), v)).filter(|(k, _)| !is_internal(k)).collect();
     v.sort();
     v
 }
 
 /// Stored metadata for a response.
 pub(crate) fn meta_out(m: &[(String, String)]) -> Option<s3s::dto::Metadata> {
-    let user: s3s::dto::Metadata = m.iter().filter(|(k, _)| !crate::checksum::is_internal(k)).cloned().collect();
+    let user: s3s::dto::Metadata = m.iter().filter(|(k, _)| !is_internal(k)).cloned().collect();
     if user.is_empty() { None } else { Some(user) }
 }
 
@@ -125,6 +133,7 @@ mod tests {
         with_sum.push(("/checksum-crc32".to_owned(), "NhCmhg==".to_owned()));
         assert_eq!(meta_out(&with_sum), Some([("color".to_owned(), "blue".to_owned())].into()));
         assert_eq!(meta_out(&[("/checksum-crc32".to_owned(), "x".to_owned())]), None);
+        assert!(is_internal("/tag:project") && !is_internal("color"));
     }
 
     #[test]

@@ -458,7 +458,7 @@ impl StrataS3 {
         // The bytes are the source's, so its stored checksums still hold.
         let (content_type, mut meta) = if replace {
             let mut meta = meta_in(input.metadata);
-            meta.extend(src.meta.iter().filter(|(k, _)| crate::checksum::is_internal(k)).cloned());
+            meta.extend(src.meta.iter().filter(|(k, _)| crate::convert::is_internal(k)).cloned());
             (content_type_in(input.content_type), meta)
         } else {
             (src.content_type.clone(), src.meta.clone())

@@ -6,7 +6,7 @@
 //! twice, and no `aws:` prefix.
 //!
 //! Tags are stored in the object's metadata under names starting with
-//! `/tag:` (internal names, see `checksum::is_internal`), so a tag change is
+//! `/tag:` (internal names, see `convert::is_internal`), so a tag change is
 //! one name op that rewrites the metadata of the same blob
 //! (`NameOp::SetObjectMeta`).
 
