@@ -66,6 +66,8 @@ impl Nodes {
             .arg(dir)
             .args(["--listen", &Self::addr(net, i), "--node-id", &i.to_string(), "--meta", &format!("1={}", Self::addr(net, 1))])
             .args(["--outbound-ip", &format!("127.0.{net}.{i}"), "--intra-replication-ms", "20", "--disk-reserve", "0"])
+            // Every node shares this machine's memory.
+            .args(["--tail-cache", "256MiB"])
             .env("STRATA_LOG", "warn")
             .stdout(Stdio::null())
             .stderr(Stdio::from(log))

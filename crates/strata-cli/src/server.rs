@@ -46,6 +46,12 @@ pub struct ServerArgs {
     /// through the page cache.
     #[arg(long, default_value = "256MiB", value_parser = parse_size)]
     pub cold_read_buffer: u64,
+    /// Memory allocated at start through which large writes go to disk
+    /// with `O_DIRECT`, and from which the blobs written last are read.
+    /// Shared by the node's disks. `auto` is a sixteenth of the machine's
+    /// memory; 0 writes everything through the page cache.
+    #[arg(long, default_value = "auto")]
+    pub tail_cache: String,
     /// Bytes of upload bodies buffered at once over every put; past it,
     /// puts wait (their clients are slowed, the process does not run out
     /// of memory). `auto` is an eighth of the machine's memory.
@@ -119,6 +125,7 @@ impl ServerArgs {
             flush: "every-batch".into(),
             write_cache: "auto".into(),
             cold_read_buffer: 256 << 20,
+            tail_cache: "auto".into(),
             upload_buffer: "auto".into(),
             max_blob_size: 64 << 30,
             compaction_interval_secs: 3600,
@@ -153,6 +160,11 @@ impl ServerArgs {
                 size => parse_size(size).map_err(|e| anyhow::anyhow!("--write-cache: {e}"))?,
             },
             cold_read_buffer_bytes: self.cold_read_buffer,
+            tail_cache_bytes: match self.tail_cache.as_str() {
+                "auto" => memory_bytes().map_or(1 << 30, |m| m / 16),
+                size => parse_size(size).map_err(|e| anyhow::anyhow!("--tail-cache: {e}"))?,
+            },
+            tail_cache_prefault: true,
             ..EngineConfig::default()
         })
     }

@@ -124,6 +124,8 @@ impl Cluster {
             .args(["--outbound-ip", &format!("127.{}.0.{n}", self.octet)])
             .args(["--chunk-size", "1MiB", "--segment-size", "16MiB", "--disk-reserve", "0", "--failure-wait-ms", "1000"])
             .args(if self.extra.iter().any(|a| a == "--replica-capacity") { &[][..] } else { &["--replica-capacity", "256MiB"][..] })
+            // Several nodes share this machine: a small tail cache each.
+            .args(["--tail-cache", "32MiB"])
             .args(&self.extra)
             .env("STRATA_LOG", "warn")
             .stdout(Stdio::null())

@@ -56,15 +56,17 @@ async fn verify(node: &Node, acked: &Acked) -> (usize, usize) {
     (acked.live.len(), visible)
 }
 
-/// Bytes of torn log tail the node cut off when it recovered.
-async fn torn_bytes_at_recovery(node: &Node) -> f64 {
+/// The sum over partitions of an engine counter.
+async fn engine_counter(node: &Node, name: &str) -> f64 {
     let resp = node.client.send(http::Method::GET, "/metrics", &[], strata_client::full(bytes::Bytes::new())).await.expect("metrics");
     let body = resp.bytes().await.expect("metrics body");
-    String::from_utf8_lossy(&body)
-        .lines()
-        .filter(|l| l.starts_with("strata_engine_torn_bytes_truncated_total{"))
-        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
-        .sum()
+    let prefix = format!("{name}_total{{");
+    String::from_utf8_lossy(&body).lines().filter(|l| l.starts_with(&prefix)).filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok()).sum()
+}
+
+/// Bytes of torn log tail the node cut off when it recovered.
+async fn torn_bytes_at_recovery(node: &Node) -> f64 {
+    engine_counter(node, "strata_engine_torn_bytes_truncated").await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -77,10 +79,13 @@ async fn acknowledged_writes_survive_sigkill() {
     let data = tmp.path().join("node");
     // Small chunks and segments so chunking, segment rolls and index flushes all
     // happen; frequent background compaction so crashes can land inside it.
-    let args = ["--chunk-size", "64KiB", "--segment-size", "2MiB", "--compaction-interval-secs", "1", "--disk-reserve", "0"];
+    // Chunks of 256 KiB are written with O_DIRECT through the tail cache,
+    // smaller records through the page cache, so crashes land in both.
+    let args = ["--chunk-size", "256KiB", "--segment-size", "2MiB", "--compaction-interval-secs", "1", "--disk-reserve", "0"];
     let acked = Arc::new(Mutex::new(Acked::default()));
     let mut total_visible = 0;
     let mut torn_bytes = 0.0;
+    let mut direct_writes = 0.0;
     for round in 0..rounds {
         let mut node = Node::start(&data, &args).await;
         torn_bytes += torn_bytes_at_recovery(&node).await;
@@ -120,7 +125,7 @@ async fn acknowledged_writes_survive_sigkill() {
                     // Paced so writes are always in flight when the kill lands,
                     // without piling up more data than each round can re-verify.
                     tokio::time::sleep(Duration::from_millis(3)).await;
-                    let len = if rng.random_ratio(1, 6) { rng.random_range(64 << 10..300 << 10) } else { rng.random_range(16..20 << 10) };
+                    let len = if rng.random_ratio(1, 6) { rng.random_range(64 << 10..600 << 10) } else { rng.random_range(16..20 << 10) };
                     let s: u64 = rng.random();
                     match client.put_bytes(content(s, len), &PutArgs::default()).await {
                         Ok(r) => {
@@ -132,6 +137,7 @@ async fn acknowledged_writes_survive_sigkill() {
             }));
         }
         tokio::time::sleep(Duration::from_millis(rng.random_range(50..700))).await;
+        direct_writes += engine_counter(&node, "strata_engine_direct_writes").await;
         node.kill9();
         for w in workers {
             let _ = w.await;
@@ -146,4 +152,5 @@ async fn acknowledged_writes_survive_sigkill() {
         a.uncertain.len()
     );
     assert!(n > 100 && !a.deleted.is_empty() && total_visible > 0, "the workload did too little to mean anything");
+    assert!(direct_writes > 0.0, "no write went through the tail cache with O_DIRECT");
 }

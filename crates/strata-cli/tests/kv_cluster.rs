@@ -86,6 +86,7 @@ impl Cluster {
             .args(["--listen", &addr(n), "--node-id", &n.to_string(), "--meta", &meta.join(",")])
             .args(["--outbound-ip", &format!("127.{OCTET}.0.{n}")])
             .args(["--replica-capacity", "256MiB", "--disk-reserve", "0", "--segment-size", "16MiB"])
+            .args(["--tail-cache", "32MiB"])
             .env("STRATA_LOG", "warn")
             .stdout(Stdio::null())
             .stderr(Stdio::from(log))

@@ -105,6 +105,7 @@ async fn names_are_consistent_across_a_cluster() {
             .args(["--listen", &addr(n, 7000), "--node-id", &n.to_string(), "--meta", &meta.join(",")])
             .args(["--outbound-ip", &format!("127.81.0.{n}"), "--s3-listen", &addr(n, 7001)])
             .args(["--chunk-size", "1MiB", "--segment-size", "16MiB", "--disk-reserve", "0", "--replica-capacity", "256MiB"])
+            .args(["--tail-cache", "32MiB"])
             .env("STRATA_LOG", "warn")
             .stdout(std::process::Stdio::null())
             .stderr(log)

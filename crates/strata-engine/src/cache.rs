@@ -13,8 +13,10 @@
 //! pages costs about ten times the system CPU of writing through
 //! recycled ones.
 
+use crate::EngineConfig;
 use crate::direct::DirectReads;
 use crate::segment::Segment;
+use crate::tail::TailCache;
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Weak};
@@ -33,11 +35,19 @@ pub(crate) struct WriteCache {
     used: AtomicU64,
     /// Buffers for direct reads of records outside the page cache.
     pub direct: Arc<DirectReads>,
+    /// Memory for direct writes of large records and reads of recent ones.
+    pub tail: Option<Arc<TailCache>>,
 }
 
 impl WriteCache {
-    pub fn new(limit: u64, direct_bytes: u64) -> Arc<Self> {
-        Arc::new(Self { limit, used: AtomicU64::new(0), direct: DirectReads::new(direct_bytes) })
+    pub fn new(config: &EngineConfig) -> Arc<Self> {
+        let tail = TailCache::new(config.tail_cache_bytes);
+        if config.tail_cache_prefault
+            && let Some(t) = &tail
+        {
+            t.prefault_in_background();
+        }
+        Arc::new(Self { limit: config.write_cache_bytes, used: AtomicU64::new(0), direct: DirectReads::new(config.cold_read_buffer_bytes), tail })
     }
 }
 
@@ -132,6 +142,10 @@ mod tests {
     const PAGE: u64 = 4096;
     const MIB: u64 = 1 << 20;
 
+    fn window(bytes: u64) -> crate::EngineConfig {
+        crate::EngineConfig { write_cache_bytes: bytes, cold_read_buffer_bytes: 0, tail_cache_bytes: 0, ..Default::default() }
+    }
+
     /// Which of the segment's pages in `[start, end)` are in memory.
     fn resident(seg: &Segment, start: u64, end: u64) -> Vec<bool> {
         let s = seg.slice(start, end - start);
@@ -165,7 +179,7 @@ mod tests {
         // Read every page through the mapping, as GETs would.
         assert_eq!(seg.slice(h, 12 * MIB), &data[..]);
 
-        let cache = WriteCache::new(4 * MIB, 0);
+        let cache = WriteCache::new(&window(4 * MIB));
         let mut recent = Recent::new(cache.clone());
         let used = || cache.used.load(Ordering::Relaxed);
         assert_eq!(recent.wrote(&seg, h, h + 4 * MIB), 0, "within the window");
@@ -201,7 +215,7 @@ mod tests {
             segs.push(Arc::new(Segment::open(&path, id, 0, 4 * MIB).unwrap()));
         }
         let h = SEGMENT_HEADER_BYTES as u64;
-        let cache = WriteCache::new(MIB, 0);
+        let cache = WriteCache::new(&window(MIB));
         let mut recent = Recent::new(cache.clone());
         // The active segment's unaligned tail stays until it is sealed...
         assert_eq!(recent.wrote(&segs[0], h, h + 3 * MIB), 2 * MIB - h);
@@ -221,7 +235,7 @@ mod tests {
         let mut f = create_segment_file(&path, &header).unwrap();
         f.write_all(&[1u8; 8192]).unwrap();
         let seg = Arc::new(Segment::open(&path, 0, 0, 1 << 20).unwrap());
-        let mut recent = Recent::new(WriteCache::new(0, 0));
+        let mut recent = Recent::new(WriteCache::new(&window(0)));
         assert_eq!(recent.wrote(&seg, 64, 8192), 0);
         assert!(recent.ranges.is_empty());
     }

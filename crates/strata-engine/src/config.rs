@@ -55,6 +55,13 @@ pub struct EngineConfig {
     /// cache with `O_DIRECT` (see `direct.rs`); 0 reads them through the
     /// page cache like every other record.
     pub cold_read_buffer_bytes: u64,
+    /// Bytes of memory through which large writes go to the log with
+    /// `O_DIRECT` and from which recent large records are read (see
+    /// `tail.rs`); 0 writes everything through the page cache.
+    pub tail_cache_bytes: u64,
+    /// Fault the tail cache in at start, on a thread that runs only when a
+    /// CPU is idle, so the first writes through it find it ready.
+    pub tail_cache_prefault: bool,
 }
 
 impl Default for EngineConfig {
@@ -76,6 +83,8 @@ impl Default for EngineConfig {
             verify_crc_on_read: true,
             write_cache_bytes: 1 << 30,
             cold_read_buffer_bytes: 256 << 20,
+            tail_cache_bytes: 64 << 20,
+            tail_cache_prefault: false,
         }
     }
 }

@@ -22,6 +22,7 @@ mod journal;
 mod recovery;
 mod replica;
 mod segment;
+mod tail;
 mod writer;
 
 pub use compaction::{COMPACTION_LOG, CompactionReport};
@@ -32,6 +33,7 @@ pub use journal::JournalEntry;
 pub use replica::{BlobRecord, PendingWrite, Replica, ReplicaStats, ReplicaStatus, WriteAck, WriteOp};
 pub use segment::FileRange;
 pub use strata_format::CompactionPhase;
+pub use tail::TailStats;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -59,7 +61,7 @@ impl Store {
         }
         let parts = dir.join("partitions");
         std::fs::create_dir_all(&parts).map_err(error::io(format!("create {}", parts.display())))?;
-        let cache = cache::WriteCache::new(config.write_cache_bytes, config.cold_read_buffer_bytes);
+        let cache = cache::WriteCache::new(&config);
         let mut replicas = BTreeMap::new();
         for entry in std::fs::read_dir(&parts).map_err(error::io(format!("list {}", parts.display())))? {
             let entry = entry.map_err(error::io("list partitions"))?;
@@ -84,6 +86,11 @@ impl Store {
     /// The engine configuration.
     pub fn config(&self) -> &EngineConfig {
         &self.config
+    }
+
+    /// Size and occupancy of the tail cache (`None` when it is off).
+    pub fn tail_cache_stats(&self) -> Option<TailStats> {
+        self.cache.tail.as_ref().map(|t| t.stats())
     }
 
     /// Creates a new empty replica of `partition`.

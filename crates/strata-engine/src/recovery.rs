@@ -192,9 +192,11 @@ pub(crate) fn open(dir: &Path, config: EngineConfig, clock: Arc<dyn Clock>, cach
         flush_on_close: AtomicBool::new(true),
         read_only: AtomicU8::new(0),
         direct: cache.direct.clone(),
+        tail: cache.tail.clone(),
     });
     let (tx, rx) = mpsc::sync_channel(QUEUE_REQUESTS_MAX);
-    let writer = Writer { shared: shared.clone(), file, next_lsn, recent: Recent::new(cache), zeroed: active_len };
+    let direct_file = crate::writer::open_direct(&active.path);
+    let writer = Writer { shared: shared.clone(), file, direct_file, next_lsn, recent: Recent::new(cache), zeroed: active_len };
     let handle =
         std::thread::Builder::new().name(format!("strata-writer-{}", meta.partition)).spawn(move || writer.run(rx)).map_err(io("spawn writer thread"))?;
     Ok(Replica { shared, tx: Mutex::new(Some(tx)), writer: Mutex::new(Some(handle)) })

@@ -27,6 +27,8 @@ const WILL_NEED_BYTES: u32 = 64 << 10;
 /// with `O_DIRECT` (see `direct.rs`).
 const DIRECT_READ_BYTES: u32 = 1 << 20;
 
+use crate::writer::TAIL_RECORD_BYTES;
+
 /// A write to a replica.
 #[derive(Debug, Clone)]
 pub enum WriteOp {
@@ -182,6 +184,15 @@ pub struct ReplicaStats {
     pub direct_reads: AtomicU64,
     /// Bytes read that way.
     pub direct_read_bytes: AtomicU64,
+    /// Write groups written with `O_DIRECT` from the tail cache.
+    pub direct_writes: AtomicU64,
+    /// Large write groups that went through the page cache because the
+    /// tail cache had no free region.
+    pub tail_cache_full: AtomicU64,
+    /// Records read from the tail cache.
+    pub tail_cache_hits: AtomicU64,
+    /// Bytes read that way.
+    pub tail_cache_hit_bytes: AtomicU64,
 }
 
 pub(crate) struct State {
@@ -235,6 +246,8 @@ pub(crate) struct Shared {
     pub read_only: AtomicU8,
     /// The store's buffers for direct reads of cold records.
     pub direct: Arc<crate::direct::DirectReads>,
+    /// The store's memory for direct writes and reads of recent records.
+    pub tail: Option<Arc<crate::tail::TailCache>>,
 }
 
 impl Shared {
@@ -379,17 +392,28 @@ impl Replica {
         }
         let e = &put.entry;
         let verify = with_data && self.shared.config.verify_crc_on_read;
+        // A recent large record is read from the tail cache (tail.rs): the
+        // bytes this store wrote to the disk from that memory, so their CRC
+        // guards nothing a read could catch.
+        let from_tail = match &self.shared.tail {
+            Some(t) if with_data && e.record_len >= TAIL_RECORD_BYTES => {
+                t.get(&(self.shared.partition, seg.id, seg.generation, e.record_offset)).filter(|b| b.len() == e.record_len as usize)
+            }
+            _ => None,
+        };
         // A large record outside the page cache is read past it (direct.rs).
-        let direct = if with_data && e.record_len >= DIRECT_READ_BYTES && !seg.resident(e.record_offset, e.record_len as u64) {
-            seg.read_direct(&self.shared.direct, e.record_offset, e.record_len as u64).transpose()?
-        } else {
-            None
+        let direct = match from_tail {
+            Some(buf) => Some((buf, true)),
+            None if with_data && e.record_len >= DIRECT_READ_BYTES && !seg.resident(e.record_offset, e.record_len as u64) => {
+                seg.read_direct(&self.shared.direct, e.record_offset, e.record_len as u64).transpose()?.map(|b| (b, false))
+            }
+            None => None,
         };
         if direct.is_none() && with_data && e.record_len >= WILL_NEED_BYTES {
             seg.will_need(e.record_offset, e.record_len as u64);
         }
         let rec = match &direct {
-            Some(buf) => strata_format::record::decode(buf, verify).map_err(|err| seg.corrupt(e.record_offset, err))?,
+            Some((buf, tail)) => strata_format::record::decode(buf, verify && !tail).map_err(|err| seg.corrupt(e.record_offset, err))?,
             None => seg.record_at(e.record_offset, e.record_len, verify)?,
         };
         if rec.key != *key || rec.kind != RecordKind::Put {
@@ -399,10 +423,11 @@ impl Replica {
         }
         let data_start = e.record_offset + rec.data_offset as u64;
         let (data, file_range) = match direct {
-            Some(buf) => {
+            Some((buf, tail)) => {
                 let s = &self.shared.stats;
-                s.direct_reads.fetch_add(1, Ordering::Relaxed);
-                s.direct_read_bytes.fetch_add(buf.len() as u64, Ordering::Relaxed);
+                let (n, bytes) = if tail { (&s.tail_cache_hits, &s.tail_cache_hit_bytes) } else { (&s.direct_reads, &s.direct_read_bytes) };
+                n.fetch_add(1, Ordering::Relaxed);
+                bytes.fetch_add(buf.len() as u64, Ordering::Relaxed);
                 let at = rec.data_offset as usize;
                 // No sendfile: the bytes are in our buffer, not the page cache.
                 (buf.slice(at..at + rec.data_len as usize), None)

@@ -5,6 +5,7 @@
 
 use crate::cache::Recent;
 use crate::config::FlushPolicy;
+use crate::direct::ALIGN;
 use crate::error::{EngineError, ReadOnlyReason, Result, io};
 use crate::fsutil;
 use crate::index::{IndexFile, KeyState};
@@ -42,6 +43,10 @@ enum Pending {
 pub(crate) struct Writer {
     pub shared: Arc<Shared>,
     pub file: File,
+    /// The active segment opened with `O_DIRECT` (`None` where the
+    /// filesystem refuses it): large groups are written through it from
+    /// the tail cache (`tail.rs`).
+    pub direct_file: Option<File>,
     pub next_lsn: u64,
     /// Recently written ranges still counted against the page-cache window.
     pub recent: Recent,
@@ -55,6 +60,25 @@ pub(crate) struct Writer {
 /// journal commit. Bigger ones just append: the commit is small beside
 /// their own writing, and zeroing ahead would write their bytes twice.
 const ZERO_AHEAD_BELOW: u64 = 256 << 10;
+
+/// Groups of this size or more are written with `O_DIRECT` from the tail
+/// cache when it has room (`tail.rs`); smaller ones through the page cache.
+const DIRECT_WRITE_BYTES: u64 = ZERO_AHEAD_BELOW;
+
+/// Records of this size or more in a direct group stay readable from the
+/// tail cache; smaller ones are read through the page cache.
+pub(crate) const TAIL_RECORD_BYTES: u32 = 64 << 10;
+
+/// Opens a segment for direct writes; `None` where `O_DIRECT` is refused.
+pub(crate) fn open_direct(path: &std::path::Path) -> Option<File> {
+    use std::os::unix::fs::OpenOptionsExt;
+    OpenOptions::new()
+        .write(true)
+        .custom_flags(libc::O_DIRECT)
+        .open(path)
+        .inspect_err(|e| tracing::debug!(path = %path.display(), error = %e, "no O_DIRECT here; large writes go through the page cache"))
+        .ok()
+}
 
 impl Writer {
     pub fn run(mut self, rx: Receiver<WriteReq>) {
@@ -178,9 +202,20 @@ impl Writer {
     /// Appends one group to the active segment, makes it durable, then
     /// publishes it to the index and acknowledges it.
     fn append(&mut self, group: Vec<Encoded>, start: u64, len: u64) -> Result<()> {
-        let slices: Vec<IoSlice<'_>> = group.iter().flat_map(|e| e.parts.iter().map(|p| IoSlice::new(p))).collect();
-        self.zero_ahead(start, len);
-        let mut res = self.file.seek(SeekFrom::Start(start)).and_then(|_| write_all_vectored(&mut self.file, slices));
+        let seg = self.shared.read_state().active().clone();
+        let tail = self.shared.tail.clone();
+        let direct = match &tail {
+            Some(t) if len >= DIRECT_WRITE_BYTES => self.write_direct(t, &seg, &group, start, len),
+            _ => None,
+        };
+        let (mut res, alloc) = match direct {
+            Some((res, alloc)) => (res, Some(alloc)),
+            None => {
+                let slices: Vec<IoSlice<'_>> = group.iter().flat_map(|e| e.parts.iter().map(|p| IoSlice::new(p))).collect();
+                self.zero_ahead(start, len);
+                (self.file.seek(SeekFrom::Start(start)).and_then(|_| write_all_vectored(&mut self.file, slices)), None)
+            }
+        };
         if res.is_ok() {
             self.zeroed = self.zeroed.max(start + len);
         }
@@ -215,10 +250,26 @@ impl Writer {
         s.batches.fetch_add(1, Ordering::Relaxed);
         s.records.fetch_add(group.len() as u64, Ordering::Relaxed);
         s.bytes_written.fetch_add(len, Ordering::Relaxed);
+        let direct = alloc.is_some();
+        if let (Some(t), Some(alloc)) = (&tail, alloc) {
+            // Readable from memory before anyone can learn the records exist.
+            let a = start / ALIGN as u64 * ALIGN as u64;
+            let mut off = start;
+            let mut kept = Vec::new();
+            for e in &group {
+                if e.rec.total_len >= TAIL_RECORD_BYTES {
+                    kept.push(((self.shared.partition, seg.id, seg.generation, off), (off - a) as usize, e.len));
+                }
+                off += e.len as u64;
+            }
+            t.publish(alloc, &kept);
+            s.direct_writes.fetch_add(1, Ordering::Relaxed);
+        } else if tail.is_some() && len >= DIRECT_WRITE_BYTES && self.direct_file.is_some() {
+            s.tail_cache_full.fetch_add(1, Ordering::Relaxed);
+        }
         let mut acks = Vec::with_capacity(group.len());
-        let seg = {
+        {
             let mut st = self.shared.write_state();
-            let seg = st.active().clone();
             let seg_id = seg.id;
             let mut off = start;
             for e in group {
@@ -230,14 +281,52 @@ impl Writer {
             st.active_len = off;
             st.used_bytes += len;
             st.next_lsn = self.next_lsn;
-            seg
-        };
+        }
         for (reply, ack) in acks {
             let _ = reply.send(Ok(ack));
         }
-        let dropped = self.recent.wrote(&seg, start, start + len);
-        s.cache_dropped_bytes.fetch_add(dropped, Ordering::Relaxed);
+        // A direct group left nothing in the page cache but its last page.
+        if !direct {
+            let dropped = self.recent.wrote(&seg, start, start + len);
+            s.cache_dropped_bytes.fetch_add(dropped, Ordering::Relaxed);
+        }
         Ok(())
+    }
+
+    /// Writes a group at `start` through the tail cache: copies the part of
+    /// the log's last page before `start` and the group into the ring,
+    /// writes the whole pages with `O_DIRECT` and the last partial page
+    /// through the page cache (so the next group finds it there and a small
+    /// write after it reads nothing from disk). `None` when there is no
+    /// direct file or no room in the ring: the caller writes buffered.
+    fn write_direct<'t>(
+        &self,
+        tail: &'t crate::tail::TailCache,
+        seg: &Segment,
+        group: &[Encoded],
+        start: u64,
+        len: u64,
+    ) -> Option<(std::io::Result<()>, crate::tail::Alloc<'t>)> {
+        use std::os::unix::fs::FileExt;
+        let fd = self.direct_file.as_ref()?;
+        let a = start / ALIGN as u64 * ALIGN as u64;
+        let pre = (start - a) as usize;
+        let span = pre + len as usize;
+        let mut alloc = tail.alloc(span)?;
+        let buf = alloc.buf();
+        // Durable bytes of a record already acknowledged: read from the
+        // page cache (the previous group left that page there).
+        buf[..pre].copy_from_slice(seg.slice(a, pre as u64));
+        let mut at = pre;
+        for p in group.iter().flat_map(|e| e.parts.iter()) {
+            buf[at..at + p.len()].copy_from_slice(p);
+            at += p.len();
+        }
+        let end = start + len;
+        let b = end / ALIGN as u64 * ALIGN as u64;
+        let whole = (b - a) as usize;
+        let res = fd.write_all_at(&buf[..whole], a).and_then(|_| if end > b { self.file.write_all_at(&buf[whole..span], b) } else { Ok(()) });
+        Some((res, alloc))
     }
 
     /// Before a small batch, zero-fills the segment past it (not beyond the
@@ -283,6 +372,7 @@ impl Writer {
         let file = create_segment_file(&path, &header)?;
         let seg = Segment::open(&path, id, 0, self.shared.config.segment_bytes)?;
         self.file = file;
+        self.direct_file = open_direct(&path);
         self.zeroed = SEGMENT_HEADER_BYTES as u64;
         let mut st = self.shared.write_state();
         st.segments.insert(id, Arc::new(seg));

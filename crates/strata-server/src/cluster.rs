@@ -244,13 +244,17 @@ impl ClusterNode {
     /// replication).
     fn reconcile(&self, map: &ClusterMap) {
         let Some(me) = map.nodes.get(&self.config.node_id) else { return };
+        // The memory budgets are the node's, shared by its disks.
+        let mut engine = self.config.engine.clone();
+        engine.tail_cache_bytes /= me.disks.len().max(1) as u64;
+        engine.write_cache_bytes /= me.disks.len().max(1) as u64;
         for (i, disk) in me.disks.iter().enumerate() {
             let i = i as u32;
             if self.disks.get(i).is_some() {
                 continue;
             }
             let path = self.config.data_dir.join(&disk.path);
-            match Store::open(&path, self.config.engine.clone(), self.clock.clone()) {
+            match Store::open(&path, engine.clone(), self.clock.clone()) {
                 Ok(s) => self.disks.insert(i, Arc::new(s)),
                 Err(e) => tracing::error!(disk = %path.display(), error = %e, "cannot open disk"),
             }

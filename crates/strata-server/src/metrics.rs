@@ -170,7 +170,7 @@ impl Collector for EngineCollector {
                 ConstGauge::new(get(st, stats)).encode(m.encode_family(&vec![("partition", p.clone())])?)?;
             }
         }
-        let counters: [(&str, &str, Get); 11] = [
+        let counters: [(&str, &str, Get); 15] = [
             ("strata_engine_batches", "Group-commit batches written", |_, s| s.batches.load(Ordering::Relaxed) as f64),
             ("strata_engine_records", "Records written", |_, s| s.records.load(Ordering::Relaxed) as f64),
             ("strata_engine_bytes_written", "Bytes appended to logs", |_, s| s.bytes_written.load(Ordering::Relaxed) as f64),
@@ -186,12 +186,30 @@ impl Collector for EngineCollector {
                 s.direct_reads.load(Ordering::Relaxed) as f64
             }),
             ("strata_engine_direct_read_bytes", "Bytes read with O_DIRECT", |_, s| s.direct_read_bytes.load(Ordering::Relaxed) as f64),
+            ("strata_engine_direct_writes", "Write groups written with O_DIRECT from the tail cache", |_, s| s.direct_writes.load(Ordering::Relaxed) as f64),
+            ("strata_engine_tail_cache_full", "Large write groups sent through the page cache because every tail cache region was leased", |_, s| {
+                s.tail_cache_full.load(Ordering::Relaxed) as f64
+            }),
+            ("strata_engine_tail_cache_hits", "Records read from the tail cache", |_, s| s.tail_cache_hits.load(Ordering::Relaxed) as f64),
+            ("strata_engine_tail_cache_hit_bytes", "Bytes read from the tail cache", |_, s| s.tail_cache_hit_bytes.load(Ordering::Relaxed) as f64),
         ];
         for (name, help, get) in counters {
             let mut m = encoder.encode_descriptor(name, help, None, MetricType::Counter)?;
             for (p, st, stats) in &rows {
                 ConstCounter::new(get(st, stats)).encode(m.encode_family(&vec![("partition", p.clone())])?)?;
             }
+        }
+        let tail =
+            self.0.stores().iter().filter_map(|s| s.tail_cache_stats()).fold(strata_engine::TailStats::default(), |a, t| strata_engine::TailStats {
+                capacity: a.capacity + t.capacity,
+                records: a.records + t.records,
+            });
+        let store: [(&str, &str, f64); 2] = [
+            ("strata_engine_tail_cache_bytes", "Bytes of memory of the tail cache (0: off)", tail.capacity as f64),
+            ("strata_engine_tail_cache_records", "Records the tail cache holds", tail.records as f64),
+        ];
+        for (name, help, v) in store {
+            ConstGauge::new(v).encode(encoder.encode_descriptor(name, help, None, MetricType::Gauge)?)?;
         }
         Ok(())
     }

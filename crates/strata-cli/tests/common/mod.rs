@@ -26,6 +26,8 @@ impl Node {
             .arg(data_dir)
             .args(["--listen", "127.0.0.1:0"])
             .args(if extra.contains(&"--s3-listen") { &[][..] } else { &["--s3-listen", "off"][..] })
+            // Tests run side by side: a small tail cache (still several regions).
+            .args(if extra.contains(&"--tail-cache") { &[][..] } else { &["--tail-cache", "64MiB"][..] })
             .args(extra)
             .stdout(Stdio::piped())
             .stderr(Stdio::from(log))

@@ -1,0 +1,350 @@
+//! The tail cache: memory this store allocates once, through which large
+//! writes go to the log with `O_DIRECT`, and from which reads of those
+//! recent records are served.
+//!
+//! Why: a buffered write puts every byte in a page-cache page, and the page
+//! cache takes fresh pages from the kernel. On a VM that hands free memory
+//! back to its host (free page reporting, ballooning) each fresh page costs
+//! a host fault (`python3 scripts/page-cost.py`: about ten times the system
+//! CPU of writing through a page already in use), and the window of
+//! `cache.rs` cannot make the kernel hand back the pages it dropped before
+//! they are reported. This memory is mapped once, faulted in by a
+//! background thread at idle priority, and then reused forever: a large
+//! write costs one copy into it and the disk's time, and the blobs written
+//! last, the ones read most (Ambry §2.2), are read from it without a
+//! syscall. It is the same bargain TigerBeetle makes with its static
+//! allocation.
+//!
+//! Layout: a ring of [`REGION`]-sized regions with one allocation pointer.
+//! Each write group takes the next aligned range (wrapping at the end). A
+//! region's old records are forgotten when the pointer enters it; a region
+//! that a reader (or a writer still copying) holds a lease on is skipped,
+//! so a slow client never blocks a write, and when everything is leased
+//! the write goes through the page cache as before. Records are keyed by
+//! where they lie in the log (partition, segment, generation, offset), so a
+//! compaction or a failed write can never make a key name other bytes.
+
+use bytes::Bytes;
+use std::collections::HashMap;
+use std::ptr::NonNull;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::{Arc, Mutex, Weak};
+
+/// Alignment of positions in the ring: what `O_DIRECT` needs of buffers.
+pub(crate) const ALIGN: usize = crate::direct::ALIGN;
+
+/// Unit of leasing and forgetting.
+pub(crate) const REGION: usize = 16 << 20;
+
+/// Memory faulted in per call by the prefault thread (a divisor of [`REGION`]).
+const PREFAULT_STEP: usize = 2 << 20;
+
+/// Where a record lies in the log: partition, segment id, generation, offset.
+pub(crate) type RecordAt = (u64, u64, u32, u64);
+
+/// See the module documentation.
+pub(crate) struct TailCache {
+    /// Keeps the mapping alive; only ever accessed through `base`.
+    _map: memmap2::MmapMut,
+    base: NonNull<u8>,
+    len: usize,
+    /// Readers and writers holding bytes of each region.
+    leases: Vec<AtomicU32>,
+    state: Mutex<Ring>,
+}
+
+// SAFETY: the mapping is only reached through `base`; every byte range is
+// written by one writer while it holds an `Alloc` (which no reader can see
+// until `publish`, under the mutex), and only read after that.
+unsafe impl Send for TailCache {}
+// SAFETY: as above.
+unsafe impl Sync for TailCache {}
+
+impl std::fmt::Debug for TailCache {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TailCache").field("len", &self.len).finish_non_exhaustive()
+    }
+}
+
+#[derive(Default)]
+struct Ring {
+    /// Next free position (aligned).
+    next: usize,
+    /// Published records: position and length in the ring.
+    entries: HashMap<RecordAt, (usize, usize)>,
+    /// The records touching each region, forgotten when it is reused.
+    region_keys: Vec<Vec<RecordAt>>,
+}
+
+/// Counts of the cache's work, for the metrics.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct TailStats {
+    /// Bytes of the ring.
+    pub capacity: u64,
+    /// Records the ring holds now.
+    pub records: u64,
+}
+
+impl TailCache {
+    /// A ring of `bytes` (rounded down to whole regions); `None` for less
+    /// than one region or when the memory cannot be mapped.
+    pub fn new(bytes: u64) -> Option<Arc<Self>> {
+        let regions = (bytes as usize) / REGION;
+        if regions == 0 {
+            return None;
+        }
+        let len = regions * REGION;
+        let mut map = memmap2::MmapOptions::new()
+            .len(len)
+            .map_anon()
+            .inspect_err(|e| tracing::warn!(bytes = len, error = %e, "cannot map the tail cache; large writes go through the page cache"))
+            .ok()?;
+        // Fewer TLB misses on copies; ignored where huge pages are off.
+        let _ = map.advise(memmap2::Advice::HugePage);
+        let base = NonNull::new(map.as_mut_ptr())?;
+        let ring = Ring { region_keys: vec![Vec::new(); regions], ..Ring::default() };
+        Some(Arc::new(Self { _map: map, base, len, leases: (0..regions).map(|_| AtomicU32::new(0)).collect(), state: Mutex::new(ring) }))
+    }
+
+    fn ring(&self) -> std::sync::MutexGuard<'_, Ring> {
+        self.state.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// Faults every page in on a background thread, so the first writes
+    /// through the ring find it ready. Faulting does not change memory, so
+    /// it may overlap writes. It runs at normal priority, a step of
+    /// [`PREFAULT_STEP`] at a time: a fault holds the process's memory-map
+    /// lock, and a thread of low priority preempted while holding it made
+    /// every allocation that maps memory wait (puts stalled for a second).
+    pub fn prefault_in_background(self: &Arc<Self>) {
+        let weak: Weak<Self> = Arc::downgrade(self);
+        let spawned = std::thread::Builder::new().name("strata-tail-prefault".into()).spawn(move || {
+            let mut at = 0;
+            while let Some(cache) = weak.upgrade() {
+                if at >= cache.len {
+                    break;
+                }
+                // SAFETY: the range lies inside the mapping, which `cache`
+                // keeps alive; MADV_POPULATE_WRITE only faults pages in.
+                let rc = unsafe { libc::madvise(cache.base.as_ptr().add(at) as *mut libc::c_void, PREFAULT_STEP, libc::MADV_POPULATE_WRITE) };
+                if rc != 0 {
+                    tracing::debug!(error = %std::io::Error::last_os_error(), "cannot prefault the tail cache; its pages fault on first write");
+                    break;
+                }
+                at += PREFAULT_STEP;
+                drop(cache);
+                std::thread::yield_now();
+            }
+        });
+        if let Err(e) = spawned {
+            tracing::warn!(error = %e, "cannot start the tail cache's prefault thread");
+        }
+    }
+
+    fn regions(pos: usize, len: usize) -> std::ops::RangeInclusive<usize> {
+        pos / REGION..=(pos + len.max(1) - 1) / REGION
+    }
+
+    /// Takes the next `len` bytes of the ring (rounded up to [`ALIGN`]) for
+    /// one writer, forgetting what the regions it enters held. `None` when
+    /// `len` exceeds the ring or every region it could use is leased.
+    pub fn alloc(&self, len: usize) -> Option<Alloc<'_>> {
+        let n = len.div_ceil(ALIGN) * ALIGN;
+        if n == 0 || n > self.len {
+            return None;
+        }
+        let mut ring = self.ring();
+        for _ in 0..=self.leases.len() + 1 {
+            let p = if ring.next + n > self.len { 0 } else { ring.next };
+            // The region holding `p` was entered already unless `p` starts it.
+            let fresh = p.div_ceil(REGION)..=(p + n - 1) / REGION;
+            if let Some(busy) = fresh.clone().find(|&r| self.leases[r].load(Ordering::Acquire) != 0) {
+                ring.next = (busy + 1) * REGION;
+                continue;
+            }
+            for r in fresh {
+                for k in std::mem::take(&mut ring.region_keys[r]) {
+                    ring.entries.remove(&k);
+                }
+            }
+            for r in Self::regions(p, n) {
+                self.leases[r].fetch_add(1, Ordering::AcqRel);
+            }
+            ring.next = p + n;
+            return Some(Alloc { cache: self, pos: p, len: n });
+        }
+        None
+    }
+
+    /// Makes records written into `alloc` readable: each is `(where it lies
+    /// in the log, offset in the allocation, length)`.
+    pub fn publish(&self, alloc: Alloc<'_>, records: &[(RecordAt, usize, usize)]) {
+        let mut ring = self.ring();
+        for &(key, off, len) in records {
+            if off + len > alloc.len {
+                continue;
+            }
+            let pos = alloc.pos + off;
+            ring.entries.insert(key, (pos, len));
+            for r in Self::regions(pos, len) {
+                ring.region_keys[r].push(key);
+            }
+        }
+    }
+
+    /// The record at `key`, if the ring still holds it: a view that keeps
+    /// its regions from being reused until dropped.
+    pub fn get(self: &Arc<Self>, key: &RecordAt) -> Option<Bytes> {
+        let ring = self.ring();
+        let &(pos, len) = ring.entries.get(key)?;
+        for r in Self::regions(pos, len) {
+            self.leases[r].fetch_add(1, Ordering::AcqRel);
+        }
+        drop(ring);
+        Some(Bytes::from_owner(Lease { cache: self.clone(), pos, len }))
+    }
+
+    /// Size and occupancy, for the metrics.
+    pub fn stats(&self) -> TailStats {
+        TailStats { capacity: self.len as u64, records: self.ring().entries.len() as u64 }
+    }
+
+    fn release(&self, pos: usize, len: usize) {
+        for r in Self::regions(pos, len) {
+            self.leases[r].fetch_sub(1, Ordering::AcqRel);
+        }
+    }
+}
+
+/// A writer's range of the ring; its regions stay leased until dropped.
+pub(crate) struct Alloc<'a> {
+    cache: &'a TailCache,
+    pos: usize,
+    len: usize,
+}
+
+impl Alloc<'_> {
+    /// The range's memory, for the writer alone.
+    pub fn buf(&mut self) -> &mut [u8] {
+        // SAFETY: `[pos, pos+len)` lies in the mapping and was handed to this
+        // allocation only; no reader sees it before `publish`, and the
+        // regions cannot be reallocated while this lease is held.
+        unsafe { std::slice::from_raw_parts_mut(self.cache.base.as_ptr().add(self.pos), self.len) }
+    }
+}
+
+impl Drop for Alloc<'_> {
+    fn drop(&mut self) {
+        self.cache.release(self.pos, self.len);
+    }
+}
+
+/// A reader's view of a published record.
+struct Lease {
+    cache: Arc<TailCache>,
+    pos: usize,
+    len: usize,
+}
+
+impl AsRef<[u8]> for Lease {
+    fn as_ref(&self) -> &[u8] {
+        // SAFETY: published bytes are never written again while leased.
+        unsafe { std::slice::from_raw_parts(self.cache.base.as_ptr().add(self.pos), self.len) }
+    }
+}
+
+impl Drop for Lease {
+    fn drop(&mut self) {
+        self.cache.release(self.pos, self.len);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn key(off: u64) -> RecordAt {
+        (1, 1, 0, off)
+    }
+
+    fn put(c: &TailCache, at: RecordAt, fill: u8, len: usize) -> Option<usize> {
+        let mut a = c.alloc(len)?;
+        a.buf()[..len].fill(fill);
+        let pos = a.pos;
+        c.publish(a, &[(at, 0, len)]);
+        Some(pos)
+    }
+
+    #[test]
+    fn records_read_back_until_their_region_is_reused() {
+        let c = TailCache::new(3 * REGION as u64).unwrap();
+        let mib = 1 << 20;
+        for i in 0..40u64 {
+            put(&c, key(i), i as u8, mib).unwrap();
+        }
+        // 40 MiB through a 48 MiB ring: everything is still there.
+        for i in 0..40u64 {
+            let b = c.get(&key(i)).unwrap();
+            assert_eq!(b.len(), mib);
+            assert!(b.iter().all(|&x| x == i as u8), "record {i}");
+        }
+        // 9 more wrap into region 0: its 16 records are forgotten, the rest stay.
+        for i in 40..49u64 {
+            put(&c, key(i), i as u8, mib).unwrap();
+        }
+        assert!((0..16).all(|i| c.get(&key(i)).is_none()));
+        for i in 16..49u64 {
+            assert!(c.get(&key(i)).unwrap().iter().all(|&x| x == i as u8), "record {i}");
+        }
+        assert_eq!(c.stats().records, 33);
+    }
+
+    #[test]
+    fn a_leased_region_is_skipped_not_overwritten() {
+        let c = TailCache::new(2 * REGION as u64).unwrap();
+        let half = REGION / 2;
+        put(&c, key(0), 7, half).unwrap();
+        put(&c, key(1), 8, half).unwrap();
+        let held = c.get(&key(0)).unwrap();
+        assert_eq!(put(&c, key(2), 9, REGION), Some(REGION));
+        // Would wrap into region 0, which a reader holds: region 1 is reused.
+        assert_eq!(put(&c, key(3), 10, half), Some(REGION));
+        assert!(c.get(&key(2)).is_none());
+        assert!(held.iter().all(|&x| x == 7));
+        assert!(c.get(&key(1)).unwrap().iter().all(|&x| x == 8));
+        // A writer's own allocation is a lease too.
+        let w = c.alloc(half).unwrap();
+        assert!(c.alloc(half).is_none(), "region 0 is read, region 1 is being written");
+        drop(w);
+        drop(held);
+        // Now region 0 is free again and the pointer wraps into it.
+        assert_eq!(put(&c, key(4), 11, half), Some(0));
+        assert!(c.get(&key(0)).is_none() && c.get(&key(1)).is_none());
+        assert!(c.get(&key(3)).unwrap().iter().all(|&x| x == 10));
+    }
+
+    #[test]
+    fn a_record_spanning_regions_is_leased_whole() {
+        let c = TailCache::new(3 * REGION as u64).unwrap();
+        put(&c, key(0), 1, REGION / 2).unwrap();
+        // Spans regions 0 and 1.
+        put(&c, key(1), 2, REGION).unwrap();
+        let held = c.get(&key(1)).unwrap();
+        put(&c, key(2), 3, REGION).unwrap();
+        // Regions 0 and 1 are leased through key 1: the next range is region 2.
+        assert_eq!(put(&c, key(3), 4, REGION), Some(2 * REGION));
+        assert!(held.iter().all(|&x| x == 2));
+        assert!(c.get(&key(1)).is_some() && c.get(&key(0)).is_some());
+        assert!(c.get(&key(2)).is_none());
+    }
+
+    #[test]
+    fn too_small_or_too_big() {
+        assert!(TailCache::new(REGION as u64 - 1).is_none());
+        let c = TailCache::new(REGION as u64).unwrap();
+        assert!(c.alloc(REGION + 1).is_none());
+        assert!(c.alloc(0).is_none());
+        let mut a = c.alloc(1).unwrap();
+        assert_eq!(a.buf().len(), ALIGN);
+    }
+}
