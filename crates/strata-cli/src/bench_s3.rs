@@ -151,6 +151,8 @@ struct Target {
     name: &'static str,
     client: S3Client,
     child: Child,
+    /// Strata's own API, for compaction between cells.
+    admin: Option<String>,
 }
 
 impl Drop for Target {
@@ -182,11 +184,14 @@ fn start_strata(dir: &Path, extra: &[String]) -> Result<Target> {
             let _ = tx.send(line);
         }
     });
-    let (mut endpoint, mut keys) = (None, None);
+    let (mut endpoint, mut keys, mut admin) = (None, None, None);
     let deadline = Instant::now() + Duration::from_secs(60);
     while endpoint.is_none() || keys.is_none() {
         let left = deadline.saturating_duration_since(Instant::now());
         let line = rx.recv_timeout(left).context("strata server did not print its S3 endpoint")?;
+        if line.starts_with("Strata is serving") {
+            admin = line.split_whitespace().find(|w| w.starts_with("http://")).map(str::to_owned);
+        }
         if line.contains("S3 API on") {
             endpoint = line.split_whitespace().find(|w| w.starts_with("http://")).map(str::to_owned);
         }
@@ -196,7 +201,7 @@ fn start_strata(dir: &Path, extra: &[String]) -> Result<Target> {
         }
     }
     let (endpoint, (ak, sk)) = (endpoint.context("no endpoint")?, keys.context("no key")?);
-    Ok(Target { name: "strata", client: S3Client::new(&endpoint, &ak, &sk), child })
+    Ok(Target { name: "strata", client: S3Client::new(&endpoint, &ak, &sk), child, admin })
 }
 
 fn find_minio(given: Option<&Path>) -> Result<PathBuf> {
@@ -232,7 +237,7 @@ async fn start_minio(bin: &Path, dir: &Path) -> Result<Target> {
         .spawn()
         .with_context(|| format!("starting {}", bin.display()))?;
     let endpoint = format!("http://127.0.0.1:{port}");
-    let target = Target { name: "minio", client: S3Client::new(&endpoint, ak, sk), child };
+    let target = Target { name: "minio", client: S3Client::new(&endpoint, ak, sk), child, admin: None };
     let deadline = Instant::now() + Duration::from_secs(60);
     loop {
         if let Ok((200, _)) = target.client.call(http::Method::GET, "/minio/health/ready", Bytes::new()).await {
@@ -276,6 +281,35 @@ async fn put_phase(t: &Target, size: u64, conc: usize, secs: f64, data: Bytes, r
     Ok((row("PUT", size, conc, t.name, n, elapsed, &lat), keys))
 }
 
+/// Deletes a cell's objects, and has Strata compact its logs, so the next
+/// cell starts from the same near-empty disk on both systems and a run
+/// needs only one cell's worth of free space.
+async fn clear(t: &Target, keys: Vec<String>) -> Result<()> {
+    let keys = Arc::new(keys);
+    let next = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let mut tasks = Vec::new();
+    for _ in 0..16 {
+        let (client, keys, next) = (t.client.clone(), keys.clone(), next.clone());
+        tasks.push(tokio::spawn(async move {
+            loop {
+                let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                let Some(path) = keys.get(i) else { return Ok::<_, anyhow::Error>(()) };
+                let (status, _) = client.call(http::Method::DELETE, path, Bytes::new()).await?;
+                anyhow::ensure!(status == 204, "DELETE {path} answered {status}");
+            }
+        }));
+    }
+    for task in tasks {
+        task.await??;
+    }
+    if let Some(admin) = &t.admin {
+        let req = http::Request::builder().method(http::Method::POST).uri(format!("{admin}/admin/compact")).body(Full::new(Bytes::new()))?;
+        let status = t.client.http.request(req).await.context("compaction request")?.status();
+        anyhow::ensure!(status.is_success(), "{}: compaction answered {status}", t.name);
+    }
+    Ok(())
+}
+
 async fn get_phase(t: &Target, size: u64, conc: usize, secs: f64, keys: Arc<Vec<String>>) -> Result<Row> {
     anyhow::ensure!(!keys.is_empty(), "no objects to GET: a PUT phase wrote none");
     let client = t.client.clone();
@@ -316,8 +350,8 @@ fn size_text(s: u64) -> String {
 }
 
 /// The fastest PUT rate the free-space estimate assumes (this machine's
-/// disk takes about 700 MB/s buffered and fsync'd).
-const PUT_BYTES_PER_S_MAX: f64 = 700e6;
+/// disk takes about 2 GB/s with O_DIRECT).
+const PUT_BYTES_PER_S_MAX: f64 = 2e9;
 
 pub async fn run(a: BenchS3Args) -> Result<()> {
     std::fs::create_dir_all(&a.dir).with_context(|| format!("creating {}", a.dir.display()))?;
@@ -330,16 +364,15 @@ pub async fn run(a: BenchS3Args) -> Result<()> {
 
 async fn run_in(a: &BenchS3Args) -> Result<()> {
     let minio_bin = if a.no_minio { None } else { Some(find_minio(a.minio.as_deref())?) };
-    // Every object stays until the end (GET phases read what PUT phases
-    // wrote): warn before a full disk stops a run halfway.
+    // A cell's objects stay until its last round (GET phases read what PUT
+    // phases wrote): warn before a full disk stops a run halfway.
     let systems = if minio_bin.is_some() { 2 } else { 1 };
-    let cells = (a.sizes.iter().filter(|s| **s >= 1 << 20).count() * a.concurrency.len()) as f64;
-    let needed = cells * a.rounds.max(1) as f64 * systems as f64 * a.seconds * PUT_BYTES_PER_S_MAX;
+    let needed = a.rounds.max(1) as f64 * systems as f64 * a.seconds * PUT_BYTES_PER_S_MAX;
     if let Ok(free) = strata_engine::fsutil::free_bytes(&a.dir)
         && (free as f64) < needed
     {
         eprintln!(
-            "warning: {} holds {:.0} GB free; this run may write up to {:.0} GB (every object is kept until the end), and a full disk stops it",
+            "warning: {} holds {:.0} GB free; a cell may write up to {:.0} GB (its objects are kept until its last round), and a full disk stops it",
             a.dir.display(),
             free as f64 / 1e9,
             needed / 1e9
@@ -365,6 +398,7 @@ async fn run_in(a: &BenchS3Args) -> Result<()> {
         let data = Bytes::from((0..size).map(|i| (i.wrapping_mul(2_654_435_761) >> 13) as u8).collect::<Vec<u8>>());
         for &conc in &a.concurrency {
             let mut all: Vec<Row> = Vec::new();
+            let mut cell_keys: Vec<Vec<String>> = targets.iter().map(|_| Vec::new()).collect();
             for round in 0..a.rounds.max(1) {
                 // Alternate who goes first, so drift in the machine's state
                 // (page cache, disk) does not favor one system.
@@ -377,11 +411,22 @@ async fn run_in(a: &BenchS3Args) -> Result<()> {
                     all.push(r);
                     written.push(keys);
                 }
+                for (t, keys) in order.iter().zip(&written) {
+                    let i = targets.iter().position(|x| std::ptr::eq(x, *t)).expect("ordered from targets");
+                    cell_keys[i].extend(keys.iter().cloned());
+                }
                 for (t, keys) in order.iter().zip(same_size_sets(written)) {
                     eprintln!("{} GET {} x{conc} (round {})...", t.name, size_text(size), round + 1);
                     let r = get_phase(t, size, conc, a.seconds, keys).await?;
                     eprintln!("  {:.0} objects/s, p50 {:.2} ms", r.objects_per_s, r.p50_ms);
                     all.push(r);
+                }
+            }
+            // Small objects take little space; large ones would fill the disk.
+            if size >= 1 << 20 {
+                for (t, keys) in targets.iter().zip(cell_keys) {
+                    eprintln!("{} deleting {} objects of {} x{conc}...", t.name, keys.len(), size_text(size));
+                    clear(t, keys).await?;
                 }
             }
             for op in ["PUT", "GET"] {
