@@ -82,33 +82,37 @@ impl DirectReads {
         let skip = offset as usize - start;
         let span = (skip + len).div_ceil(ALIGN) * ALIGN;
         let mut buf = self.take(span)?;
-        let mut got = 0;
-        while got < skip + len {
-            // Whole aligned blocks from an aligned position: what O_DIRECT needs.
-            match file.read_at(&mut buf.as_mut()[got..span], (start + got) as u64) {
-                Ok(0) => {
-                    self.give(buf);
-                    return Some(Err(std::io::Error::new(std::io::ErrorKind::UnexpectedEof, format!("file ends before byte {}", offset as usize + len))));
-                }
-                Ok(n) => got += n,
-                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-                Err(e) => {
-                    self.give(buf);
-                    return Some(Err(e));
-                }
-            }
-            // A short read ends at the file's end, which need not be aligned:
-            // the next read would start unaligned, so stop at whatever came.
-            if got % ALIGN != 0 {
-                break;
-            }
-        }
-        if got < skip + len {
+        if let Err(e) = read_aligned(file, start as u64, &mut buf.as_mut()[..span], skip + len) {
             self.give(buf);
-            return Some(Err(std::io::Error::new(std::io::ErrorKind::UnexpectedEof, format!("file ends before byte {}", offset as usize + len))));
+            return Some(Err(e));
         }
         Some(Ok(Bytes::from_owner(Lent { buf: Some(buf), pool: self.clone(), start: skip, len })))
     }
+}
+
+/// Fills `buf` (aligned, a whole number of [`ALIGN`] blocks) from `file`
+/// (opened with `O_DIRECT`) at the aligned offset `start`, up to at least
+/// its first `need` bytes; an error when the file ends first.
+pub(crate) fn read_aligned(file: &File, start: u64, buf: &mut [u8], need: usize) -> std::io::Result<()> {
+    let mut got = 0;
+    while got < need {
+        // Whole aligned blocks from an aligned position: what O_DIRECT needs.
+        match file.read_at(&mut buf[got..], start + got as u64) {
+            Ok(0) => break,
+            Ok(n) => got += n,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+        // A short read ends at the file's end, which need not be aligned:
+        // the next read would start unaligned, so stop at whatever came.
+        if got % ALIGN != 0 {
+            break;
+        }
+    }
+    if got < need {
+        return Err(std::io::Error::new(std::io::ErrorKind::UnexpectedEof, format!("file ends before byte {}", start as usize + need)));
+    }
+    Ok(())
 }
 
 /// Heap memory aligned for `O_DIRECT`; never shared, freed on drop.

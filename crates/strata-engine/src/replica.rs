@@ -193,6 +193,20 @@ pub struct ReplicaStats {
     pub tail_cache_hits: AtomicU64,
     /// Bytes read that way.
     pub tail_cache_hit_bytes: AtomicU64,
+    /// Records read from the disk into the tail cache (counted in
+    /// `direct_reads` too).
+    pub tail_cache_fills: AtomicU64,
+}
+
+/// Where a large record's bytes were read from.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Source {
+    /// The tail cache held them.
+    Tail,
+    /// The disk, into the tail cache (checked as they arrived).
+    Filled,
+    /// The disk, into a direct-read buffer.
+    Disk,
 }
 
 pub(crate) struct State {
@@ -395,17 +409,20 @@ impl Replica {
         // A recent large record is read from the tail cache (tail.rs): the
         // bytes this store wrote to the disk from that memory, so their CRC
         // guards nothing a read could catch.
-        let from_tail = match &self.shared.tail {
-            Some(t) if with_data && e.record_len >= TAIL_RECORD_BYTES => {
-                t.get(&(self.shared.partition, seg.id, seg.generation, e.record_offset)).filter(|b| b.len() == e.record_len as usize)
-            }
-            _ => None,
-        };
-        // A large record outside the page cache is read past it (direct.rs).
+        let at = (self.shared.partition, seg.id, seg.generation, e.record_offset);
+        let tail = self.shared.tail.as_ref().filter(|_| with_data && e.record_len >= TAIL_RECORD_BYTES);
+        let from_tail = tail.and_then(|t| t.get(&at)).filter(|b| b.len() == e.record_len as usize).map(|b| (b, Source::Tail));
+        // A large record outside the page cache is read past it (direct.rs),
+        // into the tail cache when it has room, so that reading it again
+        // costs no disk read; its CRC is checked before any reader sees it.
         let direct = match from_tail {
-            Some(buf) => Some((buf, true)),
+            Some(hit) => Some(hit),
             None if with_data && e.record_len >= DIRECT_READ_BYTES && !seg.resident(e.record_offset, e.record_len as u64) => {
-                seg.read_direct(&self.shared.direct, e.record_offset, e.record_len as u64).transpose()?.map(|b| (b, false))
+                let check = |b: &[u8]| strata_format::record::decode(b, verify).map(drop).map_err(|err| seg.corrupt(e.record_offset, err));
+                match tail.and_then(|t| seg.read_direct_into_tail(t, at, e.record_offset, e.record_len as u64, check)) {
+                    Some(filled) => Some((filled?, Source::Filled)),
+                    None => seg.read_direct(&self.shared.direct, e.record_offset, e.record_len as u64).transpose()?.map(|b| (b, Source::Disk)),
+                }
             }
             None => None,
         };
@@ -413,7 +430,9 @@ impl Replica {
             seg.will_need(e.record_offset, e.record_len as u64);
         }
         let rec = match &direct {
-            Some((buf, tail)) => strata_format::record::decode(buf, verify && !tail).map_err(|err| seg.corrupt(e.record_offset, err))?,
+            Some((buf, source)) => {
+                strata_format::record::decode(buf, verify && *source == Source::Disk).map_err(|err| seg.corrupt(e.record_offset, err))?
+            }
             None => seg.record_at(e.record_offset, e.record_len, verify)?,
         };
         if rec.key != *key || rec.kind != RecordKind::Put {
@@ -423,11 +442,14 @@ impl Replica {
         }
         let data_start = e.record_offset + rec.data_offset as u64;
         let (data, file_range) = match direct {
-            Some((buf, tail)) => {
+            Some((buf, source)) => {
                 let s = &self.shared.stats;
-                let (n, bytes) = if tail { (&s.tail_cache_hits, &s.tail_cache_hit_bytes) } else { (&s.direct_reads, &s.direct_read_bytes) };
+                let (n, bytes) = if source == Source::Tail { (&s.tail_cache_hits, &s.tail_cache_hit_bytes) } else { (&s.direct_reads, &s.direct_read_bytes) };
                 n.fetch_add(1, Ordering::Relaxed);
                 bytes.fetch_add(buf.len() as u64, Ordering::Relaxed);
+                if source == Source::Filled {
+                    s.tail_cache_fills.fetch_add(1, Ordering::Relaxed);
+                }
                 let at = rec.data_offset as usize;
                 // No sendfile: the bytes are in our buffer, not the page cache.
                 (buf.slice(at..at + rec.data_len as usize), None)

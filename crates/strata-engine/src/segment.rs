@@ -146,12 +146,10 @@ impl Segment {
         rc != 0 || pages.iter().all(|p| p & 1 == 1)
     }
 
-    /// Reads `[start, start+len)` with `O_DIRECT` into a buffer of `pool`,
-    /// bypassing the page cache. `None` when direct reads are not possible
-    /// here (no free buffer, or a filesystem without `O_DIRECT`).
-    pub(crate) fn read_direct(&self, pool: &std::sync::Arc<crate::direct::DirectReads>, start: u64, len: u64) -> Option<Result<Bytes>> {
-        let file = self
-            .direct
+    /// The segment opened with `O_DIRECT`, opened on first use; `None` on a
+    /// filesystem that refuses it.
+    fn direct_file(&self) -> Option<&File> {
+        self.direct
             .get_or_init(|| {
                 use std::os::unix::fs::OpenOptionsExt;
                 std::fs::OpenOptions::new()
@@ -161,8 +159,38 @@ impl Segment {
                     .inspect_err(|e| tracing::debug!(file = %self.name(), error = %e, "no O_DIRECT here; cold reads go through the page cache"))
                     .ok()
             })
-            .as_ref()?;
+            .as_ref()
+    }
+
+    /// Reads `[start, start+len)` with `O_DIRECT` into a buffer of `pool`,
+    /// bypassing the page cache. `None` when direct reads are not possible
+    /// here (no free buffer, or a filesystem without `O_DIRECT`).
+    pub(crate) fn read_direct(&self, pool: &std::sync::Arc<crate::direct::DirectReads>, start: u64, len: u64) -> Option<Result<Bytes>> {
+        let file = self.direct_file()?;
         Some(pool.read(file, start, len as usize)?.map_err(io(format!("read {} at {start}", self.name()))))
+    }
+
+    /// Reads the record `[start, start+len)` with `O_DIRECT` into the tail
+    /// cache under `key` (see [`crate::tail::TailCache::fill`]); `check` sees the
+    /// record's bytes before any other reader can. `None` when that is not
+    /// possible now (no room, no `O_DIRECT`, the record being filled).
+    pub(crate) fn read_direct_into_tail(
+        &self,
+        tail: &std::sync::Arc<crate::tail::TailCache>,
+        key: crate::tail::RecordAt,
+        start: u64,
+        len: u64,
+        check: impl FnOnce(&[u8]) -> Result<()>,
+    ) -> Option<Result<Bytes>> {
+        use crate::direct::ALIGN;
+        let file = self.direct_file()?;
+        let aligned = start as usize / ALIGN * ALIGN;
+        let (skip, len) = (start as usize - aligned, len as usize);
+        let span = (skip + len).div_ceil(ALIGN) * ALIGN;
+        tail.fill(key, span, skip, len, |buf| {
+            crate::direct::read_aligned(file, aligned as u64, buf, skip + len).map_err(io(format!("read {} at {start}", self.name())))?;
+            check(&buf[skip..skip + len])
+        })
     }
 
     /// Decodes the record at `offset` of known length.

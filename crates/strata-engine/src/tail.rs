@@ -25,7 +25,7 @@
 //! compaction or a failed write can never make a key name other bytes.
 
 use bytes::Bytes;
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet, VecDeque};
 use std::ptr::NonNull;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex, Weak};
@@ -74,7 +74,16 @@ struct Ring {
     entries: HashMap<RecordAt, (usize, usize)>,
     /// The records touching each region, forgotten when it is reused.
     region_keys: Vec<Vec<RecordAt>>,
+    /// Records a reader is reading into the ring now (see [`TailCache::fill`]).
+    filling: HashSet<RecordAt>,
+    /// Records read from the disk once lately, oldest first: the second
+    /// miss fills the ring (see [`TailCache::fill`]).
+    missed: HashSet<RecordAt>,
+    missed_order: VecDeque<RecordAt>,
 }
+
+/// How many once-missed records the ring remembers.
+const MISSED_MAX: usize = 4096;
 
 /// Counts of the cache's work, for the metrics.
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
@@ -190,6 +199,56 @@ impl TailCache {
                 ring.region_keys[r].push(key);
             }
         }
+    }
+
+    /// Reads a record the ring does not hold into it, so the next reads of
+    /// it are served from memory: the records read most are the recent and
+    /// the popular ones (Ambry §2.2), and a cold record read twice is
+    /// likely read again. Only a record missed before is taken in, so one
+    /// pass over old blobs (a scan, a replica catching up) does not push
+    /// the recent ones out. `read` fills the `span` bytes given to it from
+    /// the disk and checks them (once published they are served unchecked,
+    /// like the bytes this store wrote); the record is `[skip, skip + len)`
+    /// of them. `None`, without calling `read`, on a first miss, when the
+    /// ring has no free room, or while another reader fills the same
+    /// record: the caller reads it some other way.
+    pub fn fill<E>(self: &Arc<Self>, key: RecordAt, span: usize, skip: usize, len: usize, read: impl FnOnce(&mut [u8]) -> Result<(), E>) -> Option<Result<Bytes, E>> {
+        if len == 0 || skip + len > span {
+            return None;
+        }
+        {
+            let mut ring = self.ring();
+            if !ring.missed.remove(&key) {
+                ring.missed.insert(key);
+                ring.missed_order.push_back(key);
+                while ring.missed_order.len() > MISSED_MAX {
+                    if let Some(old) = ring.missed_order.pop_front() {
+                        ring.missed.remove(&old);
+                    }
+                }
+                return None;
+            }
+            if !ring.filling.insert(key) {
+                return None;
+            }
+        }
+        let filled = self.fill_now(key, span, skip, len, read);
+        self.ring().filling.remove(&key);
+        filled
+    }
+
+    fn fill_now<E>(self: &Arc<Self>, key: RecordAt, span: usize, skip: usize, len: usize, read: impl FnOnce(&mut [u8]) -> Result<(), E>) -> Option<Result<Bytes, E>> {
+        let mut alloc = self.alloc(span)?;
+        if let Err(e) = read(&mut alloc.buf()[..span]) {
+            return Some(Err(e));
+        }
+        let pos = alloc.pos + skip;
+        // The reader's lease is taken before the writer's goes.
+        for r in Self::regions(pos, len) {
+            self.leases[r].fetch_add(1, Ordering::AcqRel);
+        }
+        self.publish(alloc, &[(key, skip, len)]);
+        Some(Ok(Bytes::from_owner(Lease { cache: self.clone(), pos, len })))
     }
 
     /// The record at `key`, if the ring still holds it: a view that keeps
@@ -336,6 +395,37 @@ mod tests {
         assert!(held.iter().all(|&x| x == 2));
         assert!(c.get(&key(1)).is_some() && c.get(&key(0)).is_some());
         assert!(c.get(&key(2)).is_none());
+    }
+
+    #[test]
+    fn a_record_missed_twice_is_read_into_the_ring() {
+        let c = TailCache::new(2 * REGION as u64).unwrap();
+        let read = |b: &mut [u8]| {
+            b.fill(5);
+            b[100] = 6;
+            Ok::<_, String>(())
+        };
+        assert!(c.fill(key(1), 2 * ALIGN, 100, 4000, |_| -> Result<(), String> { panic!("a first miss reads nothing in") }).is_none());
+        let got = c.fill(key(1), 2 * ALIGN, 100, 4000, read).unwrap().unwrap();
+        assert_eq!(got.len(), 4000);
+        assert_eq!(got[0], 6, "the record starts `skip` bytes into the span");
+        assert!(got[1..].iter().all(|&x| x == 5));
+        assert_eq!(&c.get(&key(1)).unwrap()[..], &got[..], "later reads find it");
+        // A failed read or check publishes nothing, and the next miss starts over.
+        assert!(c.fill(key(2), ALIGN, 0, 10, |_| -> Result<(), String> { panic!("first miss") }).is_none());
+        assert_eq!(c.fill(key(2), ALIGN, 0, 10, |_| Err("bad crc".to_owned())).unwrap().unwrap_err(), "bad crc");
+        assert!(c.get(&key(2)).is_none());
+        assert!(c.fill(key(2), ALIGN, 0, 10, |_| -> Result<(), String> { panic!("first miss again") }).is_none());
+        // Two readers never fill the same record at once.
+        let c2 = c.clone();
+        assert!(c.fill(key(2), ALIGN, 0, 10, |_| {
+            assert!(c2.fill(key(2), ALIGN, 0, 10, |_| -> Result<(), String> { panic!("a miss while filling") }).is_none());
+            assert!(c2.fill(key(2), ALIGN, 0, 10, |_| -> Result<(), String> { panic!("being filled") }).is_none());
+            Ok::<_, String>(())
+        })
+        .is_some());
+        // Spans that cannot hold the record are refused.
+        assert!(c.fill(key(3), ALIGN, 100, ALIGN, read).is_none());
     }
 
     #[test]

@@ -141,6 +141,41 @@ fn large_writes_go_through_the_tail_cache() {
     assert_eq!(r.stats().torn_bytes_truncated.load(Ordering::Relaxed), 0);
 }
 
+/// A cold large record (out of the tail cache and the page cache) read a
+/// second time is read into the tail cache, and from memory after that;
+/// the bytes are the same every time.
+#[test]
+fn cold_records_read_twice_are_taken_into_the_tail_cache() {
+    use std::os::unix::fs::OpenOptionsExt;
+    let dir = tempfile::tempdir().unwrap();
+    let probe = dir.path().join("probe");
+    std::fs::write(&probe, b"x").unwrap();
+    let has_direct = std::fs::OpenOptions::new().write(true).custom_flags(libc::O_DIRECT).open(&probe).is_ok();
+    let config = EngineConfig { tail_cache_bytes: 32 << 20, record_bytes_max: 4 << 20, ..EngineConfig::default() };
+    let store = Store::open(dir.path(), config, Arc::new(SystemClock)).unwrap();
+    let r = store.create_replica(1).unwrap();
+    let body = |i: u32| Bytes::from((0..(2_000_000 + 11 * i)).map(|b| (b.wrapping_mul(13) ^ i) as u8).collect::<Vec<_>>());
+    // 48 MB through a 32 MiB ring: the first blobs are on disk only.
+    for i in 0..24 {
+        r.submit(WriteOp::Put { key: key(i), props: PutProps::default(), data: body(i) }).wait().unwrap();
+    }
+    let s = r.stats();
+    let count = |c: &std::sync::atomic::AtomicU64| c.load(Ordering::Relaxed);
+    for (round, i) in [(0, 0), (1, 0), (2, 0), (0, 1)] {
+        assert_eq!(r.get(&key(i)).unwrap().data, body(i), "blob {i}, read {}", round + 1);
+        if !has_direct {
+            continue;
+        }
+        let (direct, fills, hits) = (count(&s.direct_reads), count(&s.tail_cache_fills), count(&s.tail_cache_hits));
+        match (i, round) {
+            (0, 0) => assert_eq!((direct, fills, hits), (1, 0, 0), "a first miss reads past the cache"),
+            (0, 1) => assert_eq!((direct, fills, hits), (2, 1, 0), "a second miss fills the cache"),
+            (0, _) => assert_eq!((direct, fills, hits), (2, 1, 1), "then it is read from memory"),
+            _ => assert_eq!((direct, fills, hits), (3, 1, 1), "another cold blob starts over"),
+        }
+    }
+}
+
 #[test]
 fn compaction_runs_while_serving_reads_and_writes() {
     let dir = tempfile::tempdir().unwrap();

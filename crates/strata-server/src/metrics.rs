@@ -170,7 +170,7 @@ impl Collector for EngineCollector {
                 ConstGauge::new(get(st, stats)).encode(m.encode_family(&vec![("partition", p.clone())])?)?;
             }
         }
-        let counters: [(&str, &str, Get); 15] = [
+        let counters: [(&str, &str, Get); 16] = [
             ("strata_engine_batches", "Group-commit batches written", |_, s| s.batches.load(Ordering::Relaxed) as f64),
             ("strata_engine_records", "Records written", |_, s| s.records.load(Ordering::Relaxed) as f64),
             ("strata_engine_bytes_written", "Bytes appended to logs", |_, s| s.bytes_written.load(Ordering::Relaxed) as f64),
@@ -192,6 +192,9 @@ impl Collector for EngineCollector {
             }),
             ("strata_engine_tail_cache_hits", "Records read from the tail cache", |_, s| s.tail_cache_hits.load(Ordering::Relaxed) as f64),
             ("strata_engine_tail_cache_hit_bytes", "Bytes read from the tail cache", |_, s| s.tail_cache_hit_bytes.load(Ordering::Relaxed) as f64),
+            ("strata_engine_tail_cache_fills", "Cold large records read from the disk into the tail cache", |_, s| {
+                s.tail_cache_fills.load(Ordering::Relaxed) as f64
+            }),
         ];
         for (name, help, get) in counters {
             let mut m = encoder.encode_descriptor(name, help, None, MetricType::Counter)?;
