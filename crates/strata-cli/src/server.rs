@@ -48,8 +48,10 @@ pub struct ServerArgs {
     pub cold_read_buffer: u64,
     /// Memory allocated at start through which large writes go to disk
     /// with `O_DIRECT`, and from which the blobs written last are read.
-    /// Shared by the node's disks. `auto` is a sixteenth of the machine's
-    /// memory; 0 writes everything through the page cache.
+    /// Shared by the node's disks. `auto` is an eighth of the machine's
+    /// memory (what a working set of large blobs needs to be read without
+    /// the disk; see docs/architecture.md); 0 writes everything through
+    /// the page cache.
     #[arg(long, default_value = "auto")]
     pub tail_cache: String,
     /// Bytes of upload bodies buffered at once over every put; past it,
@@ -161,7 +163,7 @@ impl ServerArgs {
             },
             cold_read_buffer_bytes: self.cold_read_buffer,
             tail_cache_bytes: match self.tail_cache.as_str() {
-                "auto" => memory_bytes().map_or(1 << 30, |m| m / 16),
+                "auto" => memory_bytes().map_or(1 << 30, |m| m / 8),
                 size => parse_size(size).map_err(|e| anyhow::anyhow!("--tail-cache: {e}"))?,
             },
             tail_cache_prefault: true,
