@@ -430,9 +430,7 @@ impl Replica {
             seg.will_need(e.record_offset, e.record_len as u64);
         }
         let rec = match &direct {
-            Some((buf, source)) => {
-                strata_format::record::decode(buf, verify && *source == Source::Disk).map_err(|err| seg.corrupt(e.record_offset, err))?
-            }
+            Some((buf, source)) => strata_format::record::decode(buf, verify && *source == Source::Disk).map_err(|err| seg.corrupt(e.record_offset, err))?,
             None => seg.record_at(e.record_offset, e.record_len, verify)?,
         };
         if rec.key != *key || rec.kind != RecordKind::Put {

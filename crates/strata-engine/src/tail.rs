@@ -212,7 +212,14 @@ impl TailCache {
     /// of them. `None`, without calling `read`, on a first miss, when the
     /// ring has no free room, or while another reader fills the same
     /// record: the caller reads it some other way.
-    pub fn fill<E>(self: &Arc<Self>, key: RecordAt, span: usize, skip: usize, len: usize, read: impl FnOnce(&mut [u8]) -> Result<(), E>) -> Option<Result<Bytes, E>> {
+    pub fn fill<E>(
+        self: &Arc<Self>,
+        key: RecordAt,
+        span: usize,
+        skip: usize,
+        len: usize,
+        read: impl FnOnce(&mut [u8]) -> Result<(), E>,
+    ) -> Option<Result<Bytes, E>> {
         if len == 0 || skip + len > span {
             return None;
         }
@@ -237,7 +244,14 @@ impl TailCache {
         filled
     }
 
-    fn fill_now<E>(self: &Arc<Self>, key: RecordAt, span: usize, skip: usize, len: usize, read: impl FnOnce(&mut [u8]) -> Result<(), E>) -> Option<Result<Bytes, E>> {
+    fn fill_now<E>(
+        self: &Arc<Self>,
+        key: RecordAt,
+        span: usize,
+        skip: usize,
+        len: usize,
+        read: impl FnOnce(&mut [u8]) -> Result<(), E>,
+    ) -> Option<Result<Bytes, E>> {
         let mut alloc = self.alloc(span)?;
         if let Err(e) = read(&mut alloc.buf()[..span]) {
             return Some(Err(e));
@@ -418,12 +432,14 @@ mod tests {
         assert!(c.fill(key(2), ALIGN, 0, 10, |_| -> Result<(), String> { panic!("first miss again") }).is_none());
         // Two readers never fill the same record at once.
         let c2 = c.clone();
-        assert!(c.fill(key(2), ALIGN, 0, 10, |_| {
-            assert!(c2.fill(key(2), ALIGN, 0, 10, |_| -> Result<(), String> { panic!("a miss while filling") }).is_none());
-            assert!(c2.fill(key(2), ALIGN, 0, 10, |_| -> Result<(), String> { panic!("being filled") }).is_none());
-            Ok::<_, String>(())
-        })
-        .is_some());
+        assert!(
+            c.fill(key(2), ALIGN, 0, 10, |_| {
+                assert!(c2.fill(key(2), ALIGN, 0, 10, |_| -> Result<(), String> { panic!("a miss while filling") }).is_none());
+                assert!(c2.fill(key(2), ALIGN, 0, 10, |_| -> Result<(), String> { panic!("being filled") }).is_none());
+                Ok::<_, String>(())
+            })
+            .is_some()
+        );
         // Spans that cannot hold the record are refused.
         assert!(c.fill(key(3), ALIGN, 100, ALIGN, read).is_none());
     }
