@@ -452,7 +452,7 @@ async fn run_in(a: &BenchS3Args) -> Result<()> {
     println!("S3 PUT/GET, single node, data in {}; median of {} rounds of {}s", a.dir.display(), a.rounds.max(1), a.seconds);
     let direct = direct_mbps.map_or("n/a".to_owned(), |m| format!("{m:.0}"));
     println!(
-        "limits, MB/s: disk fsync'd sequential write {disk_mbps:.0} (O_DIRECT {direct}), loopback {loop_mbps:.0}, MD5 one stream {md5_one:.0} (md-5), 16 streams {md5_16:.0} (Strata's multi-buffer pool)"
+        "limits, MB/s: disk fsync'd sequential write {disk_mbps:.0} (O_DIRECT {direct}), loopback {loop_mbps:.0}, MD5 one stream {md5_one:.0}, 16 streams {md5_16:.0} (Strata's kernels)"
     );
     println!(
         "{:<4} {:>7} {:>4} {:<7} {:>9} {:>8} {:>8} {:>8} {:>9} {:>9} {:>9}",

@@ -8,7 +8,6 @@ use crate::md5x;
 use base64::Engine;
 use bytes::Bytes;
 use futures_util::StreamExt;
-use md5::{Digest, Md5};
 use s3s::dto::StreamingBlob;
 use s3s::{S3Error, s3_error};
 use std::sync::Arc;
@@ -25,8 +24,8 @@ const INLINE_HASH_BYTES: i64 = 256 << 10;
 static HASHING: AtomicUsize = AtomicUsize::new(0);
 
 /// Where a big body's bytes go to be hashed while they are written. Alone,
-/// a body is hashed on a blocking thread with `md-5`'s assembly (one
-/// stream is fastest there); when other bodies are being hashed too, it
+/// a body is hashed on a blocking thread ([`md5x::Single`]: one stream is
+/// fastest there); when other bodies are being hashed too, it
 /// joins the multi-buffer pool, which hashes up to 16 at once ([`md5x`]).
 struct BodyHasher {
     feed: Feed,
@@ -66,11 +65,11 @@ impl BodyHasher {
         }
         let (tx, mut rx) = tokio::sync::mpsc::channel::<Bytes>(32);
         let h = tokio::task::spawn_blocking(move || {
-            let mut h = Md5::new();
+            let mut h = md5x::Single::new();
             while let Some(b) = rx.blocking_recv() {
                 h.update(&b);
             }
-            <[u8; 16]>::from(h.finalize())
+            h.finalize()
         });
         Self { feed: Feed::Thread(tx), pending: Pending::Thread(h), _busy: busy }
     }
@@ -166,7 +165,7 @@ impl StrataS3 {
             }
         };
         let (blob, size, md5) = if length.is_some_and(|l| l <= INLINE_HASH_BYTES) {
-            let mut hasher = Md5::new();
+            let mut hasher = md5x::Single::new();
             let mut size = 0u64;
             let mut buf = bytes::BytesMut::new();
             let mut body = body;
@@ -180,7 +179,7 @@ impl StrataS3 {
                 buf.extend_from_slice(&frame);
             }
             let blob = self.router.put_bytes(opts, buf.freeze()).await.map_err(router_err)?;
-            (blob, size, <[u8; 16]>::from(hasher.finalize()))
+            (blob, size, hasher.finalize())
         } else {
             let size = Arc::new(AtomicU64::new(0));
             let hasher = BodyHasher::start();
