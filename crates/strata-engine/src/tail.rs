@@ -239,19 +239,14 @@ impl TailCache {
                 return None;
             }
         }
-        let filled = self.fill_now(key, span, skip, len, read);
-        self.ring().filling.remove(&key);
-        filled
-    }
-
-    fn fill_now<E>(
-        self: &Arc<Self>,
-        key: RecordAt,
-        span: usize,
-        skip: usize,
-        len: usize,
-        read: impl FnOnce(&mut [u8]) -> Result<(), E>,
-    ) -> Option<Result<Bytes, E>> {
+        // Whatever happens below, the record is no longer being filled after.
+        struct Filling<'a>(&'a TailCache, RecordAt);
+        impl Drop for Filling<'_> {
+            fn drop(&mut self) {
+                self.0.ring().filling.remove(&self.1);
+            }
+        }
+        let _filling = Filling(self, key);
         let mut alloc = self.alloc(span)?;
         if let Err(e) = read(&mut alloc.buf()[..span]) {
             return Some(Err(e));

@@ -39,17 +39,24 @@ fn read_only_past_capacity_fraction_but_deletes_still_work() {
     assert_eq!(&r.get(&key(1)).unwrap().data[..], &vec![1u8; 10_000][..]);
 }
 
+/// Whether files in `dir` can be opened with `O_DIRECT` (tmpfs cannot):
+/// where not, the engine uses the page cache and the direct paths are not
+/// checked.
+fn has_direct(dir: &std::path::Path) -> bool {
+    use std::os::unix::fs::OpenOptionsExt;
+    let probe = dir.join("probe");
+    std::fs::write(&probe, b"x").unwrap();
+    std::fs::OpenOptions::new().read(true).write(true).custom_flags(libc::O_DIRECT).open(&probe).is_ok()
+}
+
 /// Blobs that fell out of the write window are read with O_DIRECT (where
 /// the filesystem has it) and come back whole; recent ones are read from
 /// the page cache; a pool too small for a record falls back to the page
 /// cache and still answers.
 #[test]
 fn cold_large_records_are_read_directly_and_whole() {
-    use std::os::unix::fs::OpenOptionsExt;
     let dir = tempfile::tempdir().unwrap();
-    let probe = dir.path().join("probe");
-    std::fs::write(&probe, b"x").unwrap();
-    let has_direct = std::fs::OpenOptions::new().read(true).custom_flags(libc::O_DIRECT).open(&probe).is_ok();
+    let has_direct = has_direct(dir.path());
     // Writes through the page cache (no tail cache), so its window applies.
     let config = EngineConfig { write_cache_bytes: 4 << 20, cold_read_buffer_bytes: 4 << 20, tail_cache_bytes: 0, ..EngineConfig::default() };
     let store = Store::open(dir.path(), config, Arc::new(SystemClock)).unwrap();
@@ -86,11 +93,8 @@ fn cold_large_records_are_read_directly_and_whole() {
 /// back the same from disk after a restart.
 #[test]
 fn large_writes_go_through_the_tail_cache() {
-    use std::os::unix::fs::OpenOptionsExt;
     let dir = tempfile::tempdir().unwrap();
-    let probe = dir.path().join("probe");
-    std::fs::write(&probe, b"x").unwrap();
-    let has_direct = std::fs::OpenOptions::new().write(true).custom_flags(libc::O_DIRECT).open(&probe).is_ok();
+    let has_direct = has_direct(dir.path());
     // Two 16 MiB regions; segments small enough that the log rolls.
     let config = EngineConfig { tail_cache_bytes: 32 << 20, segment_bytes: 24 << 20, record_bytes_max: 4 << 20, ..EngineConfig::default() };
     let big = |i: u32| Bytes::from((0..(1_000_000 + 37 * i)).map(|b| (b.wrapping_mul(7) ^ i) as u8).collect::<Vec<_>>());
@@ -146,11 +150,8 @@ fn large_writes_go_through_the_tail_cache() {
 /// the bytes are the same every time.
 #[test]
 fn cold_records_read_twice_are_taken_into_the_tail_cache() {
-    use std::os::unix::fs::OpenOptionsExt;
     let dir = tempfile::tempdir().unwrap();
-    let probe = dir.path().join("probe");
-    std::fs::write(&probe, b"x").unwrap();
-    let has_direct = std::fs::OpenOptions::new().write(true).custom_flags(libc::O_DIRECT).open(&probe).is_ok();
+    let has_direct = has_direct(dir.path());
     let config = EngineConfig { tail_cache_bytes: 32 << 20, record_bytes_max: 4 << 20, ..EngineConfig::default() };
     let store = Store::open(dir.path(), config, Arc::new(SystemClock)).unwrap();
     let r = store.create_replica(1).unwrap();
