@@ -1,9 +1,9 @@
 //! Multi-buffer MD5: the ETags of concurrent uploads hashed sixteen at a
 //! time, one stream per 32-bit lane of an AVX-512 register.
 //!
-//! MD5 is one long dependency chain, so a single stream runs at about
-//! 780 MB/s on this machine's cores (`openssl speed -evp md5`) whatever the
-//! vector width; with 16 uploads in flight, hashing them one by one took
+//! MD5 is one long dependency chain, so a single stream runs at under
+//! 1 GB/s on this machine's cores ([`Single`]; `openssl speed -evp md5`)
+//! whatever the vector width; with 16 uploads in flight, hashing them one by one took
 //! 33–44% of the server's CPU (perf, `strata bench s3` at 1 MiB and 64 MiB
 //! with 16 clients). Sixteen independent streams fill the sixteen lanes of
 //! one register instead (as MinIO's md5-simd does). One thread owns every
@@ -503,8 +503,8 @@ mod kernel {
 }
 
 /// One stream's MD5, hashed on the caller's thread with [`kernel::single`].
-/// Faster here than `md-5`'s assembly (see `strata bench s3`'s "MD5 one
-/// stream", which this measures, and the closing note of issue 7).
+/// Faster here than the `md-5` crate: `strata bench s3` prints both rates
+/// in its header ("MD5 one stream").
 pub(crate) struct Single {
     state: [u32; 4],
     buf: [u8; 64],
@@ -554,6 +554,17 @@ impl Single {
         }
         out
     }
+}
+
+/// MB/s of the `md-5` crate over one stream of `mib` MiB, the baseline
+/// of [`Single`] in `strata bench s3`'s header.
+pub fn crate_throughput(mib: usize) -> f64 {
+    use md5::Digest;
+    let data = vec![0x5au8; mib << 20];
+    #[allow(clippy::disallowed_methods)]
+    let t = std::time::Instant::now();
+    std::hint::black_box(md5::Md5::digest(&data));
+    (mib << 20) as f64 / t.elapsed().as_secs_f64() / 1e6
 }
 
 /// MB/s of MD5 over `streams` concurrent streams of `mib` MiB each: through
