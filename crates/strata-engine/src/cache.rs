@@ -41,12 +41,7 @@ pub(crate) struct WriteCache {
 
 impl WriteCache {
     pub fn new(config: &EngineConfig) -> Arc<Self> {
-        let tail = TailCache::new(config.tail_cache_bytes);
-        if config.tail_cache_prefault
-            && let Some(t) = &tail
-        {
-            t.prefault_in_background();
-        }
+        let tail = TailCache::new(config.tail_cache_bytes, config.tail_cache_prefault);
         Arc::new(Self { limit: config.write_cache_bytes, used: AtomicU64::new(0), direct: DirectReads::new(config.cold_read_buffer_bytes), tail })
     }
 }
