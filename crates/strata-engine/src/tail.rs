@@ -170,8 +170,9 @@ impl TailCache {
     }
 
     /// Faults in the region just past the ready prefix and adds it to the
-    /// ring; `false` when the whole ring is ready. Only the prefault thread
-    /// calls this: nothing else reaches bytes past the prefix.
+    /// ring; `false` when the whole ring is ready. One thread at a time
+    /// calls this (`new` for the first region, then the prefault thread),
+    /// and nothing else reaches bytes past the prefix.
     fn prefault_region(&self) -> bool {
         let at = self.ready.load(Ordering::Acquire);
         if at >= self.len {
