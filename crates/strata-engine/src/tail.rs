@@ -102,6 +102,15 @@ pub struct TailStats {
     pub ready: u64,
 }
 
+/// A node's stores add up field by field (the metrics report their sum).
+impl std::ops::Add for TailStats {
+    type Output = Self;
+
+    fn add(self, o: Self) -> Self {
+        Self { capacity: self.capacity + o.capacity, records: self.records + o.records, ready: self.ready + o.ready }
+    }
+}
+
 impl TailCache {
     /// A ring of `bytes` (rounded down to whole regions); `None` for less
     /// than one region or when the memory cannot be mapped. With `prefault`,

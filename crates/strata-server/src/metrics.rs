@@ -202,11 +202,7 @@ impl Collector for EngineCollector {
                 ConstCounter::new(get(st, stats)).encode(m.encode_family(&vec![("partition", p.clone())])?)?;
             }
         }
-        let tail = self.0.stores().iter().filter_map(|s| s.tail_cache_stats()).fold(strata_engine::TailStats::default(), |a, t| strata_engine::TailStats {
-            capacity: a.capacity + t.capacity,
-            records: a.records + t.records,
-            ready: a.ready + t.ready,
-        });
+        let tail = self.0.stores().iter().filter_map(|s| s.tail_cache_stats()).fold(strata_engine::TailStats::default(), |a, t| a + t);
         let store: [(&str, &str, f64); 3] = [
             ("strata_engine_tail_cache_bytes", "Bytes of memory of the tail cache (0: off)", tail.capacity as f64),
             ("strata_engine_tail_cache_ready_bytes", "Bytes of the tail cache faulted in and in use; grows to its size after start", tail.ready as f64),
