@@ -201,6 +201,12 @@ async fn operations_and_bad_input() {
     for name in ["strata_http_requests_total", "strata_engine_fsyncs_total", "strata_replica_used_bytes", "strata_http_request_duration_seconds_bucket"] {
         assert!(m.contains(name), "metric {name} missing");
     }
+    // The tail cache (64 MiB here) has its first 16 MiB region faulted in
+    // at open; the rest comes while a CPU is idle.
+    let gauge =
+        |name: &str| m.lines().find_map(|l| l.strip_prefix(name)?.strip_prefix(' ')?.parse::<f64>().ok()).unwrap_or_else(|| panic!("metric {name} missing"));
+    let (ready, size) = (gauge("strata_engine_tail_cache_ready_bytes"), gauge("strata_engine_tail_cache_bytes"));
+    assert!(ready >= f64::from(16u32 << 20) && ready <= size, "tail cache ready {ready} of {size} bytes");
     // The first blob is untouched by all of the above.
     assert_eq!(&c.get_bytes(&id).await.expect("get")[..], &data[..]);
 }
