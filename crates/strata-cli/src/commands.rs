@@ -205,17 +205,35 @@ pub async fn partitions(a: Common) -> Result<()> {
         println!("{v}");
         return Ok(());
     }
-    println!("{:>9}  {:<10}  {:>12}  {:>12}  {:>8}  {:>10}", "PARTITION", "STATE", "USED", "CAPACITY", "SEGMENTS", "NEXT LSN");
+    println!("{:>9}  {:<10}  {:>12}  {:>12}  {:>8}  {:>10}  {:>7}", "PARTITION", "STATE", "USED", "CAPACITY", "SEGMENTS", "NEXT LSN", "DAMAGED");
+    let mut damaged = Vec::new();
     for p in v.as_array().into_iter().flatten() {
         println!(
-            "{:>9}  {:<10}  {:>12}  {:>12}  {:>8}  {:>10}",
+            "{:>9}  {:<10}  {:>12}  {:>12}  {:>8}  {:>10}  {:>7}",
             p["partition"].to_string(),
             p["state"].as_str().unwrap_or(""),
             p["used_bytes"].to_string(),
             p["capacity_bytes"].to_string(),
             p["segments"].to_string(),
-            p["next_lsn"].to_string()
+            p["next_lsn"].to_string(),
+            p["damaged_ranges"].as_u64().unwrap_or(0)
         );
+        for d in p["damage"].as_array().into_iter().flatten() {
+            damaged.push((p["partition"].to_string(), d.clone()));
+        }
+    }
+    if !damaged.is_empty() {
+        println!("\nQuarantined (damaged) records, awaiting repair from a replica:");
+        for (p, d) in damaged {
+            println!(
+                "  partition {p}  segment {} gen {}  offset {}  {} bytes  key {}",
+                d["segment"],
+                d["generation"],
+                d["offset"],
+                d["len"],
+                d["key"].as_str().unwrap_or("unknown (the record's header is damaged)")
+            );
+        }
     }
     Ok(())
 }

@@ -184,8 +184,16 @@ impl Replica {
         let mut off = SEGMENT_HEADER_BYTES as u64;
         for e in &keep {
             let bytes = seg.slice(e.record_offset, e.record_len as u64);
-            // Copy only what still checks out: compaction must not launder corruption.
-            let decoded = strata_format::record::decode(bytes, true).map_err(|source| seg.corrupt(e.record_offset, source))?;
+            // Copy only what still checks out: compaction must not launder
+            // corruption. A record that fails is quarantined (its key then
+            // answers "damaged" until repaired) and left behind.
+            let decoded = match strata_format::record::decode(bytes, true) {
+                Ok(d) => d,
+                Err(source) => {
+                    sh.quarantine(seg, e.record_offset, e.record_len as u64, Some(&e.key), &seg.corrupt(e.record_offset, source));
+                    continue;
+                }
+            };
             file.write_all(bytes).map_err(io(format!("write {}", path.display())))?;
             memtable.insert(located(seg.id, off, &decoded));
             off += bytes.len() as u64;

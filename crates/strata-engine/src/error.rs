@@ -64,6 +64,16 @@ pub enum EngineError {
         /// What failed.
         source: FormatError,
     },
+    /// This replica's copy of the key failed its checks and is quarantined
+    /// until repaired from another replica (or the key is deleted). Not
+    /// "not found": the key may well exist.
+    #[error("partition {partition}: {detail}")]
+    Damaged {
+        /// Partition.
+        partition: PartitionId,
+        /// What is damaged and where.
+        detail: String,
+    },
     /// An I/O error.
     #[error("{context}: {source}")]
     Io {
@@ -93,6 +103,7 @@ impl EngineError {
             Self::TooLarge { .. } => "TooLarge",
             Self::Invalid(_) => "Invalid",
             Self::Corrupt { .. } => "Corrupt",
+            Self::Damaged { .. } => "Damaged",
             Self::Io { .. } => "Io",
             Self::Closed => "Closed",
             Self::NoSuchPartition(_) => "NoSuchPartition",

@@ -14,6 +14,7 @@
 mod cache;
 mod compaction;
 mod config;
+mod damage;
 mod direct;
 mod error;
 pub mod fsutil;
@@ -27,12 +28,13 @@ mod writer;
 
 pub use compaction::{COMPACTION_LOG, CompactionReport};
 pub use config::{EngineConfig, FlushPolicy};
+pub use damage::DAMAGE_FILE;
 pub use error::{EngineError, ReadOnlyReason, Result};
 pub use index::{KeyState, Located};
 pub use journal::JournalEntry;
 pub use replica::{BlobRecord, PendingWrite, Replica, ReplicaStats, ReplicaStatus, WriteAck, WriteOp};
 pub use segment::FileRange;
-pub use strata_format::CompactionPhase;
+pub use strata_format::{CompactionPhase, DamagedRange};
 pub use tail::TailStats;
 
 use std::collections::BTreeMap;

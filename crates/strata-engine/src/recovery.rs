@@ -5,15 +5,19 @@
 use crate::cache::{Recent, WriteCache};
 use crate::compaction;
 use crate::config::EngineConfig;
+use crate::damage::{Damage, DamageSet};
 use crate::error::{EngineError, Result, io};
 use crate::fsutil;
+use crate::index::KeyState;
 use crate::index::{IndexFile, Memtable};
 use crate::journal::{Journal, JournalEntry};
 use crate::replica::{Replica, Shared, State, located};
 use crate::segment::{Segment, log_name, parse_name};
-use crate::writer::{Writer, create_segment_file};
+use crate::writer::{LSN_FILE, LsnReserve, Writer, create_segment_file};
 use std::collections::BTreeMap;
 use std::fs::OpenOptions;
+
+mod scan;
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU64};
 use std::sync::{Arc, Mutex, RwLock, mpsc};
@@ -96,6 +100,7 @@ pub(crate) fn open(dir: &Path, config: EngineConfig, clock: Arc<dyn Clock>, cach
     let last_id = *logs.keys().next_back().expect("checked non-empty");
 
     let stats = crate::replica::ReplicaStats::default();
+    let mut damaged: Vec<strata_format::DamagedRange> = Vec::new();
     let mut segments = BTreeMap::new();
     let mut index_files = Vec::new();
     let mut memtable = Memtable::default();
@@ -134,19 +139,34 @@ pub(crate) fn open(dir: &Path, config: EngineConfig, clock: Arc<dyn Clock>, cach
         if let Some(f) = seg_files.last() {
             max_lsn = max_lsn.max(f.entries()?.iter().map(|e| e.lsn).max().unwrap_or(0));
         }
-        let (records, stop, err) = seg.scan(cover, file_len);
-        if let Some(e) = err {
+        let found = scan::scan(&seg, cover, file_len, is_last);
+        let stop = found.end;
+        for d in &found.damaged {
+            tracing::error!(file = %path.display(), offset = d.offset, len = d.len, key = ?d.key.as_ref().map(|k| k.to_string()), "damaged records in the log: quarantined, valid records after them kept");
+            damaged.push(strata_format::DamagedRange {
+                segment_id: id,
+                generation,
+                offset: d.offset,
+                len: d.len,
+                detected_ms: clock.now_ms(),
+                key: d.key.clone(),
+            });
+        }
+        if stop < file_len {
             // Zeros after the last record are space the writer zero-filled
             // ahead (fsutil::zero_fill_ahead), not a tear: cut them quietly.
             // Anything else is a torn tail: the last batch was cut short by a
-            // crash. None of it was acknowledged (acks follow the fsync).
-            if seg.slice(stop, file_len - stop).iter().any(|b| *b != 0) {
+            // crash before its fsync, so none of it was acknowledged. A
+            // record that is whole but fails its CRC is not a tear, and the
+            // scan kept it (quarantined) above.
+            if let Some(e) = &found.torn {
                 tracing::warn!(file = %path.display(), offset = stop, dropped_bytes = file_len - stop, error = %e, "truncating torn log tail");
                 stats.torn_bytes_truncated.fetch_add(file_len - stop, std::sync::atomic::Ordering::Relaxed);
             }
             let f = OpenOptions::new().write(true).open(&path).map_err(io(format!("open {}", path.display())))?;
             f.set_len(stop).and_then(|_| f.sync_all()).map_err(io(format!("truncate {}", path.display())))?;
         }
+        let records = found.records;
         for (_, r) in &records {
             max_lsn = max_lsn.max(r.lsn);
         }
@@ -170,14 +190,37 @@ pub(crate) fn open(dir: &Path, config: EngineConfig, clock: Arc<dyn Clock>, cach
         segments.insert(id, seg);
     }
 
-    let next_lsn = max_lsn + 1;
-    let mut journal = Journal::new(config.journal_entries, tail.first().map_or(next_lsn, |e| e.lsn));
+    // Lsns never repeat: restart above every lsn ever handed out, even
+    // those of records cut off or quarantined above, which peers may have
+    // pulled already (their tokens are past them).
+    let mut lsns = open_lsn_reservation(dir, meta.partition)?;
+    let next_lsn = (max_lsn + 1).max(lsns.lsn_limit);
+    lsns.cover(next_lsn)?;
+    // Nothing lies between the newest record and `next_lsn`, so the
+    // journal is complete from just after the newest record.
+    let mut journal = Journal::new(config.journal_entries, tail.first().map_or(max_lsn + 1, |e| e.lsn));
     for e in tail {
         journal.push(e);
     }
     let active = segments.values().next_back().expect("non-empty").clone();
     let file = OpenOptions::new().write(true).open(&active.path).map_err(io(format!("open {}", active.path.display())))?;
     let state = State { segments, index_files, memtable, memtable_start, journal, next_lsn, active_len, used_bytes };
+    // Damage found now joins the list kept from earlier opens, except where
+    // a later put or delete of the same key (a repair) supersedes it.
+    let mut damage = DamageSet::load(dir, meta.partition, clock.now_ms())?;
+    let mut new_damage = 0u64;
+    for d in damaged {
+        if superseded(&state, &d) {
+            continue;
+        }
+        if damage.insert(d) {
+            new_damage += 1;
+        }
+    }
+    if new_damage > 0 {
+        damage.persist(dir)?;
+        stats.damage_found.fetch_add(new_damage, std::sync::atomic::Ordering::Relaxed);
+    }
     let shared = Arc::new(Shared {
         partition: meta.partition,
         dir: dir.to_owned(),
@@ -193,11 +236,59 @@ pub(crate) fn open(dir: &Path, config: EngineConfig, clock: Arc<dyn Clock>, cach
         read_only: AtomicU8::new(0),
         direct: cache.direct.clone(),
         tail: cache.tail.clone(),
+        damage: Damage::new(damage),
     });
     let (tx, rx) = mpsc::sync_channel(QUEUE_REQUESTS_MAX);
     let direct_file = crate::writer::open_direct(&active.path);
-    let writer = Writer { shared: shared.clone(), file, direct_file, next_lsn, recent: Recent::new(cache), zeroed: active_len };
+    let writer = Writer { shared: shared.clone(), file, direct_file, next_lsn, recent: Recent::new(cache), zeroed: active_len, lsns };
     let handle =
         std::thread::Builder::new().name(format!("strata-writer-{}", meta.partition)).spawn(move || writer.run(rx)).map_err(io("spawn writer thread"))?;
     Ok(Replica { shared, tx: Mutex::new(Some(tx)), writer: Mutex::new(Some(handle)) })
+}
+
+/// Opens `replica.lsn`, creating it for a replica written before it
+/// existed (whose lsns restart after its newest record, as they did then).
+/// A reservation that fails its CRC (a torn rewrite) cannot say how far
+/// lsns went, so the counter jumps by 2^40, beyond any real count.
+fn open_lsn_reservation(dir: &Path, partition: PartitionId) -> Result<LsnReserve> {
+    let path = dir.join(LSN_FILE);
+    let ctx = || format!("open {}", path.display());
+    let existed = path.exists();
+    let file = OpenOptions::new().read(true).write(true).create(true).truncate(false).open(&path).map_err(io(ctx()))?;
+    if !existed {
+        fsutil::fsync_dir(dir)?;
+    }
+    let mut buf = Vec::new();
+    std::io::Read::read_to_end(&mut &file, &mut buf).map_err(io(ctx()))?;
+    let lsn_limit = if buf.is_empty() {
+        0
+    } else {
+        match strata_format::LsnReservation::decode(&buf) {
+            Ok(r) if r.partition == partition => r.lsn_limit,
+            Ok(r) => {
+                return Err(EngineError::Corrupt {
+                    file: path.display().to_string(),
+                    offset: 0,
+                    source: strata_format::FormatError::Invalid { what: "lsn reservation", detail: format!("names partition {}", r.partition) },
+                });
+            }
+            Err(e) => {
+                tracing::error!(file = %path.display(), error = %e, "the lsn reservation is damaged; lsns jump ahead by 2^40");
+                1 << 40
+            }
+        }
+    };
+    Ok(LsnReserve { file, partition, lsn_limit })
+}
+
+/// Whether a damaged range is superseded by a valid later put or delete of
+/// its key: the key was repaired (or deleted) after the damage, so the
+/// damage no longer says anything about it. Ranges of unknown keys never are.
+fn superseded(state: &State, d: &strata_format::DamagedRange) -> bool {
+    let Some(key) = &d.key else { return false };
+    match state.lookup(key) {
+        KeyState::Deleted => true,
+        KeyState::Live { put, .. } => (put.segment_id, put.entry.record_offset) > (d.segment_id, d.offset),
+        KeyState::Missing => false,
+    }
 }

@@ -196,6 +196,11 @@ pub struct ReplicaStats {
     /// Records read from the disk into the tail cache (counted in
     /// `direct_reads` too).
     pub tail_cache_fills: AtomicU64,
+    /// Damaged log ranges found (by recovery, reads or compaction) and
+    /// quarantined.
+    pub damage_found: AtomicU64,
+    /// Damaged keys repaired (a whole copy written from a peer) or deleted.
+    pub damage_cleared: AtomicU64,
 }
 
 /// Where a large record's bytes were read from.
@@ -262,6 +267,8 @@ pub(crate) struct Shared {
     pub direct: Arc<crate::direct::DirectReads>,
     /// The store's memory for direct writes and reads of recent records.
     pub tail: Option<Arc<crate::tail::TailCache>>,
+    /// Quarantined ranges of the log (`damage.rs`).
+    pub damage: crate::damage::Damage,
 }
 
 impl Shared {
@@ -282,6 +289,29 @@ impl Shared {
         };
         self.read_only.store(reason.map_or(0, |r| 1 + r as u8), Ordering::Relaxed);
         reason
+    }
+
+    /// The error a read of a quarantined key answers.
+    pub fn damaged(&self, key: &Key) -> EngineError {
+        EngineError::Damaged { partition: self.partition, detail: format!("this replica's copy of key {key} is damaged and quarantined until repaired") }
+    }
+
+    /// Quarantines the range of a record that failed its checks, logs it
+    /// and counts it; returns the error the read answers.
+    pub fn quarantine(&self, seg: &Segment, offset: u64, len: u64, key: Option<&Key>, cause: &EngineError) -> EngineError {
+        let range =
+            strata_format::DamagedRange { segment_id: seg.id, generation: seg.generation, offset, len, detected_ms: self.clock.now_ms(), key: key.cloned() };
+        tracing::error!(partition = self.partition, file = %seg.name(), offset, len, key = ?key.map(|k| k.to_string()), error = %cause, "quarantining a damaged record");
+        match self.damage.add(&self.dir, [range]) {
+            Ok(n) => {
+                self.stats.damage_found.fetch_add(n as u64, Ordering::Relaxed);
+            }
+            Err(e) => tracing::error!(partition = self.partition, error = %e, "could not persist the damage list; the damage stays known until restart"),
+        }
+        match key {
+            Some(k) => self.damaged(k),
+            None => EngineError::Damaged { partition: self.partition, detail: format!("damaged record in {} at {offset}", seg.name()) },
+        }
     }
 
     pub fn read_state(&self) -> std::sync::RwLockReadGuard<'_, State> {
@@ -318,6 +348,10 @@ pub struct ReplicaStatus {
     pub memtable_entries: usize,
     /// Next sequence number to be assigned.
     pub next_lsn: u64,
+    /// Quarantined ranges of the log awaiting repair.
+    pub damaged_ranges: usize,
+    /// Of those, the ranges whose key is unknown.
+    pub damaged_unknown: usize,
 }
 
 impl Replica {
@@ -390,22 +424,36 @@ impl Replica {
     }
 
     fn read_at(&self, key: &Key, with_data: bool, check_expiry: bool) -> Result<BlobRecord> {
+        let sh = &self.shared;
         let (put, expiry_ms, seg) = {
-            let st = self.shared.read_state();
+            let st = sh.read_state();
             match st.lookup(key) {
+                KeyState::Missing if sh.damage.blocks(key, true) => return Err(sh.damaged(key)),
                 KeyState::Missing => return Err(EngineError::NotFound),
                 KeyState::Deleted => return Err(EngineError::Deleted),
+                KeyState::Live { .. } if sh.damage.blocks(key, false) => return Err(sh.damaged(key)),
                 KeyState::Live { put, expiry_ms } => {
                     let seg = st.segments.get(&put.segment_id).cloned().ok_or(EngineError::Closed)?;
                     (put, expiry_ms, seg)
                 }
             }
         };
-        if check_expiry && expiry_ms != 0 && expiry_ms <= self.shared.clock.now_ms() {
+        if check_expiry && expiry_ms != 0 && expiry_ms <= sh.clock.now_ms() {
             return Err(EngineError::Expired);
         }
+        match self.read_put(key, &put, expiry_ms, &seg, with_data) {
+            Err(e @ EngineError::Corrupt { .. }) => Err(sh.quarantine(&seg, put.entry.record_offset, put.entry.record_len as u64, Some(key), &e)),
+            r => r,
+        }
+    }
+
+    /// Reads the put record `put` of `key`. Its CRC is checked whenever
+    /// the configuration asks, data or not, so a HEAD of a damaged blob
+    /// fails like its GET (bytes from the tail cache are the ones this
+    /// store wrote, and are not checked again).
+    fn read_put(&self, key: &Key, put: &Located, expiry_ms: u64, seg: &Arc<Segment>, with_data: bool) -> Result<BlobRecord> {
         let e = &put.entry;
-        let verify = with_data && self.shared.config.verify_crc_on_read;
+        let verify = self.shared.config.verify_crc_on_read;
         // A recent large record is read from the tail cache (tail.rs): the
         // bytes this store wrote to the disk from that memory, so their CRC
         // guards nothing a read could catch.
@@ -452,7 +500,7 @@ impl Replica {
                 // No sendfile: the bytes are in our buffer, not the page cache.
                 (buf.slice(at..at + rec.data_len as usize), None)
             }
-            None if with_data => (segment_bytes(&seg, data_start, rec.data_len), Some(FileRange::new(&seg, data_start, rec.data_len))),
+            None if with_data => (segment_bytes(seg, data_start, rec.data_len), Some(FileRange::new(seg, data_start, rec.data_len))),
             None => (Bytes::new(), None),
         };
         Ok(BlobRecord { key: key.clone(), props: rec.props.unwrap_or_default(), created_ms: rec.time_ms, expiry_ms, size: rec.data_len, data, file_range })
@@ -492,8 +540,14 @@ impl Replica {
         self.shared.read_state().journal.since(after, max)
     }
 
+    /// The quarantined ranges of this replica's log, awaiting repair.
+    pub fn damage(&self) -> Vec<strata_format::DamagedRange> {
+        self.shared.damage.ranges()
+    }
+
     /// A status summary.
     pub fn status(&self) -> ReplicaStatus {
+        let damage = self.shared.damage.ranges();
         let st = self.shared.read_state();
         let ro = match self.shared.read_only.load(Ordering::Relaxed) {
             1 => Some(ReadOnlyReason::Capacity),
@@ -510,6 +564,8 @@ impl Replica {
             index_files: st.index_files.len(),
             memtable_entries: st.memtable.len(),
             next_lsn: st.next_lsn,
+            damaged_ranges: damage.len(),
+            damaged_unknown: damage.iter().filter(|d| d.key.is_none()).count(),
         }
     }
 

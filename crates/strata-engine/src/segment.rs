@@ -197,26 +197,6 @@ impl Segment {
     pub fn record_at(&self, offset: u64, len: u32, verify_crc: bool) -> Result<DecodedRecord> {
         record::decode(self.slice(offset, len as u64), verify_crc).map_err(|e| self.corrupt(offset, e))
     }
-
-    /// Walks records from `start` up to `end`, stopping at the first record
-    /// that does not decode. Returns the records with their offsets and the
-    /// offset where the walk stopped with the error there, if any.
-    pub fn scan(&self, start: u64, end: u64) -> (Vec<(u64, DecodedRecord)>, u64, Option<FormatError>) {
-        let mut out = Vec::new();
-        let mut pos = start;
-        while pos < end {
-            let avail = &self.map[pos as usize..end as usize];
-            match record::decode(avail, true) {
-                Ok(r) => {
-                    let len = r.total_len as u64;
-                    out.push((pos, r));
-                    pos += len;
-                }
-                Err(e) => return (out, pos, Some(e)),
-            }
-        }
-        (out, pos, None)
-    }
 }
 
 /// Where a blob's bytes lie in a segment file, for `sendfile(2)`: holding it

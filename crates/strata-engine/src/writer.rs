@@ -30,6 +30,9 @@ struct Encoded {
     parts: Vec<Bytes>,
     len: usize,
     rec: DecodedRecord,
+    /// The write repairs (or deletes) a quarantined key: once durable, the
+    /// key leaves the damage list.
+    clears_damage: bool,
 }
 
 /// The simplified state of a key while validating a batch.
@@ -53,6 +56,42 @@ pub(crate) struct Writer {
     /// Length of the active segment file; `[active_len, zeroed)` is zeros
     /// written ahead (see [`fsutil::zero_fill_ahead`]).
     pub zeroed: u64,
+    /// The lsn reservation (`replica.lsn`): no lsn at or above
+    /// `lsn_limit` is handed out before the file says so durably.
+    pub lsns: LsnReserve,
+}
+
+/// Lsns are reserved this many at a time: one small fdatasync'd write per
+/// this many records (and one per open), so the reservation costs nothing
+/// measurable while a restart can always start above every lsn handed out.
+pub(crate) const LSN_RESERVE_STEP: u64 = 1 << 20;
+
+/// Name of a replica's lsn reservation file.
+pub(crate) const LSN_FILE: &str = "replica.lsn";
+
+/// The open `replica.lsn` and the limit it holds. It is rewritten in place
+/// (32 bytes within one sector, then fdatasync), so a full disk never keeps
+/// it from moving; a torn rewrite fails its CRC and recovery then jumps far
+/// ahead instead (see `recovery.rs`).
+pub(crate) struct LsnReserve {
+    pub file: File,
+    pub partition: u64,
+    pub lsn_limit: u64,
+}
+
+impl LsnReserve {
+    /// Makes sure lsns below `need` may be handed out.
+    pub fn cover(&mut self, need: u64) -> Result<()> {
+        if need <= self.lsn_limit {
+            return Ok(());
+        }
+        use std::os::unix::fs::FileExt;
+        let limit = need.saturating_add(LSN_RESERVE_STEP);
+        let bytes = strata_format::LsnReservation { partition: self.partition, lsn_limit: limit }.encode();
+        self.file.write_all_at(&bytes, 0).and_then(|_| self.file.sync_data()).map_err(io(format!("write {LSN_FILE} of partition {}", self.partition)))?;
+        self.lsn_limit = limit;
+        Ok(())
+    }
 }
 
 /// Batches smaller than this write into space zero-filled ahead of the
@@ -107,23 +146,44 @@ impl Writer {
     }
 
     fn validate(&mut self, batch: Vec<WriteReq>) -> Vec<Encoded> {
+        // Every lsn this batch may take is reserved durably first.
+        if let Err(e) = self.lsns.cover(self.next_lsn + batch.len() as u64) {
+            tracing::error!(partition = self.shared.partition, error = %e, "could not reserve lsns; refusing the batch");
+            for req in batch {
+                let _ = req.reply.send(Err(clone_err(&e)));
+            }
+            return Vec::new();
+        }
         let has_puts = batch.iter().any(|r| matches!(r.op, WriteOp::Put { .. } | WriteOp::ReplicaPut { .. }));
         let ro = self.shared.compute_read_only(has_puts);
         let now = self.shared.clock.now_ms();
         let partition = self.shared.partition;
-        let mut pending: HashMap<Key, Pending> = HashMap::new();
+        let mut pending: HashMap<Key, (Pending, bool)> = HashMap::new();
         let mut out = Vec::with_capacity(batch.len());
         let st = self.shared.read_state();
         for req in batch {
             let key = req.op.key().clone();
-            let cur = *pending.entry(key.clone()).or_insert_with(|| match st.lookup(&key) {
-                KeyState::Missing => Pending::Missing,
-                KeyState::Deleted => Pending::Deleted,
-                KeyState::Live { expiry_ms, .. } => Pending::Live(expiry_ms),
+            // `damaged`: this replica's copy of the key is quarantined.
+            let (cur, damaged) = *pending.entry(key.clone()).or_insert_with(|| {
+                let state = match st.lookup(&key) {
+                    KeyState::Missing => Pending::Missing,
+                    KeyState::Deleted => Pending::Deleted,
+                    KeyState::Live { expiry_ms, .. } => Pending::Live(expiry_ms),
+                };
+                (state, self.shared.damage.has_key(&key))
             });
             let expired = |e: u64| e != 0 && e <= now;
             let verdict = match (&req.op, cur) {
                 (_, _) if ro == Some(ReadOnlyReason::IoFailed) => Err(EngineError::ReadOnly { partition, reason: ReadOnlyReason::IoFailed }),
+                // A quarantined key: a whole copy from a peer repairs it, a
+                // delete retires it, anything else waits for the repair.
+                (WriteOp::ReplicaPut { .. }, Pending::Missing | Pending::Live(_)) if damaged && ro == Some(ReadOnlyReason::DiskFull) => {
+                    Err(EngineError::ReadOnly { partition, reason: ReadOnlyReason::DiskFull })
+                }
+                (WriteOp::ReplicaPut { props, .. }, Pending::Missing | Pending::Live(_)) if damaged => Ok(Pending::Live(props.expiry_ms)),
+                (WriteOp::Delete { .. } | WriteOp::ReplicaDelete { .. }, Pending::Missing | Pending::Live(_)) if damaged => Ok(Pending::Deleted),
+                (WriteOp::Put { .. }, _) if damaged => Err(EngineError::AlreadyExists),
+                (WriteOp::TtlUpdate { .. }, Pending::Missing | Pending::Live(_)) if damaged => Err(self.shared.damaged(&key)),
                 (WriteOp::ReplicaPut { .. }, _) if ro == Some(ReadOnlyReason::DiskFull) => {
                     Err(EngineError::ReadOnly { partition, reason: ReadOnlyReason::DiskFull })
                 }
@@ -146,9 +206,9 @@ impl Writer {
                 }
                 Ok(next) => match encode(req.op, self.next_lsn, now) {
                     Ok((parts, rec)) => {
-                        pending.insert(key, next);
+                        pending.insert(key, (next, false));
                         self.next_lsn += 1;
-                        out.push(Encoded { reply: req.reply, len: rec.total_len as usize, parts, rec });
+                        out.push(Encoded { reply: req.reply, len: rec.total_len as usize, parts, rec, clears_damage: damaged });
                     }
                     Err(e) => {
                         let _ = req.reply.send(Err(e));
@@ -268,6 +328,7 @@ impl Writer {
             s.tail_cache_full.fetch_add(1, Ordering::Relaxed);
         }
         let mut acks = Vec::with_capacity(group.len());
+        let repaired: Vec<Key> = group.iter().filter(|e| e.clears_damage).map(|e| e.rec.key.clone()).collect();
         {
             let mut st = self.shared.write_state();
             let seg_id = seg.id;
@@ -281,6 +342,18 @@ impl Writer {
             st.active_len = off;
             st.used_bytes += len;
             st.next_lsn = self.next_lsn;
+        }
+        // A repaired key leaves the damage list once its new copy is
+        // durable and indexed; if the list cannot be rewritten, the key
+        // stays quarantined (a later repair tries again), never wrongly served.
+        if !repaired.is_empty() {
+            match self.shared.damage.clear(&self.shared.dir, &repaired) {
+                Ok(n) => {
+                    s.damage_cleared.fetch_add(n as u64, Ordering::Relaxed);
+                    tracing::info!(partition = self.shared.partition, keys = n, "repaired quarantined keys");
+                }
+                Err(e) => tracing::error!(partition = self.shared.partition, error = %e, "could not rewrite the damage list after a repair"),
+            }
         }
         for (reply, ack) in acks {
             let _ = reply.send(Ok(ack));
@@ -442,6 +515,7 @@ fn small(kind: record::RecordKind, lsn: u64, now: u64, key: Key, expiry_ms: u64)
 pub(crate) fn clone_err(e: &EngineError) -> EngineError {
     match e {
         EngineError::ReadOnly { partition, reason } => EngineError::ReadOnly { partition: *partition, reason: *reason },
+        EngineError::Damaged { partition, detail } => EngineError::Damaged { partition: *partition, detail: detail.clone() },
         EngineError::Io { context, source } => EngineError::Io { context: context.clone(), source: std::io::Error::new(source.kind(), source.to_string()) },
         other => EngineError::Invalid(other.to_string()),
     }

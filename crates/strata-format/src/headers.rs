@@ -9,12 +9,15 @@ pub const SEGMENT_HEADER_BYTES: usize = 64;
 const SEGMENT_MAGIC: &[u8; 8] = b"STRALOG\0";
 const REPLICA_MAGIC: &[u8; 8] = b"STRAREP\0";
 const COMPACTION_MAGIC: u32 = 0x504d_4353; // "SCMP"
+const LSN_MAGIC: &[u8; 8] = b"STRALSN\0";
 /// Format version of segment headers and replica metadata.
 pub const HEADER_VERSION: u16 = 1;
 /// Size of a replica metadata file.
 pub const REPLICA_META_BYTES: usize = 64;
 /// Size of one compaction-log record.
 pub const COMPACTION_RECORD_BYTES: usize = 32;
+/// Size of a replica's lsn reservation file.
+pub const LSN_RESERVATION_BYTES: usize = 32;
 
 fn seal(mut b: Vec<u8>, len: usize) -> Vec<u8> {
     b.resize(len - 4, 0);
@@ -117,6 +120,40 @@ impl ReplicaMeta {
     }
 }
 
+/// The `replica.lsn` file of a partition replica: every lsn the replica has
+/// handed out, or will hand out before the file is next replaced, is below
+/// `lsn_limit`. Recovery restarts the counter at or above it, so an lsn never
+/// repeats even when records that peers already pulled were cut off the log.
+/// `magic "STRALSN\0" | version u16 | reserved u16 | partition u64 |
+/// lsn_limit u64 | crc u32 @28`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LsnReservation {
+    /// Partition id.
+    pub partition: u64,
+    /// No lsn at or above this has been handed out.
+    pub lsn_limit: u64,
+}
+
+impl LsnReservation {
+    /// Encodes to [`LSN_RESERVATION_BYTES`] bytes.
+    pub fn encode(&self) -> Vec<u8> {
+        let mut b = Vec::with_capacity(LSN_RESERVATION_BYTES);
+        b.extend_from_slice(LSN_MAGIC);
+        b.extend_from_slice(&HEADER_VERSION.to_le_bytes());
+        b.extend_from_slice(&0u16.to_le_bytes());
+        b.extend_from_slice(&self.partition.to_le_bytes());
+        b.extend_from_slice(&self.lsn_limit.to_le_bytes());
+        seal(b, LSN_RESERVATION_BYTES)
+    }
+    /// Decodes and checks.
+    pub fn decode(buf: &[u8]) -> Result<Self, FormatError> {
+        let mut r = open(buf, LSN_RESERVATION_BYTES, "lsn reservation")?;
+        check_magic_version(&mut r, LSN_MAGIC, "lsn reservation")?;
+        r.u16()?;
+        Ok(Self { partition: r.u64()?, lsn_limit: r.u64()? })
+    }
+}
+
 /// A phase of compacting one segment, as recorded in `compaction.log`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum CompactionPhase {
@@ -193,5 +230,11 @@ mod tests {
         assert_eq!(CompactionRecord::decode(&b).unwrap(), c);
         b[9] ^= 1;
         assert!(CompactionRecord::decode(&b).is_err());
+        let l = LsnReservation { partition: 3, lsn_limit: 1 << 40 };
+        let mut b = l.encode();
+        assert_eq!(b.len(), LSN_RESERVATION_BYTES);
+        assert_eq!(LsnReservation::decode(&b).unwrap(), l);
+        b[20] ^= 1;
+        assert!(LsnReservation::decode(&b).is_err());
     }
 }

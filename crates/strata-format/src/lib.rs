@@ -9,6 +9,7 @@
 pub mod bloom;
 pub mod chunk_list;
 pub mod crc;
+pub mod damage;
 pub mod frame;
 pub mod headers;
 pub mod index;
@@ -16,7 +17,8 @@ pub mod record;
 
 pub use bloom::Bloom;
 pub use chunk_list::ChunkList;
-pub use headers::{CompactionPhase, CompactionRecord, ReplicaMeta, SegmentHeader};
+pub use damage::DamagedRange;
+pub use headers::{CompactionPhase, CompactionRecord, LsnReservation, ReplicaMeta, SegmentHeader};
 pub use index::{EntryKind, IndexEntry, IndexFileHeader};
 pub use record::{DecodedRecord, PutProps, RecordKind};
 

@@ -62,6 +62,11 @@ pub enum RouterError {
     /// Not enough replicas answered; the outcome is unknown, retry later.
     #[error("unavailable: {0}")]
     Unavailable(String),
+    /// Every replica that answered holds a damaged (quarantined) copy and
+    /// none a whole one: the blob cannot be served until a copy is
+    /// repaired. Not "not found", and retrying soon will not help.
+    #[error("blob is corrupt: {0}")]
+    Corrupt(String),
     /// Stored data failed a check, or another internal failure.
     #[error("internal error: {0}")]
     Internal(String),
@@ -83,6 +88,7 @@ impl RouterError {
             Self::PartitionReadOnly(_) => "PartitionReadOnly",
             Self::NoSuchPartition(_) => "NoSuchPartition",
             Self::Unavailable(_) => "Unavailable",
+            Self::Corrupt(_) => "BlobCorrupt",
             Self::Internal(_) => "InternalError",
         }
     }
@@ -125,6 +131,7 @@ impl From<EngineError> for RouterError {
             EngineError::Invalid(m) => Self::BadRequest(m),
             EngineError::NoSuchPartition(p) => Self::NoSuchPartition(p),
             EngineError::Closed => Self::Unavailable("replica is shutting down".into()),
+            EngineError::Damaged { partition, detail } => Self::Corrupt(format!("partition {partition}: {detail}")),
             e @ (EngineError::Corrupt { .. } | EngineError::Io { .. }) => Self::Internal(e.to_string()),
         }
     }

@@ -73,6 +73,11 @@ pub struct RouterStats {
     pub put_replication_races: std::sync::atomic::AtomicU64,
     /// Times a streamed put waited for room in the upload buffer.
     pub upload_buffer_waits: std::sync::atomic::AtomicU64,
+    /// Damaged replica copies repaired by a read that found a whole copy
+    /// elsewhere (read repair).
+    pub read_repairs: std::sync::atomic::AtomicU64,
+    /// Read repairs that failed (the damaged replica refused or did not answer).
+    pub read_repair_failures: std::sync::atomic::AtomicU64,
 }
 
 /// Router tunables.
@@ -155,7 +160,7 @@ pub struct Router {
     config: RouterConfig,
     clock: Arc<dyn Clock>,
     rng: Mutex<rand::rngs::SmallRng>,
-    stats: RouterStats,
+    stats: Arc<RouterStats>,
     /// The upload buffer, in [`chunking::UPLOAD_UNIT`]s.
     uploads: Arc<tokio::sync::Semaphore>,
 }
@@ -169,7 +174,7 @@ impl Router {
             None => rand::rngs::SmallRng::from_os_rng(),
         };
         let units = chunking::upload_units(config.upload_buffer_bytes);
-        Self { view, config, clock, rng: Mutex::new(rng), stats: RouterStats::default(), uploads: Arc::new(tokio::sync::Semaphore::new(units)) }
+        Self { view, config, clock, rng: Mutex::new(rng), stats: Arc::default(), uploads: Arc::new(tokio::sync::Semaphore::new(units)) }
     }
 
     /// Bytes of the upload buffer held by puts now.
@@ -309,9 +314,15 @@ impl Router {
             if *next <= remote_start && remote_start < end && remote_start > 0 {
                 self.stats.proxied_gets.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
             }
-            pending.extend(all[*next..end].iter().map(|r| r.read(id.key(), with_data)));
+            pending.extend((*next..end).map(|i| {
+                let read = all[i].read(id.key(), with_data);
+                async move { (i, read.await) }
+            }));
             *next = end;
         };
+        // Replicas that answered with a damaged copy: repaired from the
+        // first whole copy found.
+        let mut damaged = Vec::new();
         loop {
             if pending.is_empty() || next < all.len() && pending.len() < fanout {
                 if next >= all.len() {
@@ -333,17 +344,71 @@ impl Router {
                 pending.next().await
             };
             match answer {
-                Some(Ok(rec)) => return Ok(rec),
-                Some(Err(ReplicaError::Engine(e @ (EngineError::Deleted | EngineError::Expired)))) => return Err(e.into()),
-                Some(Err(e)) => errors.push(e),
+                Some((i, Ok(rec))) => {
+                    if !damaged.is_empty() {
+                        let targets = damaged.iter().map(|d: &usize| all[*d].clone()).collect();
+                        self.repair(id.key(), with_data.then(|| rec.clone()), all[i].clone(), targets);
+                    }
+                    return Ok(rec);
+                }
+                Some((_, Err(ReplicaError::Engine(e @ (EngineError::Deleted | EngineError::Expired))))) => return Err(e.into()),
+                Some((i, Err(e @ ReplicaError::Engine(EngineError::Damaged { .. })))) => {
+                    tracing::warn!(blob = %id, error = %e, "a replica holds a damaged copy; asking the others");
+                    damaged.push(i);
+                    errors.push(e);
+                }
+                Some((_, Err(e))) => errors.push(e),
                 None => {}
             }
         }
-        if errors.iter().all(|e| matches!(e, ReplicaError::Engine(EngineError::NotFound))) {
-            Err(RouterError::NotFound)
+        // Every replica answered, and none with a whole copy: damaged
+        // copies make it an integrity error, never "not found".
+        if errors.iter().all(|e| matches!(e, ReplicaError::Engine(EngineError::NotFound | EngineError::Damaged { .. }))) {
+            if damaged.is_empty() {
+                Err(RouterError::NotFound)
+            } else {
+                Err(RouterError::Corrupt(format!("every copy of blob {id} that answered is damaged: {}", summarize(&errors))))
+            }
         } else {
             Err(RouterError::Unavailable(format!("no replica of partition {} answered: {}", id.partition(), summarize(&errors))))
         }
+    }
+
+    /// Read repair: writes a whole copy of `key` (`source`, or read again
+    /// from `from` with its data) to each replica in `targets`, which
+    /// answered with damaged copies. Runs in the background: the read that
+    /// found the damage has its answer already.
+    fn repair(&self, key: Key, source: Option<BlobRecord>, from: Arc<dyn ReplicaHandle>, targets: Vec<Arc<dyn ReplicaHandle>>) {
+        use std::sync::atomic::Ordering::Relaxed;
+        let stats = self.stats.clone();
+        tokio::spawn(async move {
+            let rec = match source {
+                Some(rec) => rec,
+                None => match from.read(key.clone(), true).await {
+                    Ok(rec) => rec,
+                    Err(e) => {
+                        tracing::warn!(key = %key, error = %e, "read repair could not fetch a whole copy");
+                        stats.read_repair_failures.fetch_add(targets.len() as u64, Relaxed);
+                        return;
+                    }
+                },
+            };
+            let mut props = rec.props.clone();
+            props.expiry_ms = rec.expiry_ms;
+            for t in targets {
+                let op = WriteOp::ReplicaPut { key: key.clone(), props: props.clone(), data: rec.data.clone(), created_ms: rec.created_ms };
+                match t.write(op).await {
+                    Ok(_) => {
+                        tracing::info!(key = %key, "read repair wrote a whole copy over a damaged one");
+                        stats.read_repairs.fetch_add(1, Relaxed);
+                    }
+                    Err(e) => {
+                        tracing::warn!(key = %key, error = %e, "read repair failed");
+                        stats.read_repair_failures.fetch_add(1, Relaxed);
+                    }
+                }
+            }
+        });
     }
 
     /// The properties of a blob.
@@ -406,8 +471,10 @@ impl Router {
             BlobKind::Simple => Ok(None),
             BlobKind::Composite => match self.read_record(id, true).await {
                 Ok(rec) => Ok(Some(chunking::decode_list(&rec)?)),
-                // Let the write itself report deleted / not found.
-                Err(RouterError::Deleted | RouterError::NotFound | RouterError::Expired) => Ok(None),
+                // Let the write itself report deleted / not found. A
+                // composite whose chunk list is damaged everywhere can still
+                // be deleted; its chunks are left to the orphan sweep.
+                Err(RouterError::Deleted | RouterError::NotFound | RouterError::Expired | RouterError::Corrupt(_)) => Ok(None),
                 Err(e) => Err(e),
             },
         }

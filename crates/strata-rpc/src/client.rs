@@ -57,8 +57,11 @@ impl RpcClient {
             WriteOp::Put { key, props, data } => (WireOp::Put { key: key.as_bytes().to_vec(), props: props.into() }, Some(data)),
             WriteOp::Delete { key } => (WireOp::Delete { key: key.as_bytes().to_vec() }, None),
             WriteOp::TtlUpdate { key, expiry_ms } => (WireOp::TtlUpdate { key: key.as_bytes().to_vec(), expiry_ms: *expiry_ms }, None),
-            WriteOp::ReplicaPut { .. } | WriteOp::ReplicaDelete { .. } => {
-                return Err(RpcError::Remote(WireError::Invalid("replication writes are pulled, not pushed".into())));
+            WriteOp::ReplicaPut { key, props, data, created_ms } => {
+                (WireOp::Repair { key: key.as_bytes().to_vec(), props: props.into(), created_ms: *created_ms }, Some(data))
+            }
+            WriteOp::ReplicaDelete { .. } => {
+                return Err(RpcError::Remote(WireError::Invalid("replicated deletes are pulled, not pushed".into())));
             }
         };
         let parts: Vec<&[u8]> = data.iter().map(|d| &d[..]).collect();

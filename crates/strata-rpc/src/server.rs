@@ -79,6 +79,7 @@ async fn write(host: &dyn ReplicaHost, req: WriteRequest, data: Bytes) -> Result
         WireOp::Put { key, props } => WriteOp::Put { key: decode_key(&key)?, props: props.into(), data },
         WireOp::Delete { key } => WriteOp::Delete { key: decode_key(&key)? },
         WireOp::TtlUpdate { key, expiry_ms } => WriteOp::TtlUpdate { key: decode_key(&key)?, expiry_ms },
+        WireOp::Repair { key, props, created_ms } => WriteOp::ReplicaPut { key: decode_key(&key)?, props: props.into(), data, created_ms },
     };
     let ack = r.submit(op).await?;
     Ok(WireAck { lsn: ack.lsn, time_ms: ack.time_ms })
@@ -138,6 +139,7 @@ fn fetch(host: &dyn ReplicaHost, req: &FetchRequest) -> Result<(Vec<Fetched>, Ve
             }
             Err(strata_engine::EngineError::Deleted) => states.push(Fetched::Deleted),
             Err(strata_engine::EngineError::NotFound) => states.push(Fetched::Missing),
+            Err(strata_engine::EngineError::Damaged { .. }) => states.push(Fetched::Damaged),
             Err(e) => return Err(e.into()),
         }
     }

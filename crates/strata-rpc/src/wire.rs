@@ -63,6 +63,17 @@ pub enum WireOp {
         /// New expiry.
         expiry_ms: u64,
     },
+    /// A whole copy of a blob pushed to a replica whose copy is damaged
+    /// (the engine's `ReplicaPut`: it keeps the origin's creation time).
+    /// Added after the first release of the protocol, so it comes last.
+    Repair {
+        /// Encoded key.
+        key: Vec<u8>,
+        /// Properties, with the effective expiry.
+        props: WireProps,
+        /// Creation time at the origin.
+        created_ms: u64,
+    },
 }
 
 /// A write request.
@@ -180,6 +191,9 @@ pub enum Fetched {
     Deleted,
     /// Not on that replica.
     Missing,
+    /// That replica's copy is damaged (quarantined): ask another replica.
+    /// Added after the first release of the protocol, so it comes last.
+    Damaged,
 }
 
 /// Errors a node answers with.
@@ -233,6 +247,16 @@ pub enum WireError {
     /// Anything else (corruption, I/O, shutting down).
     #[error("{0}")]
     Internal(String),
+    /// The node's copy of the key is damaged and quarantined until repaired;
+    /// another replica may hold it whole. Comes last: variants are numbered
+    /// by position on the wire.
+    #[error("partition {partition}: {detail}")]
+    Damaged {
+        /// Partition.
+        partition: PartitionId,
+        /// What is damaged.
+        detail: String,
+    },
 }
 
 impl From<EngineError> for WireError {
@@ -255,6 +279,7 @@ impl From<EngineError> for WireError {
             EngineError::TooLarge { size, max } => Self::TooLarge { size, max },
             EngineError::Invalid(m) => Self::Invalid(m),
             EngineError::NoSuchPartition(p) => Self::NoReplica { partition: p, node_epoch: 0, stale: false },
+            EngineError::Damaged { partition, detail } => Self::Damaged { partition, detail },
             e => Self::Internal(e.to_string()),
         }
     }
@@ -282,6 +307,7 @@ impl WireError {
             Self::Invalid(m) => EngineError::Invalid(m),
             Self::NoReplica { partition, .. } => EngineError::NoSuchPartition(partition),
             Self::Internal(m) => EngineError::Invalid(format!("remote failure: {m}")),
+            Self::Damaged { partition, detail } => EngineError::Damaged { partition, detail },
         }
     }
 }

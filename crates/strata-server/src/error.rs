@@ -125,7 +125,7 @@ impl ApiError {
                     RouterError::AlreadyExists => StatusCode::CONFLICT,
                     RouterError::NoWritablePartition | RouterError::PartitionReadOnly(_) => StatusCode::INSUFFICIENT_STORAGE,
                     RouterError::Unavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
-                    RouterError::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
+                    RouterError::Corrupt(_) | RouterError::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
                 };
                 (s, e.code())
             }

@@ -305,6 +305,15 @@ async fn partitions(State(st): S) -> Response {
                 "segments": s.segments,
                 "index_files": s.index_files,
                 "next_lsn": s.next_lsn,
+                "damaged_ranges": s.damaged_ranges,
+                "damage": r.damage().iter().map(|d| serde_json::json!({
+                    "segment": d.segment_id,
+                    "generation": d.generation,
+                    "offset": d.offset,
+                    "len": d.len,
+                    "detected_ms": d.detected_ms,
+                    "key": d.key.as_ref().map(|k| k.to_string()),
+                })).collect::<Vec<_>>(),
             })
         })
         .collect();

@@ -156,13 +156,15 @@ impl Collector for EngineCollector {
         let rows: Vec<(String, strata_engine::ReplicaStatus, &strata_engine::ReplicaStats)> =
             replicas.iter().map(|r| (r.partition().to_string(), r.status(), r.stats())).collect();
         type Get = fn(&strata_engine::ReplicaStatus, &strata_engine::ReplicaStats) -> f64;
-        let gauges: [(&str, &str, Get); 6] = [
+        let gauges: [(&str, &str, Get); 8] = [
             ("strata_replica_used_bytes", "Bytes of log on disk", |s, _| s.used_bytes as f64),
             ("strata_replica_capacity_bytes", "Configured replica capacity", |s, _| s.capacity_bytes as f64),
             ("strata_replica_read_only", "1 if the replica refuses puts", |s, _| s.read_only.is_some() as u8 as f64),
             ("strata_replica_segments", "Log segments", |s, _| s.segments as f64),
             ("strata_replica_index_files", "Persisted index files", |s, _| s.index_files as f64),
             ("strata_replica_memtable_entries", "Entries in the in-memory index segment", |s, _| s.memtable_entries as f64),
+            ("strata_replica_damaged_ranges", "Quarantined (damaged) log ranges awaiting repair", |s, _| s.damaged_ranges as f64),
+            ("strata_replica_damaged_unknown_ranges", "Quarantined log ranges whose key is unknown (absence is then unsure)", |s, _| s.damaged_unknown as f64),
         ];
         for (name, help, get) in gauges {
             let mut m = encoder.encode_descriptor(name, help, None, MetricType::Gauge)?;
@@ -170,7 +172,7 @@ impl Collector for EngineCollector {
                 ConstGauge::new(get(st, stats)).encode(m.encode_family(&vec![("partition", p.clone())])?)?;
             }
         }
-        let counters: [(&str, &str, Get); 16] = [
+        let counters: [(&str, &str, Get); 18] = [
             ("strata_engine_batches", "Group-commit batches written", |_, s| s.batches.load(Ordering::Relaxed) as f64),
             ("strata_engine_records", "Records written", |_, s| s.records.load(Ordering::Relaxed) as f64),
             ("strata_engine_bytes_written", "Bytes appended to logs", |_, s| s.bytes_written.load(Ordering::Relaxed) as f64),
@@ -179,6 +181,10 @@ impl Collector for EngineCollector {
             ("strata_engine_segments_compacted", "Segments rewritten by compaction", |_, s| s.segments_compacted.load(Ordering::Relaxed) as f64),
             ("strata_engine_bytes_reclaimed", "Bytes reclaimed by compaction", |_, s| s.bytes_reclaimed.load(Ordering::Relaxed) as f64),
             ("strata_engine_torn_bytes_truncated", "Bytes of torn log tail cut at recovery", |_, s| s.torn_bytes_truncated.load(Ordering::Relaxed) as f64),
+            ("strata_engine_damage_found", "Damaged log ranges found (recovery, reads, compaction) and quarantined", |_, s| {
+                s.damage_found.load(Ordering::Relaxed) as f64
+            }),
+            ("strata_engine_damage_cleared", "Quarantined keys repaired from a peer or deleted", |_, s| s.damage_cleared.load(Ordering::Relaxed) as f64),
             ("strata_engine_cache_dropped_bytes", "Bytes of durable log dropped from the page cache behind the write window", |_, s| {
                 s.cache_dropped_bytes.load(Ordering::Relaxed) as f64
             }),
@@ -251,6 +257,18 @@ impl Collector for ClusterCollector {
             "strata_router_put_replication_races",
             "Put acks from replicas that already held the blob through replication",
             stats.put_replication_races.load(Ordering::Relaxed) as f64,
+        )?;
+        counter(
+            &mut encoder,
+            "strata_router_read_repairs",
+            "Damaged replica copies rewritten from a whole copy by a read",
+            stats.read_repairs.load(Ordering::Relaxed) as f64,
+        )?;
+        counter(
+            &mut encoder,
+            "strata_router_read_repair_failures",
+            "Read repairs that could not write their copy",
+            stats.read_repair_failures.load(Ordering::Relaxed) as f64,
         )?;
         gauge(
             &mut encoder,

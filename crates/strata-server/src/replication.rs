@@ -387,7 +387,9 @@ async fn apply_chunk(
                     }
                 }
                 Fetched::Deleted => pending.push(replica.submit(WriteOp::ReplicaDelete { key })),
-                Fetched::Missing => {}
+                // The peer's copy is quarantined: another peer, or the
+                // scrubber, brings a whole one.
+                Fetched::Missing | Fetched::Damaged => {}
             }
         }
         for p in pending {

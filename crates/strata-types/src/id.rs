@@ -196,6 +196,16 @@ impl Key {
     }
 }
 
+/// A blob key shows as its blob id; any other key as hex, tag first.
+impl fmt::Display for Key {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.blob_id() {
+            Some(id) => write!(f, "{id}"),
+            None => self.0.iter().try_for_each(|b| write!(f, "{b:02x}")),
+        }
+    }
+}
+
 impl fmt::Debug for Key {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self.blob_id() {
