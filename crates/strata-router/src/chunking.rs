@@ -305,7 +305,11 @@ impl Router {
                     .map(move |(chunk, len, lo, hi)| {
                         let router = router.clone();
                         async move {
-                            let rec = router.read_record(chunk, true).await.map_err(|e| RouterError::Internal(format!("chunk {chunk} of the blob: {e}")))?;
+                            let rec = router.read_record(chunk, true).await.map_err(|e| match e {
+                                RouterError::Corrupt(m) => RouterError::Corrupt(format!("chunk {chunk} of the blob: {m}")),
+                                RouterError::Unavailable(m) => RouterError::Unavailable(format!("chunk {chunk} of the blob: {m}")),
+                                e => RouterError::Internal(format!("chunk {chunk} of the blob: {e}")),
+                            })?;
                             if rec.size != len {
                                 return Err(RouterError::Internal(format!("chunk {chunk} is {} bytes, the chunk list says {len}", rec.size)));
                             }
@@ -313,7 +317,17 @@ impl Router {
                         }
                     })
                     .buffered(self.config.chunk_window);
-                BlobData::Stream(stream.boxed())
+                // The first piece is read before the caller answers, so a
+                // damaged or unreachable first chunk is an error status, not
+                // a 200 with nothing after it. A later chunk that fails ends
+                // the stream with an error, which the server turns into a
+                // response cut short of its Content-Length.
+                let mut stream = stream.boxed();
+                match stream.next().await {
+                    Some(Err(e)) => return Err(e),
+                    Some(Ok(first)) => BlobData::Stream(futures_util::stream::once(async move { Ok(first) }).chain(stream).boxed()),
+                    None => BlobData::Stream(stream),
+                }
             }
         };
         Ok(BlobBody { info, range: (start, end), data })

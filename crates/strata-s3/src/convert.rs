@@ -36,8 +36,17 @@ pub(crate) fn router_err(e: RouterError) -> S3Error {
         RouterError::TooLarge { .. } => S3ErrorCode::EntityTooLarge,
         RouterError::BadRequest(_) => S3ErrorCode::InvalidRequest,
         RouterError::IncompleteBody(_) => S3ErrorCode::IncompleteBody,
-        RouterError::NoWritablePartition => S3ErrorCode::ServiceUnavailable,
-        _ => S3ErrorCode::InternalError,
+        // Full storage answers 507 as on the native API (S3 has no code
+        // of its own for it; MinIO answers 507 too).
+        RouterError::NoWritablePartition | RouterError::PartitionReadOnly(_) => {
+            let mut err = S3Error::with_message(S3ErrorCode::Custom("InsufficientStorage".into()), "no writable partition: storage is full or read-only");
+            err.set_status_code(http::StatusCode::INSUFFICIENT_STORAGE);
+            return err;
+        }
+        RouterError::Unavailable(_) => S3ErrorCode::ServiceUnavailable,
+        // A blob whose every copy is damaged, an id naming no partition, an
+        // id collision that retries did not resolve, or another failure.
+        RouterError::Corrupt(_) | RouterError::NoSuchPartition(_) | RouterError::AlreadyExists | RouterError::Internal(_) => S3ErrorCode::InternalError,
     };
     S3Error::with_message(code, msg)
 }
