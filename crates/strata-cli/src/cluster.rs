@@ -186,11 +186,17 @@ async fn policy(a: PolicyArgs) -> Result<()> {
         ("--ttl", &a.ttl, &mut policies.ttl_update),
     ] {
         if let Some(s) = value {
-            *slot = strata_types::Policy::parse(s).ok_or_else(|| anyhow::anyhow!("{flag} takes one, majority, all or a positive count, not {s:?}"))?;
+            *slot = strata_types::Policy::parse(s).ok_or_else(|| {
+                anyhow::anyhow!("{flag} takes one, majority, all, a positive count (replicas in every zone), or local:N (N of the local zone's), not {s:?}")
+            })?;
         }
     }
     let out = propose(&a.common, json!({ "SetPolicies": { "policies": policies } })).await?;
-    report(&a.common, &out, &format!("policies set: {policies:?}"));
+    report(
+        &a.common,
+        &out,
+        &format!("policies set: put {}, get {}, delete {}, ttl update {}", policies.put, policies.get, policies.delete, policies.ttl_update),
+    );
     Ok(())
 }
 

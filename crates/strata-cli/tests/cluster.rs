@@ -17,30 +17,32 @@ use std::time::{Duration, Instant};
 use strata_client::{Client, PutArgs};
 use tokio::net::{TcpListener, TcpStream};
 
-const NODES: u8 = 9;
 const PORT: u16 = 7000;
-/// Nodes with a metadata member: one per zone.
-const META: [u8; 3] = [1, 4, 7];
+/// Nodes per zone in most tests (three zones of three); README's cluster
+/// has one node per zone.
+const PER_ZONE: u8 = 3;
 
 /// The cluster tests share addresses and CPU: run them one at a time.
 static SERIAL: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 
-fn zone_of(node: u8) -> u8 {
-    (node - 1) / 3 + 1
+/// The zone of `node` when each of the three zones has `per_zone` nodes.
+fn zone_of(node: u8, per_zone: u8) -> u8 {
+    (node - 1) / per_zone + 1
 }
 
 /// The proxy in front of every node: forwards `127.x.1.N` to `127.x.0.N`,
 /// refusing and breaking connections across a cut zone.
 struct Proxy {
     octet: u8,
+    per_zone: u8,
     cut: Arc<Mutex<Option<u8>>>,
     conns: Arc<Mutex<Vec<(u8, u8, tokio::task::AbortHandle)>>>,
 }
 
 impl Proxy {
-    async fn start(octet: u8) -> Arc<Self> {
-        let p = Arc::new(Self { octet, cut: Arc::new(Mutex::new(None)), conns: Arc::new(Mutex::new(Vec::new())) });
-        for n in 1..=NODES {
+    async fn start(octet: u8, per_zone: u8) -> Arc<Self> {
+        let p = Arc::new(Self { octet, per_zone, cut: Arc::new(Mutex::new(None)), conns: Arc::new(Mutex::new(Vec::new())) });
+        for n in 1..=3 * per_zone {
             let l = TcpListener::bind((format!("127.{octet}.1.{n}"), PORT)).await.expect("bind proxy");
             let p = p.clone();
             tokio::spawn(async move {
@@ -48,10 +50,10 @@ impl Proxy {
                     let Ok((inbound, from)) = l.accept().await else { return };
                     // A node's connections leave from its real address; anything else is a client.
                     let src = match from.ip() {
-                        std::net::IpAddr::V4(ip) if ip.octets()[1] == p.octet && ip.octets()[2] == 0 => zone_of(ip.octets()[3]),
+                        std::net::IpAddr::V4(ip) if ip.octets()[1] == p.octet && ip.octets()[2] == 0 => zone_of(ip.octets()[3], p.per_zone),
                         _ => 0,
                     };
-                    let dst = zone_of(n);
+                    let dst = zone_of(n, p.per_zone);
                     if p.blocked(src, dst) {
                         drop(inbound);
                         continue;
@@ -96,6 +98,7 @@ impl Proxy {
 
 struct Cluster {
     octet: u8,
+    per_zone: u8,
     dir: PathBuf,
     procs: BTreeMap<u8, Child>,
     proxy: Arc<Proxy>,
@@ -103,6 +106,14 @@ struct Cluster {
 }
 
 impl Cluster {
+    /// Every node id.
+    fn nodes(&self) -> Vec<u8> {
+        (1..=3 * self.per_zone).collect()
+    }
+    /// Nodes with a metadata member: the first of each zone.
+    fn meta(&self) -> [u8; 3] {
+        [1, 1 + self.per_zone, 1 + 2 * self.per_zone]
+    }
     fn real(&self, n: u8) -> String {
         format!("127.{}.0.{n}:{PORT}", self.octet)
     }
@@ -114,7 +125,7 @@ impl Cluster {
     }
 
     fn spawn(&mut self, n: u8) {
-        let meta: Vec<String> = META.iter().map(|&m| format!("{m}={}", self.mapped(m))).collect();
+        let meta: Vec<String> = self.meta().iter().map(|&m| format!("{m}={}", self.mapped(m))).collect();
         let data = self.dir.join(format!("n{n}"));
         let log = std::fs::OpenOptions::new().create(true).append(true).open(self.dir.join(format!("n{n}.log"))).expect("log");
         let child = Command::new(env!("CARGO_BIN_EXE_strata"))
@@ -178,13 +189,18 @@ impl Cluster {
     /// Starts nine nodes, forms the metadata group, registers the nodes and
     /// their disks and creates `partitions` partitions with 3 replicas per zone.
     async fn start(octet: u8, partitions: u32, extra: &[&str]) -> Cluster {
+        Self::start_zones(octet, PER_ZONE, partitions, extra).await
+    }
+
+    /// Like [`Cluster::start`] with `per_zone` nodes (and replicas) per zone.
+    async fn start_zones(octet: u8, per_zone: u8, partitions: u32, extra: &[&str]) -> Cluster {
         let dir = tempfile::Builder::new().prefix("strata-cluster").tempdir().expect("tempdir").keep();
-        let proxy = Proxy::start(octet).await;
-        let mut c = Cluster { octet, dir, procs: BTreeMap::new(), proxy, extra: extra.iter().map(|s| s.to_string()).collect() };
-        for n in 1..=NODES {
+        let proxy = Proxy::start(octet, per_zone).await;
+        let mut c = Cluster { octet, per_zone, dir, procs: BTreeMap::new(), proxy, extra: extra.iter().map(|s| s.to_string()).collect() };
+        for n in c.nodes() {
             c.spawn(n);
         }
-        for n in 1..=NODES {
+        for n in c.nodes() {
             c.wait_healthy(n).await;
         }
         let deadline = Instant::now() + Duration::from_secs(30);
@@ -192,15 +208,15 @@ impl Cluster {
             assert!(Instant::now() < deadline, "init failed: {e}");
             tokio::time::sleep(Duration::from_millis(200)).await;
         }
-        for n in 1..=NODES {
-            let cmd =
-                serde_json::json!({ "AddNode": { "id": n, "addr": c.mapped(n), "zone": format!("z{}", zone_of(n)), "rack": format!("r{}", (n - 1) % 3 + 1) } });
+        for n in c.nodes() {
+            let zone = format!("z{}", zone_of(n, per_zone));
+            let cmd = serde_json::json!({ "AddNode": { "id": n, "addr": c.mapped(n), "zone": zone, "rack": format!("r{}", (n - 1) % 3 + 1) } });
             c.command(n, cmd).await;
             c.command(n, serde_json::json!({ "AddDisk": { "node": n, "path": "d0", "capacity_bytes": 4u64 << 30 } })).await;
         }
-        c.command(2, serde_json::json!({ "AddPartitions": { "count": partitions, "replicas_per_zone": 3, "capacity_bytes": 256u64 << 20 } })).await;
+        c.command(2, serde_json::json!({ "AddPartitions": { "count": partitions, "replicas_per_zone": per_zone, "capacity_bytes": 256u64 << 20 } })).await;
         // Every node opens its replicas.
-        for n in 1..=NODES {
+        for n in c.nodes() {
             let deadline = Instant::now() + Duration::from_secs(30);
             loop {
                 let v = c.client(n).json(http::Method::GET, "/admin/partitions").await.unwrap_or_default();
@@ -276,7 +292,7 @@ impl Cluster {
     }
 
     async fn leader(&self) -> Option<u8> {
-        for m in META {
+        for m in self.meta() {
             if !self.procs.contains_key(&m) {
                 continue;
             }
@@ -407,7 +423,7 @@ async fn quorum_durability_availability_catch_up_and_leader_loss() {
     for n in [2, 5, 8] {
         c.wait_healthy(n).await;
     }
-    let all: Vec<u8> = (1..=NODES).collect();
+    let all = c.nodes();
     c.converged(&all, Duration::from_secs(60)).await;
     for (id, data) in blobs.iter().chain(during.iter()) {
         get_ok(&c.client(5), id, data).await;
@@ -442,8 +458,8 @@ async fn quorum_durability_availability_catch_up_and_leader_loss() {
         assert!(Instant::now() < deadline, "no new leader after killing node {old}");
         tokio::time::sleep(Duration::from_millis(200)).await;
     };
-    assert!(META.contains(&new));
-    let via = *META.iter().find(|&&m| m != old).expect("a live member");
+    assert!(c.meta().contains(&new));
+    let via = *c.meta().iter().find(|&&m| m != old).expect("a live member");
     let out = c.command(via, serde_json::json!({ "AddPartitions": { "count": 1, "replicas_per_zone": 3, "capacity_bytes": 256u64 << 20 } })).await;
     assert!(out["PartitionsAdded"]["epoch"].as_u64().expect("epoch") > epoch, "{out}");
     // A node that is not a member sees the change.
@@ -467,7 +483,7 @@ async fn a_zone_cut_off_serves_locally_proxies_and_converges_after_healing() {
         let data = content(seed, 10_000 + seed as usize * 300_000);
         before.push((put(&c.client(1), &data, None).await, data));
     }
-    let all: Vec<u8> = (1..=NODES).collect();
+    let all = c.nodes();
     c.converged(&all, Duration::from_secs(60)).await;
 
     // A blob written in zone 1 and read at once in zone 2 is proxied.
@@ -550,4 +566,174 @@ async fn a_full_partition_turns_read_only_in_the_map_and_new_ones_take_puts() {
     };
     assert_eq!(strata_types::BlobId::parse(&id).expect("an id").partition(), 1, "the put went to the full partition");
     get_ok(&c.client(2), &id, &data).await;
+}
+
+/// Whether node `n`'s own replica holds `id` live (its index, not a proxied get).
+async fn holds(c: &Cluster, n: u8, id: &str) -> bool {
+    let pid = strata_types::BlobId::parse(id).expect("an id").partition();
+    let blobs = c.client(n).json(http::Method::GET, &format!("/admin/partitions/{pid}/blobs")).await.unwrap_or_default();
+    blobs.as_array().into_iter().flatten().any(|b| b["id"] == id && b["state"] == "live")
+}
+
+/// Waits until node `n`'s replication tokens against `peers` reach every
+/// record those peers hold now.
+async fn caught_up(c: &Cluster, n: u8, peers: &[u8]) {
+    let mut target = BTreeMap::new();
+    for &peer in peers {
+        let parts = c.client(peer).json(http::Method::GET, "/admin/partitions").await.expect("partitions");
+        for p in parts.as_array().into_iter().flatten() {
+            target.insert((p["partition"].as_u64().unwrap_or(0), peer as u64), p["next_lsn"].as_u64().unwrap_or(1).saturating_sub(1));
+        }
+    }
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let lag = c.client(n).json(http::Method::GET, "/admin/replication").await.unwrap_or_default();
+        let tokens: BTreeMap<(u64, u64), u64> = lag
+            .as_array()
+            .into_iter()
+            .flatten()
+            .map(|l| ((l["partition"].as_u64().unwrap_or(0), l["peer"].as_u64().unwrap_or(0)), l["token_lsn"].as_u64().unwrap_or(0)))
+            .collect();
+        if target.iter().all(|(pair, lsn)| tokens.get(pair).is_some_and(|t| t >= lsn)) {
+            return;
+        }
+        assert!(Instant::now() < deadline, "node {n} never caught up with {peers:?}: {lag}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// Every log segment file under node `n`'s data directory.
+fn segment_files(c: &Cluster, n: u8) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    let parts = c.dir.join(format!("n{n}/d0/partitions"));
+    for p in std::fs::read_dir(&parts).expect("partitions").flatten() {
+        for f in std::fs::read_dir(p.path()).expect("replica").flatten() {
+            if f.path().extension().is_some_and(|e| e == "log") && f.file_name().to_string_lossy().starts_with("seg-") {
+                out.push(f.path());
+            }
+        }
+    }
+    out.sort();
+    out
+}
+
+/// README's cluster: three nodes, one per zone, so each partition has one
+/// replica per zone. Items 2, 3 and 4 of the integrity issue, on real
+/// processes: write policies count every zone; a damaged copy is served
+/// from a peer and repaired; a node whose log lost acknowledged records
+/// never reuses their lsns, so its new writes still reach its peers.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_node_per_zone_policies_read_repair_and_lsns_that_never_repeat() {
+    let _serial = SERIAL.lock().await;
+    // Inter-zone replication is slow here, so a put's copies in other zones
+    // come from the put itself, not from replication racing the test.
+    let mut c = Cluster::start_zones(64, 1, 2, &["--intra-replication-ms", "50", "--inter-replication-ms", "3000"]).await;
+
+    // `all` means all three zones: with node 2 down it cannot be met, and
+    // says how many acks came back.
+    c.kill9(2);
+    let all = c.client(1).put_bytes(content(1, 1000), &PutArgs { policy: Some("all".into()), ..PutArgs::default() }).await.map(|r| r.id);
+    match all {
+        Err(strata_client::ClientError::Api { status: 503, message, .. }) => assert!(message.contains("2 of 3 acks"), "{message}"),
+        other => panic!("a put with `all` and a zone down: {other:?}"),
+    }
+    // `2` waits for a second zone: the blob survives node 1 at once.
+    let two = content(2, 5000);
+    let two_id = put(&c.client(1), &two, Some("2")).await;
+    c.kill9(1);
+    get_ok(&c.client(3), &two_id, &two).await;
+    // The default (Ambry's local:2) is the local zone's one replica.
+    let local = content(3, 5000);
+    let local_id = put(&c.client(3), &local, None).await;
+    assert!(holds(&c, 3, &local_id).await);
+    c.spawn(1);
+    c.spawn(2);
+    c.wait_healthy(1).await;
+    c.wait_healthy(2).await;
+    c.detector_clear(1).await;
+    c.detector_clear(3).await;
+
+    // A damaged copy on node 3 (a byte flipped while it was down): a get
+    // on node 3 serves a whole copy from another zone and repairs its own.
+    let whole = content(4, 300_000);
+    let whole_id = put(&c.client(1), &whole, Some("all")).await;
+    // Node 3's replication passes the put first, so only a read can repair it.
+    caught_up(&c, 3, &[1, 2]).await;
+    c.kill9(3);
+    let mut flipped = false;
+    for seg in segment_files(&c, 3) {
+        let mut bytes = std::fs::read(&seg).expect("segment");
+        if let Some(at) = bytes.windows(64).position(|w| w == &whole[1000..1064]) {
+            bytes[at + 10] ^= 0x40;
+            std::fs::write(&seg, bytes).expect("write segment");
+            flipped = true;
+        }
+    }
+    assert!(flipped, "node 3 held the blob");
+    c.spawn(3);
+    c.wait_healthy(3).await;
+    get_ok(&c.client(3), &whole_id, &whole).await;
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let parts = c.client(3).json(http::Method::GET, "/admin/partitions").await.unwrap_or_default();
+        let damaged: u64 = parts.as_array().into_iter().flatten().map(|p| p["damaged_ranges"].as_u64().unwrap_or(0)).sum();
+        if damaged == 0 && holds(&c, 3, &whole_id).await {
+            break;
+        }
+        assert!(Instant::now() < deadline, "node 3's damaged copy was never repaired: {parts}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let repairs = metric(&c.client(3).get_text("/metrics").await.expect("metrics"), "strata_router_read_repairs_total");
+    assert!(repairs >= 1.0, "{repairs} read repairs");
+    c.kill9(1);
+    c.kill9(2);
+    get_ok(&c.client(3), &whole_id, &whole).await;
+    c.spawn(1);
+    c.spawn(2);
+    c.wait_healthy(1).await;
+    c.wait_healthy(2).await;
+    c.detector_clear(1).await;
+
+    // Node 1 writes; its peers pull the writes; then node 1 loses the end
+    // of its logs (acknowledged records its peers' tokens have passed).
+    let mut early = Vec::new();
+    for i in 0..10u64 {
+        let data = content(100 + i, 3000);
+        early.push((put(&c.client(1), &data, None).await, data));
+    }
+    let deadline = Instant::now() + Duration::from_secs(60);
+    for (id, _) in &early {
+        while !(holds(&c, 2, id).await && holds(&c, 3, id).await) {
+            assert!(Instant::now() < deadline, "{id} never replicated");
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+    }
+    c.kill9(1);
+    for seg in segment_files(&c, 1) {
+        let bytes = std::fs::read(&seg).expect("segment");
+        let end = bytes.iter().rposition(|b| *b != 0).map_or(0, |p| p + 1);
+        if end > 64 {
+            let f = std::fs::OpenOptions::new().write(true).open(&seg).expect("open segment");
+            f.set_len(64 + (end as u64 - 64) / 2).expect("cut the log");
+        }
+    }
+    c.spawn(1);
+    c.wait_healthy(1).await;
+    c.detector_clear(3).await;
+    let mut late = Vec::new();
+    for i in 0..29u64 {
+        let data = content(200 + i, 3000);
+        late.push((put(&c.client(1), &data, None).await, data));
+    }
+    let deadline = Instant::now() + Duration::from_secs(60);
+    for (id, _) in &late {
+        while !(holds(&c, 2, id).await && holds(&c, 3, id).await) {
+            assert!(Instant::now() < deadline, "{id}, written on node 1 after its log was cut, never reached its peers");
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+    }
+    c.kill9(1);
+    for (id, data) in late.iter().chain(early.iter()) {
+        get_ok(&c.client(2), id, data).await;
+    }
 }

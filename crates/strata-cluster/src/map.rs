@@ -306,7 +306,7 @@ impl ClusterMap {
             }
             Command::SetPolicies { policies } => {
                 for (op, p) in [("put", policies.put), ("get", policies.get), ("delete", policies.delete), ("ttl update", policies.ttl_update)] {
-                    if let Policy::Count(k) = p
+                    if let Policy::Count(k) | Policy::Local(k) = p
                         && !(1..=16).contains(&k)
                     {
                         return Err(invalid("policy", &format!("{op} needs 1..=16 acks, not {k}")));

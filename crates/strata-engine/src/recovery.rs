@@ -204,7 +204,10 @@ pub(crate) fn open(dir: &Path, config: EngineConfig, clock: Arc<dyn Clock>, cach
     }
     let active = segments.values().next_back().expect("non-empty").clone();
     let file = OpenOptions::new().write(true).open(&active.path).map_err(io(format!("open {}", active.path.display())))?;
-    let state = State { segments, index_files, memtable, memtable_start, journal, next_lsn, active_len, used_bytes };
+    // The state reports one past the newest record (what peers compare
+    // their tokens with); the writer hands out lsns from `next_lsn`, which
+    // may be far above it after a restart.
+    let state = State { segments, index_files, memtable, memtable_start, journal, next_lsn: max_lsn + 1, active_len, used_bytes };
     // Damage found now joins the list kept from earlier opens, except where
     // a later put or delete of the same key (a repair) supersedes it.
     let mut damage = DamageSet::load(dir, meta.partition, clock.now_ms())?;

@@ -346,7 +346,8 @@ pub struct ReplicaStatus {
     pub index_files: usize,
     /// Entries in the in-memory index segment.
     pub memtable_entries: usize,
-    /// Next sequence number to be assigned.
+    /// One past the newest record's sequence number (the next one handed
+    /// out may be higher: lsns are reserved in blocks across restarts).
     pub next_lsn: u64,
     /// Quarantined ranges of the log awaiting repair.
     pub damaged_ranges: usize,

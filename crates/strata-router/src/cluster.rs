@@ -109,6 +109,9 @@ impl ClusterView for ClusterMapView {
     fn has_partition(&self, partition: PartitionId) -> bool {
         self.map.borrow().partitions.contains_key(&partition)
     }
+    fn replica_count(&self, partition: PartitionId) -> usize {
+        self.map.borrow().partitions.get(&partition).map_or(0, |p| p.replicas.len())
+    }
     fn policies(&self) -> Option<strata_types::Policies> {
         Some(self.map.borrow().policies)
     }

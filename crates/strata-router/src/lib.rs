@@ -61,6 +61,11 @@ pub trait ClusterView: Send + Sync {
     fn has_partition(&self, partition: PartitionId) -> bool {
         !self.replicas(partition).is_empty() || !self.remote_replicas(partition).is_empty()
     }
+    /// How many replicas the partition has in every zone, reachable or not
+    /// (a policy of "all" counts a replica on a down disk too).
+    fn replica_count(&self, partition: PartitionId) -> usize {
+        self.replicas(partition).len() + self.remote_replicas(partition).len()
+    }
 }
 
 /// Router counters, read by the metrics exporter.
@@ -236,7 +241,7 @@ impl Router {
     /// an ack when that replica holds exactly this blob: replication copied
     /// it from a faster replica first. Anything else is a collision.
     async fn write_quorum(&self, partition: PartitionId, op: WriteOp, policy: Policy) -> Result<(), RouterError> {
-        let replicas = self.view.replicas(partition);
+        let mut replicas = self.view.replicas(partition);
         if replicas.is_empty() {
             return Err(if self.view.has_partition(partition) {
                 RouterError::Unavailable(format!("partition {partition} has no replica in this zone"))
@@ -244,7 +249,21 @@ impl Router {
                 RouterError::NoSuchPartition(partition)
             });
         }
-        let needed = policy.needed(replicas.len());
+        // A local policy writes to the local zone only (Ambry); any other
+        // counts every zone's replicas, so the write goes to all of them.
+        let total = self.view.replica_count(partition);
+        let needed = policy.write_acks(replicas.len(), total).map_err(|needed| {
+            RouterError::Unavailable(format!("policy {policy} needs {needed} acks but partition {partition} has {total} replicas: 0 acks"))
+        })?;
+        if !policy.is_local() {
+            replicas.extend(self.view.remote_replicas(partition));
+        }
+        if replicas.len() < needed {
+            return Err(RouterError::Unavailable(format!(
+                "policy {policy} needs {needed} acks but only {} of partition {partition}'s {total} replicas can be reached: 0 acks",
+                replicas.len()
+            )));
+        }
         let mut pending: futures_util::stream::FuturesUnordered<_> = replicas
             .iter()
             .map(|r| {

@@ -172,3 +172,70 @@ async fn a_paused_replica_does_not_hold_up_gets() {
         assert_eq!(&got.map(whole).unwrap()[..], b"both have it");
     }
 }
+
+/// Write policies other than `local:N` count every zone's replicas and wait
+/// for remote zones (README's cluster has one replica per zone: `all` used
+/// to mean that one). A policy that cannot be met names the acks it got.
+#[tokio::test]
+async fn write_policies_count_every_zone() {
+    let dir = tempfile::tempdir().unwrap();
+    let rs = replicas(dir.path(), 3);
+    let r = router(vec![(rs[0].clone(), Mode::Healthy)], vec![(rs[1].clone(), Mode::Healthy), (rs[2].clone(), Mode::Down)]);
+    let all = put(&r, b"needs three", Some(Policy::All)).await;
+    match all {
+        Err(RouterError::Unavailable(m)) => assert!(m.contains("2 of 3 acks"), "{m}"),
+        other => panic!("all with a zone down: {other:?}"),
+    }
+    let too_many = put(&r, b"needs four", Some(Policy::Count(4))).await;
+    match too_many {
+        Err(RouterError::Unavailable(m)) => assert!(m.contains("needs 4 acks") && m.contains("has 3 replicas"), "{m}"),
+        other => panic!("a count above the replicas: {other:?}"),
+    }
+    let two = put(&r, b"two zones", Some(Policy::Count(2))).await.expect("the local zone and one remote zone ack");
+    for replica in &rs[..2] {
+        assert_eq!(&replica.get(&two.key()).unwrap().data[..], b"two zones", "a counted policy writes to remote zones synchronously");
+    }
+    let local = put(&r, b"local zone", None).await.expect("Ambry's default: the local zone's replicas (here one)");
+    assert!(rs[0].get(&local.key()).is_ok());
+    assert!(rs[1].get(&local.key()).is_err(), "a local policy leaves other zones to replication");
+}
+
+fn flip_data(replica: &Replica, key: &Key) {
+    use std::os::unix::fs::FileExt;
+    let at = replica.get(key).unwrap().file_range.unwrap().offset + 3;
+    let f = std::fs::OpenOptions::new().read(true).write(true).open(replica.dir().join("seg-00000000-g0000.log")).unwrap();
+    let mut b = [0u8];
+    f.read_exact_at(&mut b, at).unwrap();
+    f.write_all_at(&[b[0] ^ 0xff], at).unwrap();
+}
+
+/// A get that meets a damaged copy serves a whole one from another replica
+/// and writes it over the damaged one (read repair); with every copy
+/// damaged, the answer is an integrity error, not "not found".
+#[tokio::test]
+async fn gets_repair_damaged_copies_and_never_call_them_missing() {
+    let dir = tempfile::tempdir().unwrap();
+    let rs = replicas(dir.path(), 2);
+    let r = router(vec![(rs[0].clone(), Mode::Healthy), (rs[1].clone(), Mode::Healthy)], vec![]);
+    let id = put(&r, b"kept whole somewhere", Some(Policy::All)).await.unwrap();
+    flip_data(&rs[0], &id.key());
+    for _ in 0..4 {
+        // Whichever replica is asked first, the whole copy is served.
+        assert_eq!(&r.get(id, None).await.map(whole).unwrap()[..], b"kept whole somewhere");
+    }
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while r.stats().read_repairs.load(Ordering::Relaxed) == 0 {
+        assert!(std::time::Instant::now() < deadline, "no read repair happened");
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
+    assert_eq!(&rs[0].get(&id.key()).unwrap().data[..], b"kept whole somewhere", "the damaged copy was repaired");
+    assert!(rs[0].damage().is_empty());
+
+    let both = put(&r, b"damaged everywhere", Some(Policy::All)).await.unwrap();
+    flip_data(&rs[0], &both.key());
+    flip_data(&rs[1], &both.key());
+    let e = r.get(both, None).await.map(|_| ());
+    assert!(matches!(e, Err(RouterError::Corrupt(_))), "{e:?}");
+    let e = r.info(both).await.map(|_| ());
+    assert!(matches!(e, Err(RouterError::Corrupt(_))), "{e:?}");
+}

@@ -65,13 +65,14 @@ fn parse_ttl(h: &HeaderMap) -> Result<Option<Option<u64>>, ApiError> {
 }
 
 /// `x-strata-policy`: the acks a write needs, overriding the cluster's
-/// policy: `one`, `majority`, `all` or a count (capped at the replicas).
+/// policy: `one`, `majority`, `all` or a count of replicas in every zone,
+/// or `local:N`, N of the local zone's (Ambry's, the default).
 fn parse_policy(h: &HeaderMap) -> Result<Option<strata_router::Policy>, ApiError> {
     match header_str(h, "x-strata-policy")? {
         None => Ok(None),
         Some(s) => strata_router::Policy::parse(s.trim())
             .map(Some)
-            .ok_or_else(|| ApiError::BadHeader { name: "x-strata-policy".into(), reason: "expected one, majority, all or a positive count".into() }),
+            .ok_or_else(|| ApiError::BadHeader { name: "x-strata-policy".into(), reason: "expected one, majority, all, a positive count, or local:N".into() }),
     }
 }
 
