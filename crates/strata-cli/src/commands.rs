@@ -238,6 +238,99 @@ pub async fn partitions(a: Common) -> Result<()> {
     Ok(())
 }
 
+/// `strata scrub`.
+#[derive(clap::Subcommand, Debug)]
+pub enum ScrubCmd {
+    /// What the scrubber is doing and found in its last pass.
+    Status(Common),
+    /// Starts a scrub pass now.
+    Now(ScrubNowArgs),
+}
+
+#[derive(clap::Args, Debug)]
+pub struct ScrubNowArgs {
+    /// Also compare each blob's data checksum with the other replicas.
+    #[arg(long)]
+    pub deep: bool,
+    /// Wait for the pass to finish, with a progress bar, and print what it found.
+    #[arg(long)]
+    pub wait: bool,
+    #[command(flatten)]
+    pub common: Common,
+}
+
+fn print_scrub(v: &serde_json::Value) {
+    let n = |k: &str| v[k].as_u64().unwrap_or(0);
+    let state = if v["running"].as_bool().unwrap_or(false) { "running" } else { "idle" };
+    println!("state           {state}{}", if v["deep"].as_bool().unwrap_or(false) { " (deep)" } else { "" });
+    println!("passes          {}", n("passes"));
+    println!("replicas        {} of {}", n("replicas_done"), n("replicas_total"));
+    println!("keys checked    {}", n("keys_checked"));
+    println!("bytes verified  {}", n("bytes_verified"));
+    println!("damaged found   {}", n("damaged_found"));
+    println!("repaired        {}", n("repaired"));
+    println!("deletes applied {}", n("deletes_applied"));
+    println!("inconsistent    {}", n("inconsistent"));
+    println!("unrepaired      {}", n("unrepaired"));
+    for e in v["errors"].as_array().into_iter().flatten() {
+        println!("error           {}", e.as_str().unwrap_or(""));
+    }
+}
+
+pub async fn scrub(c: ScrubCmd) -> Result<()> {
+    match c {
+        ScrubCmd::Status(a) => {
+            let v = Client::new(&a.server).json(http::Method::GET, "/admin/scrub").await?;
+            if a.json {
+                println!("{v}");
+            } else {
+                print_scrub(&v);
+            }
+            Ok(())
+        }
+        ScrubCmd::Now(a) => {
+            let client = Client::new(&a.common.server);
+            let before = client.json(http::Method::GET, "/admin/scrub").await?["passes"].as_u64().unwrap_or(0);
+            client.post_json("/admin/scrub", &serde_json::json!({ "deep": a.deep })).await?;
+            if !a.wait {
+                if !a.common.json {
+                    println!("scrub pass started{}; follow it with `strata scrub status`", if a.deep { " (deep)" } else { "" });
+                }
+                return Ok(());
+            }
+            let bar = (!a.common.json).then(|| {
+                let b = indicatif::ProgressBar::new(0);
+                b.set_style(
+                    indicatif::ProgressStyle::with_template("scrub {bar:40} {pos}/{len} replicas {msg}")
+                        .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
+                );
+                b
+            });
+            let v = loop {
+                tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+                let v = client.json(http::Method::GET, "/admin/scrub").await?;
+                if let Some(b) = &bar {
+                    b.set_length(v["replicas_total"].as_u64().unwrap_or(0));
+                    b.set_position(v["replicas_done"].as_u64().unwrap_or(0));
+                    b.set_message(format!("{} keys, {} damaged", v["keys_checked"], v["damaged_found"]));
+                }
+                if v["passes"].as_u64().unwrap_or(0) > before && !v["running"].as_bool().unwrap_or(false) {
+                    break v;
+                }
+            };
+            if let Some(b) = bar {
+                b.finish_and_clear();
+            }
+            if a.common.json {
+                println!("{v}");
+            } else {
+                print_scrub(&v);
+            }
+            Ok(())
+        }
+    }
+}
+
 pub async fn compact(a: Common) -> Result<()> {
     let v = Client::new(&a.server).json(http::Method::POST, "/admin/compact").await?;
     if a.json {

@@ -41,6 +41,9 @@ enum Cmd {
     Partitions(commands::Common),
     /// Runs a compaction pass on a node now.
     Compact(commands::Common),
+    /// The scrubber: every record read back and checked, replicas compared and repaired.
+    #[command(subcommand)]
+    Scrub(commands::ScrubCmd),
     /// Cluster administration: init, status.
     #[command(subcommand)]
     Cluster(cluster::ClusterCmd),
@@ -95,6 +98,7 @@ fn main() -> std::process::ExitCode {
             Cmd::Ttl(a) => commands::ttl(a).await,
             Cmd::Partitions(a) => commands::partitions(a).await,
             Cmd::Compact(a) => commands::compact(a).await,
+            Cmd::Scrub(c) => commands::scrub(c).await,
             Cmd::Cluster(c) => cluster::cluster(c).await,
             Cmd::Node(c) => cluster::node(c).await,
             Cmd::Disk(c) => cluster::disk(c).await,

@@ -65,6 +65,18 @@ pub struct ServerArgs {
     /// Seconds between background compaction passes.
     #[arg(long, default_value_t = 300)]
     pub compaction_interval_secs: u64,
+    /// Seconds between the starts of two scheduled scrub passes (every
+    /// record read back and checked; on a cluster, replicas compared and
+    /// repaired); 0: only on request (`strata scrub now`).
+    #[arg(long, default_value_t = 86_400)]
+    pub scrub_interval_secs: u64,
+    /// Bytes per second a scrub pass reads at most (0: no limit).
+    #[arg(long, default_value = "64MiB", value_parser = parse_size)]
+    pub scrub_rate: u64,
+    /// Every this many scheduled scrub passes is deep (data checksums
+    /// compared across replicas, as Ceph's weekly deep scrub).
+    #[arg(long, default_value_t = 7)]
+    pub scrub_deep_every: u64,
     /// Cluster mode: this node's id, as `strata node add --id` registers it.
     #[arg(long, requires = "meta")]
     pub node_id: Option<u64>,
@@ -114,6 +126,15 @@ pub fn parse_meta(s: &str) -> Result<std::collections::BTreeMap<u64, String>> {
 }
 
 impl ServerArgs {
+    /// When and how fast the scrubber runs.
+    fn scrub_config(&self) -> strata_server::ScrubConfig {
+        strata_server::ScrubConfig {
+            interval: (self.scrub_interval_secs > 0).then(|| Duration::from_secs(self.scrub_interval_secs)),
+            rate_bytes_per_sec: self.scrub_rate,
+            deep_every: self.scrub_deep_every,
+        }
+    }
+
     /// Defaults for a node a benchmark runs in-process.
     pub fn for_bench(data_dir: PathBuf) -> Self {
         Self {
@@ -131,6 +152,9 @@ impl ServerArgs {
             upload_buffer: "auto".into(),
             max_blob_size: 64 << 30,
             compaction_interval_secs: 3600,
+            scrub_interval_secs: 0,
+            scrub_rate: 64 << 20,
+            scrub_deep_every: 7,
             node_id: None,
             meta: None,
             outbound_ip: None,
@@ -257,6 +281,7 @@ async fn run_cluster(args: ServerArgs, node_id: u64) -> Result<()> {
     let state = strata_server::AppState::clustered(router, node.clone(), detector, kv, names.clone());
     strata_server::spawn_compactor(node.disks.clone(), Duration::from_secs(args.compaction_interval_secs.max(1)));
     strata_server::spawn_space_monitor(node.disks.clone());
+    state.scrub.spawn(args.scrub_config());
     println!("Strata node {node_id} is serving http://{} (data in {})", listener.local_addr()?, args.data_dir.display());
     if let (Some(listen), Some(names)) = (&s3_listen, names) {
         let s3_addr = crate::s3::start(listen, args.s3_domains.clone(), args.s3_region.clone(), state.clone(), names).await?;
@@ -295,6 +320,7 @@ pub async fn run(args: ServerArgs) -> Result<()> {
     let state = strata_server::AppState::new(router, disks.clone(), kv, names.clone());
     strata_server::spawn_compactor(disks.clone(), Duration::from_secs(args.compaction_interval_secs.max(1)));
     strata_server::spawn_space_monitor(disks.clone());
+    state.scrub.spawn(args.scrub_config());
     println!("Strata is serving http://{addr} (data in {}, {} partitions)", args.data_dir.display(), store.replicas().len());
     if let (Some(names), Some((id, secret))) = (names, key) {
         let s3_addr = crate::s3::start(&s3_listen, args.s3_domains.clone(), args.s3_region.clone(), state.clone(), names).await?;

@@ -50,6 +50,25 @@ impl Memtable {
     pub fn insert(&mut self, l: Located) {
         self.map.insert((l.entry.key.clone(), l.entry.kind as u8), l);
     }
+    /// Up to `max` distinct keys after `after` (all keys when `None`), in order.
+    pub fn keys_after(&self, after: Option<&Key>, max: usize) -> Vec<Key> {
+        use std::ops::Bound;
+        let from = match after {
+            Some(a) => Bound::Excluded((a.clone(), u8::MAX)),
+            None => Bound::Unbounded,
+        };
+        let mut out: Vec<Key> = Vec::new();
+        for ((k, _), _) in self.map.range((from, Bound::Unbounded)) {
+            if out.len() >= max {
+                break;
+            }
+            if out.last() != Some(k) {
+                out.push(k.clone());
+            }
+        }
+        out
+    }
+
     /// Entries of `key`, at most one per kind.
     pub fn find(&self, key: &Key) -> impl Iterator<Item = &Located> {
         self.map.range((key.clone(), 0)..=(key.clone(), u8::MAX)).map(|(_, v)| v)
@@ -131,6 +150,34 @@ impl IndexFile {
                 out.push(e);
             }
             lo += 1;
+        }
+        out
+    }
+
+    /// Up to `max` distinct keys after `after` (all keys when `None`), in order.
+    pub fn keys_after(&self, after: Option<&Key>, max: usize) -> Vec<Key> {
+        let n = self.header.entry_count as usize;
+        let mut i = match after {
+            None => 0,
+            Some(a) => {
+                let a = a.as_bytes();
+                let (mut lo, mut hi) = (0, n);
+                while lo < hi {
+                    let mid = (lo + hi) / 2;
+                    if fmt::entry_key(&self.map, &self.header, mid) <= a { lo = mid + 1 } else { hi = mid }
+                }
+                lo
+            }
+        };
+        let mut out: Vec<Key> = Vec::new();
+        while i < n && out.len() < max {
+            let k = fmt::entry_key(&self.map, &self.header, i);
+            if out.last().is_none_or(|l| l.as_bytes() != k)
+                && let Some(key) = Key::from_encoded(k)
+            {
+                out.push(key);
+            }
+            i += 1;
         }
         out
     }

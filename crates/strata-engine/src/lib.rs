@@ -24,6 +24,7 @@ mod recovery;
 mod replica;
 mod segment;
 mod tail;
+mod verify;
 mod writer;
 
 pub use compaction::{COMPACTION_LOG, CompactionReport};
@@ -36,6 +37,7 @@ pub use replica::{BlobRecord, PendingWrite, Replica, ReplicaStats, ReplicaStatus
 pub use segment::FileRange;
 pub use strata_format::{CompactionPhase, DamagedRange};
 pub use tail::TailStats;
+pub use verify::{DigestState, KeyDigest, Verified};
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};

@@ -541,6 +541,11 @@ impl Replica {
         self.shared.read_state().journal.since(after, max)
     }
 
+    /// Whether this replica's copy of `key` is quarantined.
+    pub fn is_damaged(&self, key: &Key) -> bool {
+        self.shared.damage.has_key(key)
+    }
+
     /// The quarantined ranges of this replica's log, awaiting repair.
     pub fn damage(&self) -> Vec<strata_format::DamagedRange> {
         self.shared.damage.ranges()

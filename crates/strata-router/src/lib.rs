@@ -188,6 +188,11 @@ impl Router {
         (total.saturating_sub(self.uploads.available_permits()) * chunking::UPLOAD_UNIT) as u64
     }
 
+    /// The clock the router (and what embeds it) reads time from.
+    pub fn clock(&self) -> &Arc<dyn Clock> {
+        &self.clock
+    }
+
     /// Counters.
     pub fn stats(&self) -> &RouterStats {
         &self.stats

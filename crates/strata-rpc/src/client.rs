@@ -87,6 +87,13 @@ impl RpcClient {
         Ok((e, answers))
     }
 
+    /// A page of key digests of `addr`'s replica of `partition`.
+    pub async fn digest(&self, addr: &str, req: &DigestRequest) -> Result<Vec<WireDigest>, RpcError> {
+        let frame = encode_message(KIND_DIGEST, req, &[]);
+        let (_, page, _): (u64, Vec<WireDigest>, Bytes) = self.call(addr, "/rpc/v1/digest", KIND_DIGEST, frame).await?;
+        Ok(page)
+    }
+
     /// Fetches records from `addr`'s replica: each key's state, and the data
     /// of the live ones.
     pub async fn fetch(&self, addr: &str, partition: PartitionId, keys: &[Key]) -> Result<Vec<(Fetched, Bytes)>, RpcError> {

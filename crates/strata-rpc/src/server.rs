@@ -56,6 +56,13 @@ pub async fn serve(host: &dyn ReplicaHost, body: Bytes) -> Vec<u8> {
             let answers: Vec<JournalAnswer> = items.into_iter().map(|i| JournalAnswer { partition: i.partition, result: journal(host, &i) }).collect();
             encode_message(KIND_JOURNAL, &Answer { epoch, result: Ok(answers) }, &[])
         }
+        KIND_DIGEST => {
+            let (req, _): (DigestRequest, Bytes) = match decode_message(KIND_DIGEST, &body) {
+                Ok(x) => x,
+                Err(e) => return garbage(kind, e),
+            };
+            encode_message(KIND_DIGEST, &Answer { epoch, result: digest(host, &req) }, &[])
+        }
         KIND_FETCH => {
             let (req, _): (FetchRequest, Bytes) = match decode_message(KIND_FETCH, &body) {
                 Ok(x) => x,
@@ -124,6 +131,26 @@ fn journal(host: &dyn ReplicaHost, item: &JournalItem) -> Result<JournalChunk, W
             Ok(JournalChunk { incarnation: r.incarnation(), entries, from_index: true, next_lsn: status.next_lsn, used_bytes: status.used_bytes })
         }
     }
+}
+
+/// Most keys in one digest page (keys are at most 64 bytes).
+const DIGEST_PAGE_MAX: u32 = 10_000;
+
+fn digest(host: &dyn ReplicaHost, req: &DigestRequest) -> Result<Vec<WireDigest>, WireError> {
+    let r = host.replica(req.partition).ok_or_else(|| no_replica(host, req.partition, u64::MAX))?;
+    let after = req.after.as_deref().map(decode_key).transpose()?;
+    let page = r.digest_after(after.as_ref(), req.max.min(DIGEST_PAGE_MAX) as usize, req.deep)?;
+    Ok(page
+        .into_iter()
+        .map(|d| {
+            let (state, expiry_ms) = match d.state {
+                strata_engine::DigestState::Live { expiry_ms } => (1, expiry_ms),
+                strata_engine::DigestState::Deleted => (2, 0),
+                strata_engine::DigestState::Damaged => (3, 0),
+            };
+            WireDigest { key: d.key.as_bytes().to_vec(), state, expiry_ms, data_crc: d.data_crc }
+        })
+        .collect())
 }
 
 fn fetch(host: &dyn ReplicaHost, req: &FetchRequest) -> Result<(Vec<Fetched>, Vec<Bytes>), WireError> {

@@ -15,6 +15,35 @@ pub const KIND_READ: u16 = 0x21;
 pub const KIND_JOURNAL: u16 = 0x22;
 /// Frame kind of a fetch of records for replication and its answer.
 pub const KIND_FETCH: u16 = 0x23;
+/// Frame kind of a scrubber's digest request (a page of a replica's keys
+/// with their states and, deep, data checksums) and its answer.
+pub const KIND_DIGEST: u16 = 0x24;
+
+/// A page of a replica's key digests, for comparing replicas (scrub).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DigestRequest {
+    /// Partition.
+    pub partition: PartitionId,
+    /// Keys after this one (encoded); from the first when `None`.
+    pub after: Option<Vec<u8>>,
+    /// Most keys in the page.
+    pub max: u32,
+    /// Whether each live record is read, checked and its data checksummed.
+    pub deep: bool,
+}
+
+/// One key's digest on the wire.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct WireDigest {
+    /// Encoded key.
+    pub key: Vec<u8>,
+    /// 1 live, 2 deleted, 3 damaged.
+    pub state: u8,
+    /// Effective expiry of a live key.
+    pub expiry_ms: u64,
+    /// CRC32C of the data (deep digests of live keys).
+    pub data_crc: Option<u32>,
+}
 
 /// Put properties on the wire.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]

@@ -96,6 +96,9 @@ pub enum ApiError {
     /// S3 is not enabled on this server.
     #[error("the S3 API is not enabled on this server (start it with --s3-listen)")]
     NoS3,
+    /// A scrub pass was asked for while one runs.
+    #[error("a scrub pass is already running (see GET /admin/scrub)")]
+    ScrubRunning,
     /// An internal failure outside the router.
     #[error("internal error: {0}")]
     Internal(String),
@@ -145,6 +148,7 @@ impl ApiError {
             Self::VersionBehind { .. } => (StatusCode::SERVICE_UNAVAILABLE, "VersionBehind"),
             Self::NotClustered => (StatusCode::NOT_FOUND, "NotClustered"),
             Self::NoS3 => (StatusCode::NOT_FOUND, "NoS3"),
+            Self::ScrubRunning => (StatusCode::CONFLICT, "ScrubRunning"),
             Self::Names(e) => {
                 use strata_names::NameError as N;
                 match e {

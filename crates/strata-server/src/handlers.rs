@@ -25,6 +25,7 @@ pub(crate) fn routes() -> Router<Arc<AppState>> {
         .route("/admin/partitions", get(partitions))
         .route("/admin/partitions/{pid}/blobs", get(partition_blobs))
         .route("/admin/compact", post(compact))
+        .route("/admin/scrub", get(scrub_status).post(scrub_now))
         .route("/{id}", get(get_blob).head(head_blob).delete(delete_blob))
         .route("/{id}/info", get(blob_info))
         .route("/{id}/ttl", put(update_ttl))
@@ -345,6 +346,35 @@ async fn partition_blobs(State(st): S, Path(pid): Path<u64>) -> Response {
     }
     .await;
     done(&st, "admin_list", t, r)
+}
+
+async fn scrub_status(State(st): S) -> Response {
+    Json(st.scrub.status()).into_response()
+}
+
+/// Starts a scrub pass now: `{"deep": true}` also compares data checksums
+/// with peer replicas. 202 with the status, 409 if a pass runs.
+async fn scrub_now(State(st): S, body: axum::body::Bytes) -> Response {
+    let t = Instant::now();
+    let r = async {
+        let deep = if body.is_empty() {
+            false
+        } else {
+            let v: serde_json::Value =
+                serde_json::from_slice(&body).map_err(|e| ApiError::BadRequest(format!("body must be JSON like {{\"deep\": true}}: {e}")))?;
+            match &v["deep"] {
+                serde_json::Value::Null => false,
+                serde_json::Value::Bool(b) => *b,
+                other => return Err(ApiError::BadRequest(format!("\"deep\" must be true or false, not {other}"))),
+            }
+        };
+        if !st.scrub.request(deep) {
+            return Err(ApiError::ScrubRunning);
+        }
+        Ok((StatusCode::ACCEPTED, Json(serde_json::json!({ "started": true, "deep": deep }))).into_response())
+    }
+    .await;
+    done(&st, "admin_scrub", t, r)
 }
 
 async fn compact(State(st): S) -> Response {

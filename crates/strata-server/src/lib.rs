@@ -18,6 +18,7 @@ pub mod kv_fetch;
 mod metrics;
 mod replication;
 mod s3_admin;
+mod scrub;
 
 pub use cluster::{ClusterConfig, ClusterError, ClusterNode};
 pub use disks::Disks;
@@ -26,6 +27,7 @@ pub use kv_api::KvStores;
 pub use metrics::Metrics;
 pub use replication::{PairLag, Replication};
 pub use s3_admin::new_access_key;
+pub use scrub::{ScrubConfig, ScrubStatus, Scrubber};
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -50,13 +52,16 @@ pub struct AppState {
     pub kv: Arc<KvStores>,
     /// Named blobs and access keys (the S3 API's metadata), when S3 is on.
     pub names: Option<Arc<dyn strata_names::NameIndex>>,
+    /// The scrubber over the node's replicas (started with [`Scrubber::spawn`]).
+    pub scrub: Arc<Scrubber>,
 }
 
 impl AppState {
     /// State for a router over a node's stores.
     pub fn new(router: Arc<Router>, disks: Arc<Disks>, kv: Arc<KvStores>, names: Option<Arc<dyn strata_names::NameIndex>>) -> Arc<Self> {
-        let metrics = Metrics::new(disks.clone(), router.clone(), None, kv.clone(), names.clone());
-        Arc::new(Self { router, disks, metrics, cluster: None, router_detector: None, kv, names })
+        let scrub = Scrubber::new(disks.clone(), None, router.clock().clone());
+        let metrics = Metrics::new(disks.clone(), router.clone(), None, kv.clone(), names.clone(), scrub.clone());
+        Arc::new(Self { router, disks, metrics, cluster: None, router_detector: None, kv, names, scrub })
     }
 
     /// State for a cluster node, its router and the router's failure detector.
@@ -67,8 +72,9 @@ impl AppState {
         kv: Arc<KvStores>,
         names: Option<Arc<dyn strata_names::NameIndex>>,
     ) -> Arc<Self> {
-        let metrics = Metrics::new(node.disks.clone(), router.clone(), Some((node.clone(), detector.clone())), kv.clone(), names.clone());
-        Arc::new(Self { router, disks: node.disks.clone(), metrics, cluster: Some(node), router_detector: Some(detector), kv, names })
+        let scrub = Scrubber::new(node.disks.clone(), Some(node.clone()), node.clock().clone());
+        let metrics = Metrics::new(node.disks.clone(), router.clone(), Some((node.clone(), detector.clone())), kv.clone(), names.clone(), scrub.clone());
+        Arc::new(Self { router, disks: node.disks.clone(), metrics, cluster: Some(node), router_detector: Some(detector), kv, names, scrub })
     }
 }
 

@@ -57,6 +57,7 @@ impl Metrics {
         cluster: Option<(Arc<ClusterNode>, Arc<strata_router::FailureDetector>)>,
         kv: Arc<crate::KvStores>,
         names: Option<Arc<dyn strata_names::NameIndex>>,
+        scrub: Arc<crate::Scrubber>,
     ) -> Self {
         let mut registry = Registry::default();
         let requests = Family::<OpStatus, Counter>::default();
@@ -72,6 +73,7 @@ impl Metrics {
         registry.register_collector(Box::new(EngineCollector(store)));
         registry.register_collector(Box::new(KvCollector(kv)));
         registry.register_collector(Box::new(ClusterCollector { router, cluster }));
+        registry.register_collector(Box::new(ScrubCollector(scrub)));
         let s3_requests = Family::<OpStatus, Counter>::default();
         let s3_latency = Family::<Op, Histogram>::new_with_constructor(|| Histogram::new(exponential_buckets(0.000_05, 2.0, 20)));
         registry.register("strata_s3_requests", "S3 requests by operation and status", s3_requests.clone());
@@ -218,6 +220,34 @@ impl Collector for EngineCollector {
             ConstGauge::new(v).encode(encoder.encode_descriptor(name, help, None, MetricType::Gauge)?)?;
         }
         Ok(())
+    }
+}
+
+/// The scrubber's totals and whether a pass runs.
+struct ScrubCollector(Arc<crate::Scrubber>);
+
+impl std::fmt::Debug for ScrubCollector {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("ScrubCollector")
+    }
+}
+
+impl Collector for ScrubCollector {
+    fn encode(&self, mut encoder: DescriptorEncoder) -> Result<(), std::fmt::Error> {
+        let t = &self.0.totals;
+        let counters: [(&str, &str, &std::sync::atomic::AtomicU64); 7] = [
+            ("strata_scrub_passes", "Scrub passes finished", &t.passes),
+            ("strata_scrub_keys_checked", "Keys the scrubber checked", &t.keys_checked),
+            ("strata_scrub_bytes_verified", "Record bytes the scrubber read back and verified", &t.bytes_verified),
+            ("strata_scrub_damage_found", "Damaged records the scrubber found (and quarantined)", &t.damaged_found),
+            ("strata_scrub_repaired", "Keys the scrubber copied here from a peer (missing or damaged here)", &t.repaired),
+            ("strata_scrub_deletes_applied", "Deletes the scrubber applied here because a peer had deleted the key", &t.deletes_applied),
+            ("strata_scrub_inconsistent", "Keys whose data differs between two replicas that both check out", &t.inconsistent),
+        ];
+        for (name, help, v) in counters {
+            counter(&mut encoder, name, help, v.load(Ordering::Relaxed) as f64)?;
+        }
+        gauge(&mut encoder, "strata_scrub_running", "1 while a scrub pass runs", self.0.status().running as u8 as f64)
     }
 }
 
