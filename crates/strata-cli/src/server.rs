@@ -30,9 +30,11 @@ pub struct ServerArgs {
     /// Capacity of each partition replica; read-only past 85% of it.
     #[arg(long, default_value = "64GiB", value_parser = parse_size)]
     pub replica_capacity: u64,
-    /// Free space the filesystem keeps; below it puts are refused.
-    #[arg(long, default_value = "256MiB", value_parser = parse_size)]
-    pub disk_reserve: u64,
+    /// Free space each disk keeps; below it puts are refused (deletes and
+    /// compaction still use it, so a full node can free space). `auto`: a
+    /// twentieth of the disk, at most 256 MiB.
+    #[arg(long, default_value = "auto")]
+    pub disk_reserve: String,
     /// Durability of puts: `every-batch` (fsync before ack) or `never`.
     #[arg(long, default_value = "every-batch")]
     pub flush: String,
@@ -125,6 +127,10 @@ pub fn parse_meta(s: &str) -> Result<std::collections::BTreeMap<u64, String>> {
     Ok(out)
 }
 
+/// The share of a disk `--disk-reserve auto` keeps free (capped at the
+/// engine's default of 256 MiB): on a 64 MiB disk, 3.2 MiB.
+const DISK_RESERVE_FRACTION: f64 = 0.05;
+
 impl ServerArgs {
     /// When and how fast the scrubber runs.
     fn scrub_config(&self) -> strata_server::ScrubConfig {
@@ -144,7 +150,7 @@ impl ServerArgs {
             chunk_size: 4 << 20,
             segment_size: 512 << 20,
             replica_capacity: 64 << 30,
-            disk_reserve: 256 << 20,
+            disk_reserve: "auto".into(),
             flush: "every-batch".into(),
             write_cache: "auto".into(),
             cold_read_buffer: 256 << 20,
@@ -179,7 +185,11 @@ impl ServerArgs {
             segment_bytes: self.segment_size.max(record_max + 4096),
             record_bytes_max: record_max,
             replica_capacity_bytes: self.replica_capacity,
-            disk_reserve_bytes: self.disk_reserve,
+            disk_reserve_bytes: match self.disk_reserve.as_str() {
+                "auto" => EngineConfig::default().disk_reserve_bytes,
+                size => parse_size(size).map_err(|e| anyhow::anyhow!("--disk-reserve: {e}"))?,
+            },
+            disk_reserve_fraction: (self.disk_reserve == "auto").then_some(DISK_RESERVE_FRACTION),
             flush,
             write_cache_bytes: match self.write_cache.as_str() {
                 "auto" => memory_bytes().map_or(1 << 30, |m| m / 16),

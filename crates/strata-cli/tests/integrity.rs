@@ -201,3 +201,68 @@ async fn the_scrubber_finds_bit_rot_that_recovery_cannot_see() {
     let slow = node.client.post_json("/admin/scrub", &serde_json::json!({ "deep": "yes" })).await;
     assert!(matches!(slow, Err(strata_client::ClientError::Api { status: 400, .. })), "{slow:?}");
 }
+
+/// Mounts a tmpfs of `size` at `dir` (unmounted on drop); `None` where
+/// mounting is impossible and STRATA_SKIP_MOUNT_TESTS says that is known.
+fn small_disk(dir: &Path, size: &str) -> Option<impl Drop> {
+    std::fs::create_dir_all(dir).expect("mkdir");
+    let ok = std::process::Command::new("mount").args(["-t", "tmpfs", "-o", &format!("size={size}"), "tmpfs"]).arg(dir).status().is_ok_and(|s| s.success());
+    if !ok {
+        assert!(std::env::var("STRATA_SKIP_MOUNT_TESTS").is_ok(), "mounting a tmpfs failed: run as root, or set STRATA_SKIP_MOUNT_TESTS=1 to skip knowingly");
+        eprintln!("SKIPPED: cannot mount a tmpfs here");
+        return None;
+    }
+    struct Unmount(std::path::PathBuf);
+    impl Drop for Unmount {
+        fn drop(&mut self) {
+            let _ = std::process::Command::new("umount").arg("-l").arg(&self.0).status();
+        }
+    }
+    Some(Unmount(dir.to_owned()))
+}
+
+/// Item 5 of the integrity issue: a 64 MiB disk with the default reserve
+/// takes puts (a fixed 256 MiB reserve refused every one), and once full,
+/// deleting and compacting brings it back to taking puts with no help from
+/// outside: with the default 512 MiB segments nothing was ever sealed, so
+/// nothing could be reclaimed; with 8 MiB ones compaction itself ran out of
+/// space.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_full_disk_is_emptied_by_deleting_and_compacting() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    for (case, extra) in [("default segments", &[][..]), ("8 MiB segments", &["--segment-size", "8MiB"][..])] {
+        let mnt = tmp.path().join(case.replace(' ', "-"));
+        let Some(_disk) = small_disk(&mnt, "64m") else { return };
+        let data = mnt.join("n");
+        let mut args = vec!["--partitions", "2", "--chunk-size", "1MiB"];
+        args.extend_from_slice(extra);
+        let node = Node::start(&data, &args).await;
+        let mut stored = Vec::new();
+        let refused = loop {
+            match node.client.put_bytes(content(stored.len() as u64, 300 << 10), &PutArgs::default()).await {
+                Ok(r) => stored.push(r.id),
+                Err(e) => break e,
+            }
+            assert!(stored.len() < 400, "{case}: a 64 MiB disk never filled");
+        };
+        assert_eq!(refused.status(), Some(507), "{case}: {refused}");
+        assert!(stored.len() >= 150, "{case}: only {} blobs of 300 KiB fit on 64 MiB (the reserve is too big)", stored.len());
+        for id in &stored {
+            node.client.delete(id).await.unwrap_or_else(|e| panic!("{case}: a delete on a full disk: {e}"));
+        }
+        let report = node.client.json(http::Method::POST, "/admin/compact").await.unwrap_or_else(|e| panic!("{case}: compaction on a full disk: {e}"));
+        assert!(report["bytes_reclaimed"].as_u64().unwrap_or(0) > 32 << 20, "{case}: {report}");
+        let mut again = 0;
+        loop {
+            match node.client.put_bytes(content(10_000 + again, 300 << 10), &PutArgs::default()).await {
+                Ok(_) => again += 1,
+                Err(e) => {
+                    assert_eq!(e.status(), Some(507), "{case}: {e}");
+                    break;
+                }
+            }
+            assert!(again < 400, "{case}: never filled again");
+        }
+        assert!(again as usize >= stored.len() * 3 / 4, "{case}: {again} puts after freeing, {} before", stored.len());
+    }
+}

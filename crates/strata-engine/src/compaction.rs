@@ -31,7 +31,18 @@ pub struct CompactionReport {
     pub segments_compacted: usize,
     /// Bytes of log reclaimed.
     pub bytes_reclaimed: u64,
+    /// Segments worth rewriting that were left because the disk had no room
+    /// for their live records (they are tried again on the next pass).
+    pub segments_skipped_for_space: usize,
 }
+
+/// Room kept beyond a rewrite's own bytes (its header, index and the
+/// directory's growth), so compaction never fills a disk to the last block.
+const REWRITE_SLACK_BYTES: u64 = 256 << 10;
+
+/// An active segment at least this garbage is sealed early so compaction
+/// can reclaim it ("mostly garbage").
+const SEAL_EARLY_FRACTION: f64 = 0.5;
 
 fn log_phase(dir: &Path, rec: CompactionRecord) -> Result<()> {
     let path = dir.join(COMPACTION_LOG);
@@ -53,6 +64,11 @@ fn remove_generation(dir: &Path, segment_id: u64, generation: u32) -> Result<()>
         }
     }
     fsutil::fsync_dir(dir)
+}
+
+/// Bytes of a segment of `len` that compaction would reclaim, keeping `keep`.
+fn reclaimable(keep: &[IndexEntry], len: u64) -> u64 {
+    len.saturating_sub(SEGMENT_HEADER_BYTES as u64 + keep.iter().map(|e| e.record_len as u64).sum::<u64>())
 }
 
 /// Finishes or rolls back an interrupted compaction, then clears the log.
@@ -106,26 +122,72 @@ impl Replica {
         let sh = &self.shared;
         let _guard = sh.compaction.lock().unwrap_or_else(|p| p.into_inner());
         let mut report = CompactionReport::default();
-        let sealed: Vec<Arc<Segment>> = {
+        // The active segment is sealed early when it is mostly garbage, when
+        // forced, or when the replica is short of space: on a small disk
+        // with large segments nothing else would ever be reclaimed.
+        let active = sh.read_state().active().clone();
+        let (keep, active_len) = self.live_entries(&active)?;
+        let active_reclaim = reclaimable(&keep, active_len);
+        let short_of_space = self.status().read_only.is_some_and(|r| r != crate::ReadOnlyReason::IoFailed);
+        if active_reclaim > 0 && (force || short_of_space || active_reclaim as f64 >= SEAL_EARLY_FRACTION * active_len as f64) {
+            match self.seal_active() {
+                Ok(()) => {
+                    tracing::info!(partition = sh.partition, segment = active.id, reclaimable = active_reclaim, "sealed the active segment early to compact it")
+                }
+                Err(e) => tracing::warn!(partition = sh.partition, error = %e, "could not seal the active segment for compaction"),
+            }
+        }
+        let mut sealed: Vec<(Arc<Segment>, Vec<IndexEntry>, u64, u64)> = Vec::new();
+        let segments: Vec<Arc<Segment>> = {
             let st = sh.read_state();
             let active = st.active().id;
             st.segments.values().filter(|s| s.id != active).cloned().collect()
         };
-        for seg in sealed {
+        for seg in segments {
             let (keep, seg_len) = self.live_entries(&seg)?;
-            let kept: u64 = keep.iter().map(|e| e.record_len as u64).sum();
-            let reclaim = seg_len.saturating_sub(SEGMENT_HEADER_BYTES as u64 + kept);
+            let reclaim = reclaimable(&keep, seg_len);
             let fraction = reclaim as f64 / seg_len.max(1) as f64;
-            if reclaim == 0 || (!force && fraction < sh.config.compaction_reclaim_fraction) {
+            if reclaim == 0 || (!force && !short_of_space && fraction < sh.config.compaction_reclaim_fraction) {
                 continue;
             }
-            if self.rewrite(&seg, keep, seg_len, stop_after)? {
-                return Ok(report);
+            sealed.push((seg, keep, seg_len, reclaim));
+        }
+        // Most garbage first: on a nearly full disk, what frees the most
+        // for the least writing goes first.
+        sealed.sort_by(|a, b| (b.3 as f64 / b.2.max(1) as f64).total_cmp(&(a.3 as f64 / a.2.max(1) as f64)));
+        for (seg, keep, seg_len, reclaim) in sealed {
+            // The rewrite needs room for what it keeps; the disk reserve that
+            // puts may not touch is what it uses on a full disk.
+            let kept: u64 = keep.iter().map(|e| e.record_len as u64).sum();
+            let needed = kept + SEGMENT_HEADER_BYTES as u64 + keep.len() as u64 * 128 + REWRITE_SLACK_BYTES;
+            let free = crate::fsutil::free_bytes(&sh.dir)?;
+            if free < needed {
+                tracing::warn!(partition = sh.partition, segment = seg.id, needed, free, "not enough free space to compact this segment now");
+                report.segments_skipped_for_space += 1;
+                continue;
+            }
+            match self.rewrite(&seg, keep, seg_len, stop_after) {
+                Ok(true) => return Ok(report),
+                Ok(false) => {}
+                Err(e) => {
+                    // Roll the new generation back now; the log's `Begin`
+                    // without `Commit` would do it at the next open anyway.
+                    tracing::error!(partition = sh.partition, segment = seg.id, error = %e, "compacting a segment failed; rolled back");
+                    let _ = remove_generation(&sh.dir, seg.id, seg.generation + 1);
+                    report.segments_skipped_for_space +=
+                        usize::from(matches!(&e, crate::EngineError::Io { source, .. } if source.raw_os_error() == Some(libc::ENOSPC)));
+                    continue;
+                }
             }
             report.segments_compacted += 1;
             report.bytes_reclaimed += reclaim;
             sh.stats.segments_compacted.fetch_add(1, Ordering::Relaxed);
             sh.stats.bytes_reclaimed.fetch_add(reclaim, Ordering::Relaxed);
+        }
+        if report.segments_compacted > 0 {
+            // Space came back: puts may go on (the space monitor would
+            // notice within a second; this is at once).
+            sh.compute_read_only(true);
         }
         if report.segments_compacted > 0 {
             let p = sh.dir.join(COMPACTION_LOG);
@@ -135,8 +197,8 @@ impl Replica {
         Ok(report)
     }
 
-    /// The entries of a sealed segment still worth keeping, in log order,
-    /// and the segment's length.
+    /// The entries of a segment still worth keeping, in log order, and the
+    /// segment's length (for the active segment, its memtable's entries too).
     fn live_entries(&self, seg: &Segment) -> Result<(Vec<IndexEntry>, u64)> {
         let sh = &self.shared;
         let now = sh.clock.now_ms();
@@ -144,14 +206,23 @@ impl Replica {
         // Hold the state lock only to snapshot the file list and for each
         // lookup: the writer needs it to publish batches. A verdict that goes
         // stale meanwhile is harmless: what is dead never comes back.
-        let files: Vec<Arc<IndexFile>> = sh.read_state().index_files.iter().filter(|f| f.segment_id() == seg.id).cloned().collect();
+        let (files, memtable, active_len) = {
+            let st = sh.read_state();
+            let files: Vec<Arc<IndexFile>> = st.index_files.iter().filter(|f| f.segment_id() == seg.id).cloned().collect();
+            let is_active = st.active().id == seg.id;
+            let memtable: Vec<IndexEntry> = if is_active { st.memtable.iter().map(|l| l.entry.clone()).collect() } else { Vec::new() };
+            (files, memtable, is_active.then_some(st.active_len))
+        };
         let mut newest: BTreeMap<(strata_types::Key, u8), IndexEntry> = BTreeMap::new();
-        let mut seg_len = SEGMENT_HEADER_BYTES as u64;
+        let mut seg_len = active_len.unwrap_or(SEGMENT_HEADER_BYTES as u64);
+        for e in memtable {
+            newest.insert((e.key.clone(), e.kind as u8), e);
+        }
         for f in &files {
             seg_len = seg_len.max(f.header.log_end);
             for e in f.entries()? {
                 let k = (e.key.clone(), e.kind as u8);
-                if newest.get(&k).is_none_or(|old| old.lsn < e.lsn) {
+                if newest.get(&k).is_none_or(|old: &IndexEntry| old.lsn < e.lsn) {
                     newest.insert(k, e);
                 }
             }
@@ -160,9 +231,15 @@ impl Replica {
             .into_values()
             .filter(|e| match (e.kind, sh.read_state().lookup(&e.key)) {
                 (EntryKind::Delete, _) => true,
-                (_, KeyState::Live { put, expiry_ms }) => {
+                // A TTL update stays as long as its put does, expired or
+                // not: the put may live in a segment this pass does not
+                // rewrite (below the threshold, or a crash cuts the pass
+                // short), and without the update it would come back
+                // with the expiry it was put with.
+                (EntryKind::TtlUpdate, KeyState::Live { .. }) => true,
+                (EntryKind::Put, KeyState::Live { put, expiry_ms }) => {
                     let dead = expiry_ms != 0 && expiry_ms.saturating_add(grace) <= now;
-                    !dead && (e.kind != EntryKind::Put || (put.segment_id == seg.id && put.entry.lsn == e.lsn))
+                    !dead && put.segment_id == seg.id && put.entry.lsn == e.lsn
                 }
                 _ => false,
             })

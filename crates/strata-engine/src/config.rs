@@ -36,7 +36,12 @@ pub struct EngineConfig {
     pub read_only_fraction: f64,
     /// Free bytes the filesystem must keep; below it puts are refused
     /// (deletes still go through) instead of hitting ENOSPC mid-record.
+    /// Compaction may use this room: it is how a full disk is emptied.
     pub disk_reserve_bytes: u64,
+    /// When set, the reserve is at most this share of the filesystem's
+    /// size, so a small disk is not reserved whole (a 256 MiB reserve
+    /// refused every put on a 64 MiB disk). Applied when the store opens.
+    pub disk_reserve_fraction: Option<f64>,
     /// Largest record (one blob or chunk plus its properties) accepted.
     pub record_bytes_max: u64,
     /// Fraction of a sealed segment that must be reclaimable before the
@@ -77,6 +82,7 @@ impl Default for EngineConfig {
             replica_capacity_bytes: 64 << 30,
             read_only_fraction: 0.85,
             disk_reserve_bytes: 256 << 20,
+            disk_reserve_fraction: Some(0.05),
             record_bytes_max: 64 << 20,
             compaction_reclaim_fraction: 0.25,
             compaction_expiry_grace_ms: 10 * 60 * 1000,

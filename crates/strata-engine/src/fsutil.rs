@@ -13,6 +13,17 @@ pub fn fsync_dir(dir: &Path) -> Result<()> {
 
 /// Bytes available to unprivileged writers on the filesystem holding `path`.
 pub fn free_bytes(path: &Path) -> Result<u64> {
+    let s = statvfs(path)?;
+    Ok(s.f_bavail as u64 * s.f_frsize as u64)
+}
+
+/// Size of the filesystem holding `path`, in bytes.
+pub fn total_bytes(path: &Path) -> Result<u64> {
+    let s = statvfs(path)?;
+    Ok(s.f_blocks as u64 * s.f_frsize as u64)
+}
+
+fn statvfs(path: &Path) -> Result<libc::statvfs> {
     use std::os::unix::ffi::OsStrExt;
     let c = std::ffi::CString::new(path.as_os_str().as_bytes()).map_err(|_| crate::EngineError::Invalid("path contains NUL".into()))?;
     // SAFETY: statvfs writes into the zeroed struct we own; `c` is a valid C string.
@@ -21,7 +32,7 @@ pub fn free_bytes(path: &Path) -> Result<u64> {
     if rc != 0 {
         return Err(io(format!("statvfs {}", path.display()))(std::io::Error::last_os_error()));
     }
-    Ok(s.f_bavail as u64 * s.f_frsize as u64)
+    Ok(s)
 }
 
 /// Writes `bytes` to `path` atomically: temp file, fsync, rename, fsync dir.

@@ -65,6 +65,13 @@ impl Store {
         }
         let parts = dir.join("partitions");
         std::fs::create_dir_all(&parts).map_err(error::io(format!("create {}", parts.display())))?;
+        let mut config = config;
+        if let Some(fraction) = config.disk_reserve_fraction {
+            let share = (fsutil::total_bytes(dir)? as f64 * fraction) as u64;
+            config.disk_reserve_bytes = config.disk_reserve_bytes.min(share);
+            config.disk_reserve_fraction = None;
+            tracing::debug!(dir = %dir.display(), reserve_bytes = config.disk_reserve_bytes, "disk reserve");
+        }
         let cache = cache::WriteCache::new(&config);
         let mut replicas = BTreeMap::new();
         for entry in std::fs::read_dir(&parts).map_err(error::io(format!("list {}", parts.display())))? {

@@ -108,6 +108,15 @@ pub(crate) struct WriteReq {
     pub reply: oneshot::Sender<Result<WriteAck>>,
 }
 
+/// What the writer thread's queue carries.
+pub(crate) enum Queued {
+    /// A write.
+    Write(WriteReq),
+    /// Seal the active segment now (after the writes queued before it), so
+    /// compaction can rewrite it; answers once sealed.
+    Seal(oneshot::Sender<Result<()>>),
+}
+
 /// A write on its way to durability. Await it from async code, or
 /// [`PendingWrite::wait`] from a thread.
 pub struct PendingWrite(Inner);
@@ -325,7 +334,7 @@ impl Shared {
 /// A partition replica on one disk.
 pub struct Replica {
     pub(crate) shared: Arc<Shared>,
-    pub(crate) tx: Mutex<Option<mpsc::SyncSender<WriteReq>>>,
+    pub(crate) tx: Mutex<Option<mpsc::SyncSender<Queued>>>,
     pub(crate) writer: Mutex<Option<std::thread::JoinHandle<()>>>,
 }
 
@@ -394,7 +403,7 @@ impl Replica {
         let (reply, rx) = oneshot::channel();
         let tx = self.tx.lock().unwrap_or_else(|p| p.into_inner());
         let sent = match tx.as_ref() {
-            Some(tx) => tx.try_send(WriteReq { op, len, reply }).map_err(|e| match e {
+            Some(tx) => tx.try_send(Queued::Write(WriteReq { op, len, reply })).map_err(|e| match e {
                 mpsc::TrySendError::Full(_) => EngineError::Busy { partition: self.partition() },
                 mpsc::TrySendError::Disconnected(_) => EngineError::Closed,
             }),
@@ -407,6 +416,18 @@ impl Replica {
                 PendingWrite::ready(Err(e))
             }
         }
+    }
+
+    /// Asks the writer to seal the active segment (a new one takes the
+    /// next writes) and waits for it. An empty active segment stays.
+    pub(crate) fn seal_active(&self) -> Result<()> {
+        let (reply, rx) = oneshot::channel();
+        let sent = match self.tx.lock().unwrap_or_else(|p| p.into_inner()).as_ref() {
+            Some(tx) => tx.send(Queued::Seal(reply)).map_err(|_| EngineError::Closed),
+            None => Err(EngineError::Closed),
+        };
+        sent?;
+        rx.blocking_recv().unwrap_or(Err(EngineError::Closed))
     }
 
     /// What the index says of `key`.

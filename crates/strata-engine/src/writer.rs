@@ -10,7 +10,7 @@ use crate::error::{EngineError, ReadOnlyReason, Result, io};
 use crate::fsutil;
 use crate::index::{IndexFile, KeyState};
 use crate::journal::JournalEntry;
-use crate::replica::{Shared, WriteAck, WriteOp, WriteReq, located};
+use crate::replica::{Queued, Shared, WriteAck, WriteOp, WriteReq, located};
 use crate::segment::{Segment, log_name};
 use bytes::Bytes;
 use std::collections::HashMap;
@@ -120,22 +120,37 @@ pub(crate) fn open_direct(path: &std::path::Path) -> Option<File> {
 }
 
 impl Writer {
-    pub fn run(mut self, rx: Receiver<WriteReq>) {
+    pub fn run(mut self, rx: Receiver<Queued>) {
         let c = self.shared.config.clone();
         while let Ok(first) = rx.recv() {
+            let first = match first {
+                Queued::Write(w) => w,
+                Queued::Seal(reply) => {
+                    let _ = reply.send(self.seal());
+                    continue;
+                }
+            };
             let mut bytes = first.len;
             let mut batch = vec![first];
+            let mut seal = None;
             while batch.len() < c.batch_records_max && bytes < c.batch_bytes_max {
                 match rx.try_recv() {
-                    Ok(r) => {
+                    Ok(Queued::Write(r)) => {
                         bytes += r.len;
                         batch.push(r);
+                    }
+                    Ok(Queued::Seal(reply)) => {
+                        seal = Some(reply);
+                        break;
                     }
                     Err(_) => break,
                 }
             }
             self.shared.queued_bytes.fetch_sub(bytes as u64, Ordering::SeqCst);
             self.process(batch);
+            if let Some(reply) = seal {
+                let _ = reply.send(self.seal());
+            }
         }
         if self.shared.flush_on_close.load(Ordering::SeqCst)
             && !self.shared.io_failed.load(Ordering::SeqCst)
@@ -426,6 +441,14 @@ impl Writer {
         st.memtable.clear();
         st.memtable_start = end;
         Ok(())
+    }
+
+    /// Seals the active segment for compaction, unless it holds nothing.
+    fn seal(&mut self) -> Result<()> {
+        if self.shared.read_state().active_len == SEGMENT_HEADER_BYTES as u64 {
+            return Ok(());
+        }
+        self.roll()
     }
 
     /// Seals the active segment (its index persisted first) and starts the next.

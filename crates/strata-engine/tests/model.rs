@@ -207,6 +207,32 @@ proptest! {
     }
 }
 
+/// Found by `engine_agrees_with_model`: a blob whose TTL update (in a later
+/// segment than its put) made it expire; compaction rewrote the update's
+/// segment first and dropped the update as dead, then a crash cut the pass
+/// short before the put's segment: the blob came back, never expiring.
+#[test]
+fn a_ttl_update_outlives_no_put_it_applies_to() {
+    let put = |k, len| Op::Put { k, len, ttl: None };
+    let ops = vec![
+        put(0, 0),
+        put(1, 1254),
+        put(2, 1396),
+        put(12, 1098),
+        put(3, 1304),
+        put(20, 126),
+        put(4, 1150),
+        put(10, 1073),
+        Op::Ttl { k: 20, ttl: Some(1) },
+        Op::Delete { k: 10 },
+        put(0, 0),
+        put(0, 0),
+        Op::Advance { ms: 1 },
+        Op::Compact { crash_at: Some(true) },
+    ];
+    run(ops).unwrap();
+}
+
 /// Three acknowledged puts, then a crash (no index flush). Returns the
 /// directory, the clock, the active segment's path and where its records end.
 fn three_puts_then_crash() -> (tempfile::TempDir, ManualClock, std::path::PathBuf, u64) {

@@ -145,6 +145,22 @@ mod tests {
         assert!(is_internal("/tag:project") && !is_internal("color"));
     }
 
+    /// Full storage is 507 on S3 as on the native API (it was a 500
+    /// InternalError "partition 2 is read-only"); damage is a 500 that says so.
+    #[test]
+    fn router_errors_map_to_the_statuses_of_the_native_api() {
+        for e in [RouterError::NoWritablePartition, RouterError::PartitionReadOnly(2)] {
+            let s3 = router_err(e);
+            assert_eq!(s3.status_code(), Some(http::StatusCode::INSUFFICIENT_STORAGE));
+            assert_eq!(s3.code().as_str(), "InsufficientStorage");
+        }
+        let corrupt = router_err(RouterError::Corrupt("every copy is damaged".into()));
+        assert_eq!(corrupt.code(), &S3ErrorCode::InternalError);
+        assert!(corrupt.message().is_some_and(|m| m.contains("corrupt")));
+        assert_eq!(router_err(RouterError::Unavailable("x".into())).code(), &S3ErrorCode::ServiceUnavailable);
+        assert_eq!(router_err(RouterError::Deleted).code(), &S3ErrorCode::NoSuchKey);
+    }
+
     #[test]
     fn conversions_round_trip() {
         assert_eq!(ms(&ts(1_700_000_000_123)), 1_700_000_000_123);
