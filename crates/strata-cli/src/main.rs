@@ -7,6 +7,7 @@ mod bench_kv_push;
 mod bench_s3;
 mod cluster;
 mod commands;
+mod fault;
 mod kv;
 mod kv_ring;
 mod s3;
@@ -75,6 +76,8 @@ enum Cmd {
     BenchKvPush(bench_kv_push::BenchKvPushArgs),
     /// Runs a placement experiment of the papers (CSV, SVG and a summary).
     Sim(sim::SimArgs),
+    /// The fault-injection suite: kill -9, flipped bytes, torn writes and full disks against a real server, every acknowledged blob checked.
+    Fault(fault::FaultArgs),
 }
 
 fn main() -> std::process::ExitCode {
@@ -111,6 +114,7 @@ fn main() -> std::process::ExitCode {
             Cmd::BenchKv(a) => bench_kv::run(a).await,
             Cmd::BenchKvPush(a) => bench_kv_push::run(a).await,
             Cmd::Sim(a) => tokio::task::spawn_blocking(move || sim::run(a)).await?,
+            Cmd::Fault(a) => fault::run(a).await,
         }
     });
     match result {

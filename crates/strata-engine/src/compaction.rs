@@ -122,6 +122,12 @@ impl Replica {
         let sh = &self.shared;
         let _guard = sh.compaction.lock().unwrap_or_else(|p| p.into_inner());
         let mut report = CompactionReport::default();
+        // Damage known only in memory must reach the disk before any record
+        // can be left behind.
+        if let Err(e) = sh.damage.persist_if_dirty(&sh.dir) {
+            tracing::warn!(partition = sh.partition, error = %e, "compaction waits: the damage list cannot be written");
+            return Ok(report);
+        }
         // The active segment is sealed early when it is mostly garbage, when
         // forced, or when the replica is short of space: on a small disk
         // with large segments nothing else would ever be reclaimed.
@@ -139,9 +145,10 @@ impl Replica {
         }
         let mut sealed: Vec<(Arc<Segment>, Vec<IndexEntry>, u64, u64)> = Vec::new();
         let segments: Vec<Arc<Segment>> = {
+            let unresolved = sh.compaction_unresolved.lock().unwrap_or_else(|p| p.into_inner()).clone();
             let st = sh.read_state();
             let active = st.active().id;
-            st.segments.values().filter(|s| s.id != active).cloned().collect()
+            st.segments.values().filter(|s| s.id != active && !unresolved.contains(&s.id)).cloned().collect()
         };
         for seg in segments {
             let (keep, seg_len) = self.live_entries(&seg)?;
@@ -170,12 +177,8 @@ impl Replica {
                 Ok(true) => return Ok(report),
                 Ok(false) => {}
                 Err(e) => {
-                    // Roll the new generation back now; the log's `Begin`
-                    // without `Commit` would do it at the next open anyway.
-                    tracing::error!(partition = sh.partition, segment = seg.id, error = %e, "compacting a segment failed; rolled back");
-                    let _ = remove_generation(&sh.dir, seg.id, seg.generation + 1);
-                    report.segments_skipped_for_space +=
-                        usize::from(matches!(&e, crate::EngineError::Io { source, .. } if source.raw_os_error() == Some(libc::ENOSPC)));
+                    tracing::error!(partition = sh.partition, segment = seg.id, error = %e, "compacting a segment failed; it keeps its old generation");
+                    report.segments_skipped_for_space += usize::from(matches!(&e, crate::EngineError::Io { source, .. } if source.raw_os_error() == Some(libc::ENOSPC)));
                     continue;
                 }
             }
@@ -254,34 +257,27 @@ impl Replica {
         let (from, to) = (seg.generation, seg.generation + 1);
         let rec = |phase| CompactionRecord { phase, segment_id: seg.id, from_generation: from, to_generation: to };
         log_phase(&sh.dir, rec(CompactionPhase::Begin))?;
-        let path = sh.dir.join(log_name(seg.id, to));
-        let header = SegmentHeader { partition: sh.partition, segment_id: seg.id, generation: to, incarnation: sh.meta.incarnation };
-        let mut file = crate::writer::create_segment_file(&path, &header)?;
-        let mut memtable = Memtable::default();
-        let mut off = SEGMENT_HEADER_BYTES as u64;
-        for e in &keep {
-            let bytes = seg.slice(e.record_offset, e.record_len as u64);
-            // Copy only what still checks out: compaction must not launder
-            // corruption. A record that fails is quarantined (its key then
-            // answers "damaged" until repaired) and left behind.
-            let decoded = match strata_format::record::decode(bytes, true) {
-                Ok(d) => d,
-                Err(source) => {
-                    sh.quarantine(seg, e.record_offset, e.record_len as u64, Some(&e.key), &seg.corrupt(e.record_offset, source));
-                    continue;
+        // Until `Commit` is written the new generation is scratch: a failure
+        // (a full disk) removes it, as recovery would.
+        let (index, new_seg, off) = match self.write_generation(seg, &keep, to) {
+            Ok(done) => done,
+            Err(e) => {
+                if let Err(rm) = remove_generation(&sh.dir, seg.id, to) {
+                    tracing::warn!(partition = sh.partition, segment = seg.id, error = %rm, "could not remove an unfinished compacted generation");
                 }
-            };
-            file.write_all(bytes).map_err(io(format!("write {}", path.display())))?;
-            memtable.insert(located(seg.id, off, &decoded));
-            off += bytes.len() as u64;
-        }
-        file.sync_all().map_err(io(format!("fsync {}", path.display())))?;
-        let index = IndexFile::write(&sh.dir, seg.id, to, SEGMENT_HEADER_BYTES as u64, off, &memtable.sorted_entries())?;
-        let new_seg = Arc::new(Segment::open(&path, seg.id, to, off)?);
+                return Err(e);
+            }
+        };
         if stop_after == Some(CompactionPhase::Begin) {
             return Ok(true);
         }
-        log_phase(&sh.dir, rec(CompactionPhase::Commit))?;
+        if let Err(e) = log_phase(&sh.dir, rec(CompactionPhase::Commit)) {
+            // Whether `Commit` reached the disk is unknown: recovery decides
+            // (roll forward or back). Until then neither generation may be
+            // touched, so this segment is not compacted again.
+            sh.compaction_unresolved.lock().unwrap_or_else(|p| p.into_inner()).insert(seg.id);
+            return Err(e);
+        }
         if stop_after == Some(CompactionPhase::Commit) {
             return Ok(true);
         }
@@ -293,9 +289,46 @@ impl Replica {
             st.segments.insert(seg.id, new_seg);
             st.used_bytes = st.used_bytes + off - seg_len;
         }
-        // Readers still holding the old segment keep its mapping; unlinking is safe.
-        remove_generation(&sh.dir, seg.id, from)?;
-        log_phase(&sh.dir, rec(CompactionPhase::Done))?;
+        // Readers still holding the old segment keep its mapping; unlinking
+        // is safe. Past `Commit` nothing may undo the new generation: a
+        // failure here leaves the old files, which recovery removes.
+        if let Err(e) = remove_generation(&sh.dir, seg.id, from).and_then(|_| log_phase(&sh.dir, rec(CompactionPhase::Done))) {
+            tracing::warn!(partition = sh.partition, segment = seg.id, error = %e, "compacted, but could not finish cleaning up; the next start does");
+        }
         Ok(false)
+    }
+
+    /// Writes generation `to` of `seg` holding the records of `keep` (those
+    /// that still check out), its index, and opens it.
+    fn write_generation(&self, seg: &Arc<Segment>, keep: &[IndexEntry], to: u32) -> Result<(IndexFile, Arc<Segment>, u64)> {
+        let sh = &self.shared;
+        let path = sh.dir.join(log_name(seg.id, to));
+        let header = SegmentHeader { partition: sh.partition, segment_id: seg.id, generation: to, incarnation: sh.meta.incarnation };
+        let mut file = crate::writer::create_segment_file(&path, &header)?;
+        let mut memtable = Memtable::default();
+        let mut off = SEGMENT_HEADER_BYTES as u64;
+        for e in keep {
+            let bytes = seg.slice(e.record_offset, e.record_len as u64);
+            // Copy only what still checks out: compaction must not launder
+            // corruption. A record that fails is quarantined (its key then
+            // answers "damaged" until repaired) and left behind.
+            let decoded = match strata_format::record::decode(bytes, true) {
+                Ok(d) => d,
+                Err(source) => {
+                    // Leaving it behind is safe only once the damage is on
+                    // disk: otherwise a restart would forget it.
+                    let cause = seg.corrupt(e.record_offset, source);
+                    sh.quarantine_durably(seg, e.record_offset, e.record_len as u64, Some(&e.key), &cause).map_err(|_| cause)?;
+                    continue;
+                }
+            };
+            file.write_all(bytes).map_err(io(format!("write {}", path.display())))?;
+            memtable.insert(located(seg.id, off, &decoded));
+            off += bytes.len() as u64;
+        }
+        file.sync_all().map_err(io(format!("fsync {}", path.display())))?;
+        let index = IndexFile::write(&sh.dir, seg.id, to, SEGMENT_HEADER_BYTES as u64, off, &memtable.sorted_entries())?;
+        let new_seg = Arc::new(Segment::open(&path, seg.id, to, off)?);
+        Ok((index, new_seg, off))
     }
 }

@@ -6,9 +6,13 @@
 //! A key named by a damaged range answers [`crate::EngineError::Damaged`]
 //! (never "not found", never wrong bytes) until a later put or delete of
 //! the key repairs it: a copy from a peer replica ([`crate::WriteOp::ReplicaPut`]),
-//! or a delete. A range whose header was too damaged to name its key makes
-//! the whole replica unsure of absence: a key it does not hold answers
-//! `Damaged` too, since it may have been in that range.
+//! or a delete. Any damage makes the replica unsure of absence: a key it
+//! does not hold answers `Damaged` too, since its put may be what was
+//! damaged. A range that may hold a delete or TTL update of another key
+//! (its header is damaged, or it is small enough to be one) also makes
+//! every key put before it answer `Damaged`: serving it could bring back a
+//! deleted blob. A scrub that finds the replica agreeing with a peer
+//! settles those ranges.
 
 use crate::error::{EngineError, Result, io};
 use std::collections::HashMap;
@@ -27,8 +31,9 @@ pub(crate) struct DamageSet {
     ranges: Vec<DamagedRange>,
     /// Ranges per key named.
     keys: HashMap<Key, usize>,
-    /// Ranges whose key is unknown.
-    unknown: usize,
+    /// The highest `after_lsn` of a range that may hide other keys: a put
+    /// with this lsn or a lower one may have been deleted in it.
+    hiding_after_lsn: Option<u64>,
 }
 
 impl DamageSet {
@@ -44,7 +49,7 @@ impl DamageSet {
         };
         let ranges = strata_format::damage::decode(&bytes).unwrap_or_else(|e| {
             tracing::error!(partition, file = %path.display(), error = %e, "the damage list is itself damaged; this replica no longer answers \"not found\" for sure");
-            vec![DamagedRange { segment_id: 0, generation: 0, offset: 0, len: 0, detected_ms: now_ms, key: None }]
+            vec![DamagedRange { segment_id: 0, generation: 0, offset: 0, len: 0, detected_ms: now_ms, key: None, after_lsn: u64::MAX, hides_others: true }]
         });
         let mut set = Self::default();
         for r in ranges {
@@ -58,21 +63,58 @@ impl DamageSet {
         if self.ranges.iter().any(|x| (x.segment_id, x.generation, x.offset, &x.key) == (r.segment_id, r.generation, r.offset, &r.key)) {
             return false;
         }
-        match &r.key {
-            Some(k) => *self.keys.entry(k.clone()).or_default() += 1,
-            None => self.unknown += 1,
-        }
         self.ranges.push(r);
+        self.reindex();
         true
     }
 
-    /// Drops every range naming `key`; true if there was one.
+    fn reindex(&mut self) {
+        self.keys.clear();
+        self.hiding_after_lsn = None;
+        for r in &self.ranges {
+            if let Some(k) = &r.key {
+                *self.keys.entry(k.clone()).or_default() += 1;
+            }
+            if r.hides_others {
+                self.hiding_after_lsn = self.hiding_after_lsn.max(Some(r.after_lsn));
+            }
+        }
+    }
+
+    /// `key` was repaired or deleted: ranges naming it stop naming it, and
+    /// those that cannot hide other keys go. True if one named it.
     pub fn clear_key(&mut self, key: &Key) -> bool {
-        if self.keys.remove(key).is_none() {
+        if !self.keys.contains_key(key) {
             return false;
         }
-        self.ranges.retain(|r| r.key.as_ref() != Some(key));
+        self.ranges.retain_mut(|r| {
+            if r.key.as_ref() != Some(key) {
+                return true;
+            }
+            r.key = None;
+            r.hides_others
+        });
+        self.reindex();
         true
+    }
+
+    /// A scrub found the replica agreeing with a peer since `before_ms`:
+    /// what the ranges found before then may hide is settled. Those that
+    /// name no key go; those that do keep blocking only their key. True if
+    /// anything changed.
+    pub fn settle(&mut self, before_ms: u64) -> bool {
+        let n = self.ranges.len();
+        let mut changed = false;
+        self.ranges.retain_mut(|r| {
+            if r.detected_ms >= before_ms {
+                return true;
+            }
+            changed |= r.hides_others;
+            r.hides_others = false;
+            r.key.is_some()
+        });
+        self.reindex();
+        changed || self.ranges.len() != n
     }
 
     /// Whether `key` lies in a damaged range.
@@ -80,9 +122,15 @@ impl DamageSet {
         self.keys.contains_key(key)
     }
 
-    /// Whether some damaged range's key is unknown.
-    pub fn has_unknown(&self) -> bool {
-        self.unknown > 0
+    /// Whether a read of `key` must answer `Damaged`: its own record is
+    /// damaged; or it is missing here while anything is damaged; or it was
+    /// put (with `put_lsn`) before a range that may hide its delete.
+    pub fn blocks(&self, key: &Key, put_lsn: Option<u64>) -> bool {
+        self.has_key(key)
+            || match put_lsn {
+                None => !self.ranges.is_empty(),
+                Some(lsn) => self.hiding_after_lsn.is_some_and(|after| lsn <= after),
+            }
     }
 
     /// Every damaged range.
@@ -110,26 +158,27 @@ impl DamageSet {
 pub(crate) struct Damage {
     set: RwLock<DamageSet>,
     any: AtomicBool,
+    /// The list in memory is newer than `damage.list` (a write failed, a
+    /// full disk): nothing that would make recovery stop rescanning a
+    /// damaged range (an index flush) or remove a damaged record
+    /// (compaction) may happen until it is written.
+    dirty: AtomicBool,
 }
 
 impl Damage {
     pub fn new(set: DamageSet) -> Self {
         let any = AtomicBool::new(!set.is_empty());
-        Self { set: RwLock::new(set), any }
+        Self { set: RwLock::new(set), any, dirty: AtomicBool::new(false) }
     }
 
     fn read(&self) -> std::sync::RwLockReadGuard<'_, DamageSet> {
         self.set.read().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// Whether reads of `key` must answer `Damaged`: the key lies in a
-    /// damaged range, or (when `missing`) some range's key is unknown.
-    pub fn blocks(&self, key: &Key, missing: bool) -> bool {
-        if !self.any.load(Ordering::Acquire) {
-            return false;
-        }
-        let s = self.read();
-        s.has_key(key) || (missing && s.has_unknown())
+    /// Whether reads of `key` must answer `Damaged` ([`DamageSet::blocks`]):
+    /// `put_lsn` is the lsn of its live put here, `None` if it has none.
+    pub fn blocks(&self, key: &Key, put_lsn: Option<u64>) -> bool {
+        self.any.load(Ordering::Acquire) && self.read().blocks(key, put_lsn)
     }
 
     /// Whether `key` itself lies in a damaged range.
@@ -143,9 +192,27 @@ impl Damage {
         let added = ranges.into_iter().filter(|r| s.insert(r.clone())).count();
         if added > 0 {
             self.any.store(true, Ordering::Release);
+            self.dirty.store(true, Ordering::Release);
             s.persist(dir)?;
+            self.dirty.store(false, Ordering::Release);
         }
         Ok(added)
+    }
+
+    /// Marks the list in memory as not yet written (recovery could not).
+    pub fn mark_dirty(&self) {
+        self.dirty.store(true, Ordering::Release);
+    }
+
+    /// Writes the list if an earlier write failed; `Err` while it cannot.
+    pub fn persist_if_dirty(&self, dir: &Path) -> Result<()> {
+        if !self.dirty.load(Ordering::Acquire) {
+            return Ok(());
+        }
+        let s = self.set.write().unwrap_or_else(|p| p.into_inner());
+        s.persist(dir)?;
+        self.dirty.store(false, Ordering::Release);
+        Ok(())
     }
 
     /// Forgets the damage of `keys` (repaired or deleted) and persists the
@@ -163,6 +230,21 @@ impl Damage {
         Ok(cleared)
     }
 
+    /// Settles what the ranges found before `before_ms` may hide
+    /// ([`DamageSet::settle`]); persists the list if anything changed.
+    pub fn settle(&self, dir: &Path, before_ms: u64) -> Result<bool> {
+        if !self.any.load(Ordering::Acquire) {
+            return Ok(false);
+        }
+        let mut s = self.set.write().unwrap_or_else(|p| p.into_inner());
+        let settled = s.settle(before_ms);
+        if settled {
+            self.any.store(!s.is_empty(), Ordering::Release);
+            s.persist(dir)?;
+        }
+        Ok(settled)
+    }
+
     /// A copy of every damaged range.
     pub fn ranges(&self) -> Vec<DamagedRange> {
         if !self.any.load(Ordering::Acquire) {
@@ -177,8 +259,8 @@ mod tests {
     use super::*;
     use strata_types::KeyKind;
 
-    fn range(offset: u64, key: Option<&[u8]>) -> DamagedRange {
-        DamagedRange { segment_id: 0, generation: 0, offset, len: 10, detected_ms: 1, key: key.map(|k| Key::new(KeyKind::Blob, k).unwrap()) }
+    fn range(offset: u64, key: Option<&[u8]>, after_lsn: u64, hides_others: bool) -> DamagedRange {
+        DamagedRange { segment_id: 0, generation: 0, offset, len: 10, detected_ms: 1, key: key.map(|k| Key::new(KeyKind::Blob, k).unwrap()), after_lsn, hides_others }
     }
 
     #[test]
@@ -187,17 +269,33 @@ mod tests {
         let d = Damage::new(DamageSet::load(dir.path(), 1, 0).unwrap());
         let k = Key::new(KeyKind::Blob, b"a").unwrap();
         let other = Key::new(KeyKind::Blob, b"b").unwrap();
-        assert!(!d.blocks(&k, true));
-        assert_eq!(d.add(dir.path(), [range(64, Some(b"a")), range(64, Some(b"a"))]).unwrap(), 1);
-        assert!(d.blocks(&k, false) && !d.blocks(&other, true));
+        assert!(!d.blocks(&k, None));
+        assert_eq!(d.add(dir.path(), [range(64, Some(b"a"), 5, false), range(64, Some(b"a"), 5, false)]).unwrap(), 1);
+        assert!(d.blocks(&k, Some(9)) && !d.blocks(&other, Some(1)));
+        assert!(d.blocks(&other, None), "any damage makes absence unsure");
         let d = Damage::new(DamageSet::load(dir.path(), 1, 0).unwrap());
-        assert!(d.blocks(&k, false), "reloaded from damage.list");
-        d.add(dir.path(), [range(200, None)]).unwrap();
-        assert!(d.blocks(&other, true), "an unknown key makes absence unsure");
-        assert!(!d.blocks(&other, false), "but a key held elsewhere in the log is fine");
+        assert!(d.blocks(&k, Some(9)), "reloaded from damage.list");
+        d.add(dir.path(), [range(200, None, 40, true)]).unwrap();
+        assert!(d.blocks(&other, Some(40)), "a put before a range that may hide its delete");
+        assert!(!d.blocks(&other, Some(41)), "a put after it is fine");
         assert_eq!(d.clear(dir.path(), std::slice::from_ref(&k)).unwrap(), 1);
         assert!(!d.has_key(&k));
         assert_eq!(d.ranges().len(), 1);
+        assert!(d.settle(dir.path(), 2).unwrap());
+        assert!(!d.blocks(&other, Some(1)) && !d.blocks(&other, None));
+    }
+
+    /// A repaired key's range that may hide other keys stays, nameless.
+    #[test]
+    fn clearing_a_key_keeps_what_its_range_may_hide() {
+        let dir = tempfile::tempdir().unwrap();
+        let d = Damage::new(DamageSet::load(dir.path(), 1, 0).unwrap());
+        let k = Key::new(KeyKind::Blob, b"a").unwrap();
+        let other = Key::new(KeyKind::Blob, b"b").unwrap();
+        d.add(dir.path(), [range(64, Some(b"a"), 10, true)]).unwrap();
+        d.clear(dir.path(), std::slice::from_ref(&k)).unwrap();
+        assert!(!d.has_key(&k));
+        assert!(d.blocks(&other, Some(3)));
     }
 
     #[test]
@@ -205,6 +303,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         std::fs::write(dir.path().join(DAMAGE_FILE), b"garbage that fails its crc").unwrap();
         let d = Damage::new(DamageSet::load(dir.path(), 1, 0).unwrap());
-        assert!(d.blocks(&Key::new(KeyKind::Blob, b"x").unwrap(), true));
+        assert!(d.blocks(&Key::new(KeyKind::Blob, b"x").unwrap(), None));
+        assert!(d.blocks(&Key::new(KeyKind::Blob, b"x").unwrap(), Some(u64::MAX - 1)));
     }
 }

@@ -101,6 +101,7 @@ pub(crate) fn open(dir: &Path, config: EngineConfig, clock: Arc<dyn Clock>, cach
 
     let stats = crate::replica::ReplicaStats::default();
     let mut damaged: Vec<strata_format::DamagedRange> = Vec::new();
+    let mut damage = DamageSet::load(dir, meta.partition, clock.now_ms())?;
     let mut segments = BTreeMap::new();
     let mut index_files = Vec::new();
     let mut memtable = Memtable::default();
@@ -139,18 +140,32 @@ pub(crate) fn open(dir: &Path, config: EngineConfig, clock: Arc<dyn Clock>, cach
         if let Some(f) = seg_files.last() {
             max_lsn = max_lsn.max(f.entries()?.iter().map(|e| e.lsn).max().unwrap_or(0));
         }
-        let found = scan::scan(&seg, cover, file_len, is_last);
+        let found = scan::scan(&seg, cover, file_len, is_last, (max_lsn > 0).then_some(max_lsn));
         let stop = found.end;
+        let mut sealed_damage = false;
         for d in &found.damaged {
             tracing::error!(file = %path.display(), offset = d.offset, len = d.len, key = ?d.key.as_ref().map(|k| k.to_string()), "damaged records in the log: quarantined, valid records after them kept");
-            damaged.push(strata_format::DamagedRange {
+            let range = strata_format::DamagedRange {
                 segment_id: id,
                 generation,
                 offset: d.offset,
                 len: d.len,
                 detected_ms: clock.now_ms(),
                 key: d.key.clone(),
-            });
+                after_lsn: d.after_lsn,
+                hides_others: d.hides_others,
+            };
+            if is_last {
+                damaged.push(range);
+            } else if damage.insert(range) {
+                // A sealed segment gets its index file below, after which no
+                // open rescans it: the damage must be on disk before that.
+                sealed_damage = true;
+                stats.damage_found.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            }
+        }
+        if sealed_damage {
+            damage.persist(dir).map_err(|e| EngineError::Invalid(format!("cannot record the damage found in {}: {e}; free some space and start again", path.display())))?;
         }
         if stop < file_len {
             // Zeros after the last record are space the writer zero-filled
@@ -208,21 +223,32 @@ pub(crate) fn open(dir: &Path, config: EngineConfig, clock: Arc<dyn Clock>, cach
     // their tokens with); the writer hands out lsns from `next_lsn`, which
     // may be far above it after a restart.
     let state = State { segments, index_files, memtable, memtable_start, journal, next_lsn: max_lsn + 1, active_len, used_bytes };
-    // Damage found now joins the list kept from earlier opens, except where
-    // a later put or delete of the same key (a repair) supersedes it.
-    let mut damage = DamageSet::load(dir, meta.partition, clock.now_ms())?;
+    // Damage found in the active segment joins the list, except where a
+    // later put or delete of the same key (a repair) supersedes it.
     let mut new_damage = 0u64;
-    for d in damaged {
+    for mut d in damaged {
         if superseded(&state, &d) {
-            continue;
+            // The key was repaired (or deleted) after the damage; what
+            // else the range may hide still counts.
+            if !d.hides_others {
+                continue;
+            }
+            d.key = None;
         }
         if damage.insert(d) {
             new_damage += 1;
         }
     }
+    let mut dirty = false;
     if new_damage > 0 {
-        damage.persist(dir)?;
         stats.damage_found.fetch_add(new_damage, std::sync::atomic::Ordering::Relaxed);
+        // The active segment's unindexed part is rescanned at every open, so
+        // a full disk need not keep the replica from opening: the list stays
+        // dirty and index flushes wait for it.
+        if let Err(e) = damage.persist(dir) {
+            tracing::error!(partition = meta.partition, error = %e, "could not write the damage list; index flushes and compaction wait until it is written");
+            dirty = true;
+        }
     }
     let shared = Arc::new(Shared {
         partition: meta.partition,
@@ -239,7 +265,14 @@ pub(crate) fn open(dir: &Path, config: EngineConfig, clock: Arc<dyn Clock>, cach
         read_only: AtomicU8::new(0),
         direct: cache.direct.clone(),
         tail: cache.tail.clone(),
-        damage: Damage::new(damage),
+        damage: {
+            let d = Damage::new(damage);
+            if dirty {
+                d.mark_dirty();
+            }
+            d
+        },
+        compaction_unresolved: Mutex::new(Default::default()),
     });
     let (tx, rx) = mpsc::sync_channel(QUEUE_REQUESTS_MAX);
     let direct_file = crate::writer::open_direct(&active.path);

@@ -278,6 +278,9 @@ pub(crate) struct Shared {
     pub tail: Option<Arc<crate::tail::TailCache>>,
     /// Quarantined ranges of the log (`damage.rs`).
     pub damage: crate::damage::Damage,
+    /// Segments whose compaction `Commit` may or may not be durable (its
+    /// write failed): left alone until the next open resolves them.
+    pub compaction_unresolved: Mutex<std::collections::HashSet<u64>>,
 }
 
 impl Shared {
@@ -306,20 +309,43 @@ impl Shared {
     }
 
     /// Quarantines the range of a record that failed its checks, logs it
-    /// and counts it; returns the error the read answers.
+    /// and counts it; returns the error the read answers. If the damage
+    /// list cannot be written, the damage is known in memory and the list
+    /// is dirty ([`crate::damage::Damage::persist_if_dirty`]).
     pub fn quarantine(&self, seg: &Segment, offset: u64, len: u64, key: Option<&Key>, cause: &EngineError) -> EngineError {
+        self.quarantine_durably(seg, offset, len, key, cause).unwrap_or_else(|e| e)
+    }
+
+    /// [`Shared::quarantine`], `Err` (with the read's error) when the damage
+    /// list could not be written: compaction must then keep the record.
+    pub fn quarantine_durably(&self, seg: &Segment, offset: u64, len: u64, key: Option<&Key>, cause: &EngineError) -> Result<EngineError, EngineError> {
         let range =
-            strata_format::DamagedRange { segment_id: seg.id, generation: seg.generation, offset, len, detected_ms: self.clock.now_ms(), key: key.cloned() };
+            // The index named this record's key and kind, so it hides no other key.
+            strata_format::DamagedRange {
+                segment_id: seg.id,
+                generation: seg.generation,
+                offset,
+                len,
+                detected_ms: self.clock.now_ms(),
+                key: key.cloned(),
+                after_lsn: 0,
+                hides_others: false,
+            };
         tracing::error!(partition = self.partition, file = %seg.name(), offset, len, key = ?key.map(|k| k.to_string()), error = %cause, "quarantining a damaged record");
+        let answer = match key {
+            Some(k) => self.damaged(k),
+            None => EngineError::Damaged { partition: self.partition, detail: format!("damaged record in {} at {offset}", seg.name()) },
+        };
         match self.damage.add(&self.dir, [range]) {
             Ok(n) => {
                 self.stats.damage_found.fetch_add(n as u64, Ordering::Relaxed);
+                Ok(answer)
             }
-            Err(e) => tracing::error!(partition = self.partition, error = %e, "could not persist the damage list; the damage stays known until restart"),
-        }
-        match key {
-            Some(k) => self.damaged(k),
-            None => EngineError::Damaged { partition: self.partition, detail: format!("damaged record in {} at {offset}", seg.name()) },
+            Err(e) => {
+                tracing::error!(partition = self.partition, error = %e, "could not write the damage list; index flushes and compaction wait until it is written");
+                self.stats.damage_found.fetch_add(1, Ordering::Relaxed);
+                Err(answer)
+            }
         }
     }
 
@@ -450,10 +476,10 @@ impl Replica {
         let (put, expiry_ms, seg) = {
             let st = sh.read_state();
             match st.lookup(key) {
-                KeyState::Missing if sh.damage.blocks(key, true) => return Err(sh.damaged(key)),
+                KeyState::Missing if sh.damage.blocks(key, None) => return Err(sh.damaged(key)),
                 KeyState::Missing => return Err(EngineError::NotFound),
                 KeyState::Deleted => return Err(EngineError::Deleted),
-                KeyState::Live { .. } if sh.damage.blocks(key, false) => return Err(sh.damaged(key)),
+                KeyState::Live { ref put, .. } if sh.damage.blocks(key, Some(put.entry.lsn)) => return Err(sh.damaged(key)),
                 KeyState::Live { put, expiry_ms } => {
                     let seg = st.segments.get(&put.segment_id).cloned().ok_or(EngineError::Closed)?;
                     (put, expiry_ms, seg)
@@ -560,6 +586,14 @@ impl Replica {
     /// the journal no longer reaches back that far.
     pub fn journal_since(&self, after: u64, max: usize) -> Option<Vec<JournalEntry>> {
         self.shared.read_state().journal.since(after, max)
+    }
+
+    /// Settles the damaged ranges found before `before_ms`: a comparison with
+    /// a peer replica (scrub) since then brought every key here to the
+    /// peer's state, so what they may have hidden (other keys' deletes) is
+    /// known again. Ranges that name a key keep blocking that key.
+    pub fn settle_damage(&self, before_ms: u64) -> Result<bool> {
+        self.shared.damage.settle(&self.shared.dir, before_ms)
     }
 
     /// Whether this replica's copy of `key` is quarantined.

@@ -197,6 +197,9 @@ impl Writer {
                 }
                 (WriteOp::ReplicaPut { props, .. }, Pending::Missing | Pending::Live(_)) if damaged => Ok(Pending::Live(props.expiry_ms)),
                 (WriteOp::Delete { .. } | WriteOp::ReplicaDelete { .. }, Pending::Missing | Pending::Live(_)) if damaged => Ok(Pending::Deleted),
+                // With damage anywhere, "missing" is unsure (the key's put or
+                // tombstone may be what was damaged): a delete is written.
+                (WriteOp::Delete { .. }, Pending::Missing) if self.shared.damage.blocks(&key, None) => Ok(Pending::Deleted),
                 (WriteOp::Put { .. }, _) if damaged => Err(EngineError::AlreadyExists),
                 (WriteOp::TtlUpdate { .. }, Pending::Missing | Pending::Live(_)) if damaged => Err(self.shared.damaged(&key)),
                 (WriteOp::ReplicaPut { .. }, _) if ro == Some(ReadOnlyReason::DiskFull) => {
@@ -428,6 +431,9 @@ impl Writer {
     /// Persists the memtable as an index file covering the active segment
     /// from the memtable start to the durable end.
     pub fn flush_memtable(&mut self) -> Result<()> {
+        // An index file stops recovery from rescanning what it covers: damage
+        // found there must be on disk first.
+        self.shared.damage.persist_if_dirty(&self.shared.dir)?;
         let (seg, start, end, entries) = {
             let st = self.shared.read_state();
             if st.memtable.is_empty() {

@@ -11,7 +11,8 @@
 //! 12      4    entry count N
 //! 16      ..   N entries:
 //!                segment id u64 | generation u32 | offset u64 | len u64 |
-//!                detected_ms u64 | key length u8 (0: the key is unknown) | key
+//!                detected_ms u64 | key length u8 (0: the key is unknown) | key |
+//!                after_lsn u64 | flags u8 (bit 0: may hide other keys)
 //! end-4   4    CRC32C of every preceding byte
 //! ```
 
@@ -42,6 +43,13 @@ pub struct DamagedRange {
     /// The key of the record there, when its header still names one
     /// (a damaged header leaves the key unknown).
     pub key: Option<Key>,
+    /// Every record in the range came after the record with this lsn (so a
+    /// put with this lsn or a lower one is older than the range).
+    pub after_lsn: u64,
+    /// The range may hold a delete or TTL update of a key other than `key`
+    /// (its header is not trustworthy, or it is small enough to be one), so
+    /// keys put before it cannot be served as they are.
+    pub hides_others: bool,
 }
 
 /// Encodes a damage list.
@@ -60,6 +68,8 @@ pub fn encode(entries: &[DamagedRange]) -> Vec<u8> {
         let key = e.key.as_ref().map_or(&[][..], |k| k.as_bytes());
         b.push(key.len() as u8);
         b.extend_from_slice(key);
+        b.extend_from_slice(&e.after_lsn.to_le_bytes());
+        b.push(u8::from(e.hides_others));
     }
     let crc = crate::crc::crc32c(&b);
     b.extend_from_slice(&crc.to_le_bytes());
@@ -97,7 +107,13 @@ pub fn decode(buf: &[u8]) -> Result<Vec<DamagedRange>, FormatError> {
             }
             n => return Err(FormatError::Invalid { what: "damage list key length", detail: n.to_string() }),
         };
-        out.push(DamagedRange { segment_id, generation, offset, len, detected_ms, key });
+        let after_lsn = r.u64()?;
+        let hides_others = match r.u8()? {
+            0 => false,
+            1 => true,
+            f => return Err(FormatError::Invalid { what: "damage list flags", detail: f.to_string() }),
+        };
+        out.push(DamagedRange { segment_id, generation, offset, len, detected_ms, key, after_lsn, hides_others });
     }
     if r.pos() != body.len() {
         return Err(FormatError::Invalid { what: "damage list", detail: "trailing bytes".into() });
@@ -114,8 +130,8 @@ mod tests {
     fn round_trip_and_every_flip_is_caught() {
         let k = Key::new(KeyKind::Blob, b"abc").unwrap();
         let list = vec![
-            DamagedRange { segment_id: 1, generation: 0, offset: 64, len: 500, detected_ms: 9, key: Some(k) },
-            DamagedRange { segment_id: 2, generation: 3, offset: 4096, len: 17, detected_ms: 10, key: None },
+            DamagedRange { segment_id: 1, generation: 0, offset: 64, len: 500, detected_ms: 9, key: Some(k), after_lsn: 7, hides_others: false },
+            DamagedRange { segment_id: 2, generation: 3, offset: 4096, len: 17, detected_ms: 10, key: None, after_lsn: 40, hides_others: true },
         ];
         let b = encode(&list);
         assert_eq!(decode(&b).unwrap(), list);

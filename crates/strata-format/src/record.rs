@@ -1,22 +1,28 @@
-//! Log records (format version 1).
+//! Log records (format version 2; version 1 is still read).
 //!
 //! ```text
 //! offset size  field
 //!  0      4    magic 0x52525453 ("STRR" little-endian)
-//!  4      1    format version (1)
+//!  4      1    format version (2)
 //!  5      1    record kind: 1 put, 2 delete, 3 ttl update
 //!  6      2    key length K (1..=64)
 //!  8      4    total record length, header to CRC inclusive
 //! 12      8    lsn: per-replica sequence number, preserved by compaction
 //! 20      8    time_ms: when the operation was accepted
-//! 28      K    key (tag byte first)
-//! 28+K    ..   body (by kind, below)
+//! 28      4    header CRC: CRC32C of bytes 0..28 and of the key
+//! 32      K    key (tag byte first)
+//! 32+K    ..   body (by kind, below)
 //! end-4   4    CRC32C of every preceding byte of the record
 //! ```
 //! Put body: `expiry_ms u64 (0 = never) | content-type (u16 len, bytes) |
 //! owner (u16 len, bytes) | meta count u16 | per entry (u16 len, key, u16 len,
 //! value) | data_len u64 | data`. Delete body: empty. TTL-update body:
 //! `expiry_ms u64`. Data comes last so a reader can serve it as one slice.
+//!
+//! The header CRC (new in version 2) lets recovery trust a damaged
+//! record's key, kind and length when only its body is damaged: the
+//! damage then concerns that key alone. Version 1 has no header CRC, the
+//! key at offset 28, and is otherwise the same.
 
 use crate::{FormatError, Reader, check_crc};
 use strata_types::{Key, MAX_KEY_LEN};
@@ -24,9 +30,16 @@ use strata_types::{Key, MAX_KEY_LEN};
 /// Magic of a log record.
 pub const RECORD_MAGIC: u32 = 0x5252_5453;
 /// Format version written by this code.
-pub const RECORD_VERSION: u8 = 1;
-/// Bytes of the fixed header before the key.
-pub const RECORD_FIXED_BYTES: usize = 28;
+pub const RECORD_VERSION: u8 = 2;
+/// Bytes of the fixed header before the key, in records this code writes.
+pub const RECORD_FIXED_BYTES: usize = 32;
+/// Bytes of the fixed header before the key in version 1 records.
+const RECORD_FIXED_BYTES_V1: usize = 28;
+
+/// Bytes before the key in a record of `version` (1 or 2).
+fn fixed_bytes(version: u8) -> usize {
+    if version == 1 { RECORD_FIXED_BYTES_V1 } else { RECORD_FIXED_BYTES }
+}
 /// Bytes of the trailing CRC.
 pub const RECORD_CRC_BYTES: usize = 4;
 /// Total user-metadata bytes (keys + values) a put may carry.
@@ -102,8 +115,54 @@ fn fixed_header(kind: RecordKind, key: &Key, total_len: u32, lsn: u64, time_ms: 
     b.extend_from_slice(&total_len.to_le_bytes());
     b.extend_from_slice(&lsn.to_le_bytes());
     b.extend_from_slice(&time_ms.to_le_bytes());
+    let header_crc = crate::crc::crc32c_append(crate::crc::crc32c(&b), key.as_bytes());
+    b.extend_from_slice(&header_crc.to_le_bytes());
     b.extend_from_slice(key.as_bytes());
     b
+}
+
+/// A record header whose own CRC checks out (version 2): its fields can be
+/// trusted even when the rest of the record is damaged.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CheckedHeader {
+    /// Kind of record.
+    pub kind: RecordKind,
+    /// The key.
+    pub key: Key,
+    /// Encoded length of the whole record.
+    pub total_len: u32,
+    /// Sequence number.
+    pub lsn: u64,
+}
+
+/// The header at the start of `buf` if it is a version 2 header whose CRC
+/// checks out; `None` for version 1 records and damaged headers.
+pub fn checked_header(buf: &[u8]) -> Option<CheckedHeader> {
+    let total = peek_len(buf).ok()?;
+    if buf.get(4) != Some(&2) {
+        return None;
+    }
+    let key_len = u16::from_le_bytes(buf.get(6..8)?.try_into().ok()?) as usize;
+    let key = buf.get(RECORD_FIXED_BYTES..RECORD_FIXED_BYTES + key_len)?;
+    let computed = crate::crc::crc32c_append(crate::crc::crc32c(&buf[..28]), key);
+    if buf[28..32] != computed.to_le_bytes() {
+        return None;
+    }
+    Some(CheckedHeader {
+        kind: RecordKind::from_u8(buf[5])?,
+        key: Key::from_encoded(key)?,
+        total_len: total,
+        lsn: u64::from_le_bytes(buf[12..20].try_into().ok()?),
+    })
+}
+
+/// The key a record header names, trusted or not (version 1 headers have
+/// no CRC of their own): `None` when the header is not even sane.
+pub fn header_key(buf: &[u8]) -> Option<Key> {
+    peek_len(buf).ok()?;
+    let fixed = fixed_bytes(*buf.get(4)?);
+    let key_len = u16::from_le_bytes(buf.get(6..8)?.try_into().ok()?) as usize;
+    Key::from_encoded(buf.get(fixed..fixed + key_len)?)
 }
 
 /// Total encoded length of a put record.
@@ -182,7 +241,7 @@ pub fn peek_len(buf: &[u8]) -> Result<u32, FormatError> {
         return Err(FormatError::BadMagic { what: "record" });
     }
     let version = r.u8()?;
-    if version != RECORD_VERSION {
+    if version != 1 && version != RECORD_VERSION {
         return Err(FormatError::Version { what: "record", version: version.into() });
     }
     RecordKind::from_u8(r.u8()?).ok_or(FormatError::Invalid { what: "record kind", detail: "unknown".into() })?;
@@ -191,20 +250,22 @@ pub fn peek_len(buf: &[u8]) -> Result<u32, FormatError> {
         return Err(FormatError::Invalid { what: "record key length", detail: key_len.to_string() });
     }
     let total = r.u32()?;
-    if (total as usize) < RECORD_FIXED_BYTES + key_len + RECORD_CRC_BYTES {
+    if (total as usize) < fixed_bytes(version) + key_len + RECORD_CRC_BYTES {
         return Err(FormatError::Invalid { what: "record length", detail: total.to_string() });
     }
     Ok(total)
 }
 
 /// Decodes one record at the start of `buf`, verifying its CRC over the whole
-/// record (data included) when `verify_crc` is set.
+/// record (data included) when `verify_crc` is set. A version 2 header's
+/// own CRC is always checked (it is a few dozen bytes).
 pub fn decode(buf: &[u8], verify_crc: bool) -> Result<DecodedRecord, FormatError> {
     let total = peek_len(buf)? as usize;
     if buf.len() < total {
         return Err(FormatError::Truncated { what: "record", need: total, have: buf.len() });
     }
     let rec = &buf[..total];
+    let version = rec[4];
     if verify_crc {
         check_crc("record", &rec[..total - 4], &rec[total - 4..])?;
     }
@@ -215,6 +276,15 @@ pub fn decode(buf: &[u8], verify_crc: bool) -> Result<DecodedRecord, FormatError
     r.u32()?;
     let lsn = r.u64()?;
     let time_ms = r.u64()?;
+    if version == RECORD_VERSION {
+        let stored = r.bytes(4)?;
+        let key = rec.get(RECORD_FIXED_BYTES..RECORD_FIXED_BYTES + key_len).ok_or(FormatError::Truncated { what: "record key", need: key_len, have: 0 })?;
+        let computed = crate::crc::crc32c_append(crate::crc::crc32c(&rec[..28]), key);
+        let stored = u32::from_le_bytes(stored.try_into().expect("4 bytes"));
+        if stored != computed {
+            return Err(FormatError::Checksum { what: "record header", stored, computed });
+        }
+    }
     let key = Key::from_encoded(r.bytes(key_len)?).ok_or(FormatError::Invalid { what: "record key", detail: "bad key tag".into() })?;
     let mut out = DecodedRecord { kind, lsn, time_ms, key, total_len: total as u32, props: None, expiry_ms: 0, data_offset: 0, data_len: 0 };
     match kind {
@@ -284,6 +354,51 @@ mod tests {
             }
             // Any truncation is caught.
             prop_assert!(decode(&rec[..rec.len() - 1], true).is_err());
+        }
+    }
+
+    /// Version 1 records, written before the header CRC, still decode.
+    #[test]
+    fn version_1_records_decode() {
+        let k = key(b"old");
+        let mut b = Vec::new();
+        b.extend_from_slice(&RECORD_MAGIC.to_le_bytes());
+        b.push(1);
+        b.push(RecordKind::TtlUpdate as u8);
+        b.extend_from_slice(&(k.as_bytes().len() as u16).to_le_bytes());
+        b.extend_from_slice(&((28 + k.as_bytes().len() + 8 + 4) as u32).to_le_bytes());
+        b.extend_from_slice(&7u64.to_le_bytes());
+        b.extend_from_slice(&9u64.to_le_bytes());
+        b.extend_from_slice(k.as_bytes());
+        b.extend_from_slice(&555u64.to_le_bytes());
+        let crc = crate::crc::crc32c(&b);
+        b.extend_from_slice(&crc.to_le_bytes());
+        let d = decode(&b, true).unwrap();
+        assert_eq!((d.kind, d.lsn, d.time_ms, d.key.clone(), d.expiry_ms), (RecordKind::TtlUpdate, 7, 9, k.clone(), 555));
+        assert_eq!(header_key(&b), Some(k));
+        assert_eq!(checked_header(&b), None, "a version 1 header cannot be trusted alone");
+    }
+
+    /// A damaged body leaves a version 2 header trustworthy; a damaged
+    /// header does not pass.
+    #[test]
+    fn the_header_crc_tells_a_damaged_body_from_a_damaged_header() {
+        let k = key(b"abc");
+        let (prefix, crc) = encode_put(42, 5, &k, &PutProps::default(), &[9; 100]).unwrap();
+        let mut rec = prefix.clone();
+        rec.extend_from_slice(&[9; 100]);
+        rec.extend_from_slice(&crc);
+        let h = checked_header(&rec).unwrap();
+        assert_eq!((h.kind, h.key.clone(), h.total_len as usize, h.lsn), (RecordKind::Put, k.clone(), rec.len(), 42));
+        let mut body = rec.clone();
+        body[prefix.len() + 50] ^= 1;
+        assert!(decode(&body, true).is_err());
+        assert_eq!(checked_header(&body), Some(h));
+        for at in [0, 5, 13, 29, RECORD_FIXED_BYTES + 1] {
+            let mut head = rec.clone();
+            head[at] ^= 1;
+            assert_eq!(checked_header(&head), None, "flip at {at}");
+            assert!(decode(&head, false).is_err(), "a v2 header is checked even without the full CRC (flip at {at})");
         }
     }
 

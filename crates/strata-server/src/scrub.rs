@@ -294,10 +294,18 @@ impl Scrubber {
         let Some(p) = map.partitions.get(&partition) else { return };
         let peers: Vec<(u64, String)> =
             p.replicas.iter().filter(|r| r.node != node.id()).filter_map(|r| map.nodes.get(&r.node).map(|n| (r.node, n.addr.clone()))).collect();
+        let started_ms = self.clock.now_ms();
+        let mut agreed = false;
         for (peer, addr) in peers {
-            if let Err(e) = self.compare_with(node, replica, peer, &addr, crcs).await {
-                self.error(format!("partition {partition}: comparing with node {peer}: {e}"));
+            match self.compare_with(node, replica, peer, &addr, crcs).await {
+                Ok(()) => agreed = true,
+                Err(e) => self.error(format!("partition {partition}: comparing with node {peer}: {e}")),
             }
+        }
+        // Every key of a peer is now here as it is there (or quarantined):
+        // damage found before this comparison no longer hides anything.
+        if agreed && let Err(e) = replica.settle_damage(started_ms) {
+            self.error(format!("partition {partition}: settling damage: {e}"));
         }
     }
 

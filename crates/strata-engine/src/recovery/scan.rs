@@ -4,17 +4,18 @@
 //! - A record that decodes and passes its CRC is kept.
 //! - Zeros up to the end are space the writer filled ahead: the log ends
 //!   there.
-//! - A record whose header is sane, that lies wholly in the file, whose CRC
-//!   field is not zeros and after which the log goes on sanely (a valid
-//!   record, zeros, or the end) is a damaged record: quarantined in place,
-//!   its key (from its header) reported, and the walk goes on after it.
-//! - Otherwise the walk looks for the next valid record (one whose lsn is
-//!   above the last good one, so a log stored as a blob's data cannot pass
-//!   for records). Bytes up to it are a damaged range, its key known only
-//!   if its header still names one.
-//! - With no valid record after the failure: in the active segment, a torn
-//!   tail (a batch cut short before its fsync, never acknowledged), cut off;
-//!   in a sealed segment, which was whole when sealed, damage to the end.
+//! - Otherwise the walk looks for the next valid record: where the failed
+//!   record's header says it ends, else the first one a byte scan finds
+//!   (with an lsn above the last good one, so a log stored as a blob's data
+//!   cannot pass for records). The bytes up to it are a damaged range,
+//!   quarantined in place, its key known if the header still names one.
+//! - With no valid record after the failure, in the active segment: a
+//!   record that is whole and carries a CRC (not zeros) was written and
+//!   damaged later, so it is quarantined and only the bytes after it are a
+//!   torn tail (the next batch cut short before its fsync, never
+//!   acknowledged) and cut; anything else from the failure on is the torn
+//!   tail. In a sealed segment, which was whole when sealed, it is damage
+//!   to the end, never cut.
 //!
 //! So a valid record is never dropped, whatever precedes it.
 
@@ -29,6 +30,32 @@ pub(crate) struct Damaged {
     pub offset: u64,
     pub len: u64,
     pub key: Option<Key>,
+    /// The lsn of the last valid record before it (0: none).
+    pub after_lsn: u64,
+    /// It may hold a delete or TTL update of another key.
+    pub hides_others: bool,
+}
+
+/// The longest record that is not a put: a TTL update of the longest key.
+const SMALL_RECORD_BYTES_MAX: usize = record::RECORD_FIXED_BYTES + strata_types::MAX_KEY_LEN + 8 + record::RECORD_CRC_BYTES;
+
+/// A damaged range of `len` bytes whose bytes start with `head`: its key
+/// if the header names one, and whether it may hide another key's delete
+/// or TTL update. A header whose own CRC checks out (version 2) is
+/// trusted: the damage concerns its key alone. Otherwise only a range that
+/// is exactly one record, whose header says it is a put and that is longer
+/// than any other kind of record can be, is taken not to.
+fn damaged(offset: usize, len: usize, head: &[u8], after_lsn: Option<u64>) -> Damaged {
+    let after_lsn = after_lsn.unwrap_or(0);
+    if let Some(h) = record::checked_header(head).filter(|h| h.total_len as usize == len) {
+        return Damaged { offset: offset as u64, len: len as u64, key: Some(h.key), after_lsn, hides_others: false };
+    }
+    let key = record::header_key(head);
+    let whole_put = head.get(5) == Some(&(record::RecordKind::Put as u8))
+        && record::peek_len(head).is_ok_and(|l| l as usize == len)
+        && len > SMALL_RECORD_BYTES_MAX
+        && key.is_some();
+    Damaged { offset: offset as u64, len: len as u64, key, after_lsn, hides_others: !whole_put }
 }
 
 /// What a walk found.
@@ -43,13 +70,6 @@ pub(crate) struct Found {
     /// Why the bytes from `end` on were judged a torn tail (None when they
     /// are zeros or absent).
     pub torn: Option<FormatError>,
-}
-
-/// The key a record header names, if the header is sane.
-fn header_key(buf: &[u8]) -> Option<Key> {
-    record::peek_len(buf).ok()?;
-    let key_len = u16::from_le_bytes(buf.get(6..8)?.try_into().ok()?) as usize;
-    Key::from_encoded(buf.get(record::RECORD_FIXED_BYTES..record::RECORD_FIXED_BYTES + key_len)?)
 }
 
 fn all_zero(b: &[u8]) -> bool {
@@ -68,12 +88,13 @@ fn next_valid(map: &[u8], pos: usize, after: Option<u64>) -> Option<usize> {
 }
 
 /// Walks `[start, end)` of `seg`; `active` says whether it is the segment
-/// being appended to (whose tail may be torn).
-pub(crate) fn scan(seg: &Segment, start: u64, end: u64, active: bool) -> Found {
+/// being appended to (whose tail may be torn); `prev_lsn` is the highest
+/// lsn before `start` (records after it must be newer).
+pub(crate) fn scan(seg: &Segment, start: u64, end: u64, active: bool, prev_lsn: Option<u64>) -> Found {
     let map = seg.slice(0, end);
     let mut found = Found { records: Vec::new(), damaged: Vec::new(), end, torn: None };
     let mut pos = start as usize;
-    let mut last_lsn: Option<u64> = None;
+    let mut last_lsn: Option<u64> = prev_lsn;
     while pos < map.len() {
         let rest = &map[pos..];
         match record::decode(rest, true) {
@@ -94,28 +115,41 @@ pub(crate) fn scan(seg: &Segment, start: u64, end: u64, active: bool) -> Found {
             Err(e) => e,
             Ok(r) => FormatError::Invalid { what: "record lsn", detail: format!("{} does not follow {}", r.lsn, last_lsn.unwrap_or(0)) },
         };
-        // A whole record that fails its CRC, followed by a sane log.
-        if let Ok(len) = record::peek_len(rest) {
-            let len = len as usize;
-            let sane_after = |after: &[u8]| after.is_empty() || all_zero(after) || valid_after(after, last_lsn).is_some();
-            if len <= rest.len() && !all_zero(&rest[len - 4..len]) && sane_after(&rest[len..]) {
-                found.damaged.push(Damaged { offset: pos as u64, len: len as u64, key: header_key(rest) });
-                pos += len;
-                continue;
-            }
-        }
-        match next_valid(map, pos, last_lsn) {
+        // The length the record's header claims, if it is sane and whole.
+        let claimed = record::peek_len(rest).ok().map(|l| l as usize).filter(|l| *l <= rest.len());
+        // The next valid record: where the header says, else the first one
+        // a byte scan finds.
+        let next = match claimed {
+            Some(l) if valid_after(&rest[l..], last_lsn).is_some() => Some(pos + l),
+            _ => next_valid(map, pos, last_lsn),
+        };
+        match next {
             Some(q) => {
-                found.damaged.push(Damaged { offset: pos as u64, len: (q - pos) as u64, key: header_key(rest) });
+                found.damaged.push(damaged(pos, q - pos, rest, last_lsn));
                 pos = q;
             }
             None if active => {
-                found.end = pos as u64;
-                found.torn = Some(err);
+                // Nothing valid follows. A record that is whole and carries
+                // a CRC (not the zeros of space filled ahead) was written
+                // and then damaged: it stays, quarantined, and only what
+                // follows it is a torn tail. Anything else is the torn tail.
+                match claimed.filter(|l| !all_zero(&rest[l - 4..*l])) {
+                    Some(l) => {
+                        found.damaged.push(damaged(pos, l, rest, last_lsn));
+                        found.end = (pos + l) as u64;
+                        if !all_zero(&rest[l..]) {
+                            found.torn = Some(FormatError::Invalid { what: "log tail", detail: "bytes after the last whole record".into() });
+                        }
+                    }
+                    None => {
+                        found.end = pos as u64;
+                        found.torn = Some(err);
+                    }
+                }
                 return found;
             }
             None => {
-                found.damaged.push(Damaged { offset: pos as u64, len: (map.len() - pos) as u64, key: header_key(rest) });
+                found.damaged.push(damaged(pos, map.len() - pos, rest, last_lsn));
                 return found;
             }
         }
