@@ -515,7 +515,11 @@ pub async fn run(a: FaultArgs) -> Result<()> {
         None => None,
     };
     let data = if a.disk.is_some() { root.join("disk").join("node") } else { root.join("node") };
-    println!("fault suite: {} rounds, seed {seed} (--seed {seed} replays it){}", a.rounds, a.disk.map(|b| format!(", on a {b}-byte tmpfs")).unwrap_or_default());
+    println!(
+        "fault suite: {} rounds, seed {seed} (--seed {seed} replays it){}",
+        a.rounds,
+        a.disk.map(|b| format!(", on a {b}-byte tmpfs")).unwrap_or_default()
+    );
     let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
     let acked = Arc::new(Mutex::new(Acked::default()));
     let counts = Arc::new(Mutex::new(Counts::default()));
@@ -534,8 +538,7 @@ pub async fn run(a: FaultArgs) -> Result<()> {
             break;
         }
         // The workload, and a kill at a random moment inside it.
-        let workers: Vec<_> =
-            (0..3).map(|_| tokio::spawn(workload(server.client.clone(), acked.clone(), rng.random(), counts.clone()))).collect();
+        let workers: Vec<_> = (0..3).map(|_| tokio::spawn(workload(server.client.clone(), acked.clone(), rng.random(), counts.clone()))).collect();
         tokio::time::sleep(Duration::from_millis(rng.random_range(5..250))).await;
         server.kill9();
         for w in workers {

@@ -33,9 +33,7 @@ fn two_hundred_seeded_rounds_lose_no_acknowledged_blob() {
     let (ok, text) = fault(&args);
     println!("{text}");
     assert!(ok, "the fault suite failed:\n{text}");
-    let count = |name: &str| -> u64 {
-        text.lines().find(|l| l.starts_with(name)).and_then(|l| l.split_whitespace().last()?.parse().ok()).unwrap_or(0)
-    };
+    let count = |name: &str| -> u64 { text.lines().find(|l| l.starts_with(name)).and_then(|l| l.split_whitespace().last()?.parse().ok()).unwrap_or(0) };
     assert_eq!(count("rounds"), rounds.parse::<u64>().expect("a number"));
     // The faults happened: a run that injects nothing proves nothing.
     assert!(count("segment bytes flipped") > 0 && count("torn writes") > 0 && count("index bytes flipped") > 0, "{text}");

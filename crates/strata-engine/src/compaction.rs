@@ -178,7 +178,8 @@ impl Replica {
                 Ok(false) => {}
                 Err(e) => {
                     tracing::error!(partition = sh.partition, segment = seg.id, error = %e, "compacting a segment failed; it keeps its old generation");
-                    report.segments_skipped_for_space += usize::from(matches!(&e, crate::EngineError::Io { source, .. } if source.raw_os_error() == Some(libc::ENOSPC)));
+                    report.segments_skipped_for_space +=
+                        usize::from(matches!(&e, crate::EngineError::Io { source, .. } if source.raw_os_error() == Some(libc::ENOSPC)));
                     continue;
                 }
             }

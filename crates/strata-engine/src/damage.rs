@@ -260,7 +260,16 @@ mod tests {
     use strata_types::KeyKind;
 
     fn range(offset: u64, key: Option<&[u8]>, after_lsn: u64, hides_others: bool) -> DamagedRange {
-        DamagedRange { segment_id: 0, generation: 0, offset, len: 10, detected_ms: 1, key: key.map(|k| Key::new(KeyKind::Blob, k).unwrap()), after_lsn, hides_others }
+        DamagedRange {
+            segment_id: 0,
+            generation: 0,
+            offset,
+            len: 10,
+            detected_ms: 1,
+            key: key.map(|k| Key::new(KeyKind::Blob, k).unwrap()),
+            after_lsn,
+            hides_others,
+        }
     }
 
     #[test]

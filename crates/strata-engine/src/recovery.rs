@@ -165,7 +165,9 @@ pub(crate) fn open(dir: &Path, config: EngineConfig, clock: Arc<dyn Clock>, cach
             }
         }
         if sealed_damage {
-            damage.persist(dir).map_err(|e| EngineError::Invalid(format!("cannot record the damage found in {}: {e}; free some space and start again", path.display())))?;
+            damage
+                .persist(dir)
+                .map_err(|e| EngineError::Invalid(format!("cannot record the damage found in {}: {e}; free some space and start again", path.display())))?;
         }
         if stop < file_len {
             // Zeros after the last record are space the writer zero-filled
