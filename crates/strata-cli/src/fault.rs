@@ -220,10 +220,8 @@ fn inject(data: &Path, rng: &mut impl Rng, counts: &mut Counts, broken: Option<&
             counts.segment_flips += 1;
         }
     }
-    if rng.random_bool(0.3) {
-        if flip_in(active, strata_format::headers::SEGMENT_HEADER_BYTES, end, rng)? {
-            counts.segment_flips += 1;
-        }
+    if rng.random_bool(0.3) && flip_in(active, strata_format::headers::SEGMENT_HEADER_BYTES, end, rng)? {
+        counts.segment_flips += 1;
     }
     if rng.random_bool(0.2) && !idx.is_empty() {
         let f = &idx[rng.random_range(0..idx.len())];
