@@ -120,17 +120,22 @@ impl Server {
             let _ = tx.send(lines.next());
             for _ in lines {}
         });
-        let first = match rx.recv_timeout(Duration::from_secs(60)) {
+        let first = match rx.recv_timeout(Duration::from_secs(120)) {
             Ok(Some(Ok(l))) => l,
-            _ => {
+            answer => {
                 if std::env::var_os("STRATA_FAULT_KEEP_HUNG").is_some() {
-                    eprintln!("leaving the hung server running: pid {}", child.id());
+                    eprintln!("leaving the server that did not start running: pid {}", child.id());
                     std::mem::forget(child);
                     anyhow::bail!("the server did not start");
                 }
+                // Exited (how: a signal leaves nothing in the log), or hung.
+                let how = match answer {
+                    Err(_) => "no banner within 120 s".to_string(),
+                    Ok(_) => format!("it exited: {:?}", child.wait()),
+                };
                 let _ = child.kill();
                 let log = std::fs::read_to_string(log).unwrap_or_default();
-                anyhow::bail!("the server did not start (data in {}); its log ends:\n{}", data.display(), &log[log.len().saturating_sub(3000)..]);
+                anyhow::bail!("the server did not start ({how}; data in {}); its log ends:\n{}", data.display(), &log[log.len().saturating_sub(3000)..]);
             }
         };
         let url = first.split_whitespace().find(|w| w.starts_with("http://")).context("the banner names no URL")?.to_string();
@@ -149,16 +154,21 @@ impl Drop for Server {
     }
 }
 
-/// Where the valid records of a log segment end (walking from its header).
+/// Where the log's bytes end, past every record, quarantined ones too: a
+/// torn write after it touches nothing acknowledged. A walk by the headers'
+/// lengths stops at a damaged header, so the last non-zero byte bounds it
+/// too, with a gap of zeros after it (a record's last CRC byte can be zero;
+/// recovery reads zeros after the last record as space filled ahead).
 fn records_end(bytes: &[u8]) -> usize {
     let mut pos = strata_format::headers::SEGMENT_HEADER_BYTES;
     while pos < bytes.len() {
-        match strata_format::record::decode(&bytes[pos..], false) {
-            Ok(r) => pos += r.total_len as usize,
-            Err(_) => break,
+        match strata_format::record::peek_len(&bytes[pos..]) {
+            Ok(len) if pos + len as usize <= bytes.len() => pos += len as usize,
+            _ => break,
         }
     }
-    pos
+    let last_nonzero = bytes.iter().rposition(|b| *b != 0).map_or(0, |p| p + 1);
+    pos.max(last_nonzero + 8)
 }
 
 /// Every log segment and index file of the data directory, by partition:
@@ -187,11 +197,12 @@ fn files(data: &Path) -> Vec<(Vec<PathBuf>, PathBuf, Vec<PathBuf>)> {
 }
 
 fn flip_in(path: &Path, from: usize, to: usize, rng: &mut impl Rng) -> Result<bool> {
+    let mut bytes = std::fs::read(path)?;
+    let to = to.min(bytes.len());
     if to <= from {
         return Ok(false);
     }
-    let mut bytes = std::fs::read(path)?;
-    let at = rng.random_range(from..to.min(bytes.len()));
+    let at = rng.random_range(from..to);
     bytes[at] ^= 1 << rng.random_range(0..8);
     std::fs::write(path, bytes)?;
     if VERBOSE.load(std::sync::atomic::Ordering::Relaxed) {
@@ -203,7 +214,7 @@ fn flip_in(path: &Path, from: usize, to: usize, rng: &mut impl Rng) -> Result<bo
 static VERBOSE: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
 
 /// Injects this round's faults into a stopped server's data directory.
-fn inject(data: &Path, rng: &mut impl Rng, counts: &mut Counts, broken: Option<&[Blob]>) -> Result<()> {
+fn inject(data: &Path, rng: &mut impl Rng, counts: &mut Counts, broken: bool) -> Result<()> {
     let parts = files(data);
     if parts.is_empty() {
         return Ok(());
@@ -251,19 +262,16 @@ fn inject(data: &Path, rng: &mut impl Rng, counts: &mut Counts, broken: Option<&
             }
         }
     }
-    if let Some(targets) = broken {
-        // Loses acknowledged data on purpose: cuts an active log in the
-        // middle of an acknowledged blob's record, as if its bytes had
-        // never reached the disk. Recovery then sees a torn tail.
-        'cut: for (_, active, _) in &parts {
+    if broken {
+        // Loses acknowledged data on purpose: cuts every active log in the
+        // middle, as if acknowledged bytes had never reached the disk.
+        for (_, active, _) in &parts {
             let bytes = std::fs::read(active)?;
-            for (seed, len, _) in targets {
-                let want = content(*seed, *len);
-                if let Some(at) = bytes.windows(64).position(|w| w == &want[..64]) {
-                    std::fs::OpenOptions::new().write(true).open(active)?.set_len(at as u64 + 10)?;
-                    eprintln!("broken on purpose: cut {} at {at}", active.display());
-                    break 'cut;
-                }
+            let header = strata_format::headers::SEGMENT_HEADER_BYTES;
+            let end = bytes.iter().rposition(|b| *b != 0).map_or(0, |p| p + 1);
+            if end > header + 100 {
+                std::fs::OpenOptions::new().write(true).open(active)?.set_len((header + (end - header) / 2) as u64)?;
+                eprintln!("broken on purpose: cut {} in half", active.display());
             }
         }
     }
@@ -548,9 +556,7 @@ pub async fn run(a: FaultArgs) -> Result<()> {
         }
         c.kills += 1;
         c.rounds += 1;
-        let targets: Vec<Blob> = acked.lock().map(|a| a.live.values().filter(|b| b.1 >= 64).cloned().collect()).unwrap_or_default();
-        let broken = (a.broken && round + 1 == a.rounds.min(3)).then_some(&targets[..]);
-        inject(&data, &mut rng, &mut c, broken)?;
+        inject(&data, &mut rng, &mut c, a.broken && round + 1 == a.rounds.min(3))?;
         bar.set_message(format!("{} acked, {} corrupt, {} lost", c.acknowledged_puts, c.corrupt, c.lost + c.wrong));
         if let Ok(mut g) = counts.lock() {
             *g = c;
