@@ -165,8 +165,8 @@ impl Replica {
         for (seg, keep, seg_len, reclaim) in sealed {
             // The rewrite needs room for what it keeps; the disk reserve that
             // puts may not touch is what it uses on a full disk.
-            let kept: u64 = keep.iter().map(|e| e.record_len as u64).sum();
-            let needed = kept + SEGMENT_HEADER_BYTES as u64 + keep.len() as u64 * 128 + REWRITE_SLACK_BYTES;
+            // What it keeps is the segment less what it reclaims.
+            let needed = seg_len - reclaim + keep.len() as u64 * 128 + REWRITE_SLACK_BYTES;
             let free = crate::fsutil::free_bytes(&sh.dir)?;
             if free < needed {
                 tracing::warn!(partition = sh.partition, segment = seg.id, needed, free, "not enough free space to compact this segment now");

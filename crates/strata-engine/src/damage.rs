@@ -15,7 +15,7 @@
 //! settles those ranges.
 
 use crate::error::{EngineError, Result, io};
-use std::collections::HashMap;
+use std::collections::HashSet;
 use std::path::Path;
 use std::sync::RwLock;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -29,8 +29,8 @@ pub const DAMAGE_FILE: &str = "damage.list";
 #[derive(Debug, Default)]
 pub(crate) struct DamageSet {
     ranges: Vec<DamagedRange>,
-    /// Ranges per key named.
-    keys: HashMap<Key, usize>,
+    /// The keys the ranges name (derived from `ranges`).
+    keys: HashSet<Key>,
     /// The highest `after_lsn` of a range that may hide other keys: a put
     /// with this lsn or a lower one may have been deleted in it.
     hiding_after_lsn: Option<u64>,
@@ -63,28 +63,35 @@ impl DamageSet {
         if self.ranges.iter().any(|x| (x.segment_id, x.generation, x.offset, &x.key) == (r.segment_id, r.generation, r.offset, &r.key)) {
             return false;
         }
+        self.index(&r);
         self.ranges.push(r);
-        self.reindex();
         true
     }
 
+    /// Adds what one range contributes to the derived fields.
+    fn index(&mut self, r: &DamagedRange) {
+        if let Some(k) = &r.key {
+            self.keys.insert(k.clone());
+        }
+        if r.hides_others {
+            self.hiding_after_lsn = self.hiding_after_lsn.max(Some(r.after_lsn));
+        }
+    }
+
+    /// Derives `keys` and `hiding_after_lsn` again after ranges changed.
     fn reindex(&mut self) {
         self.keys.clear();
         self.hiding_after_lsn = None;
-        for r in &self.ranges {
-            if let Some(k) = &r.key {
-                *self.keys.entry(k.clone()).or_default() += 1;
-            }
-            if r.hides_others {
-                self.hiding_after_lsn = self.hiding_after_lsn.max(Some(r.after_lsn));
-            }
+        for r in std::mem::take(&mut self.ranges) {
+            self.index(&r);
+            self.ranges.push(r);
         }
     }
 
     /// `key` was repaired or deleted: ranges naming it stop naming it, and
     /// those that cannot hide other keys go. True if one named it.
     pub fn clear_key(&mut self, key: &Key) -> bool {
-        if !self.keys.contains_key(key) {
+        if !self.keys.contains(key) {
             return false;
         }
         self.ranges.retain_mut(|r| {
@@ -119,7 +126,7 @@ impl DamageSet {
 
     /// Whether `key` lies in a damaged range.
     pub fn has_key(&self, key: &Key) -> bool {
-        self.keys.contains_key(key)
+        self.keys.contains(key)
     }
 
     /// Whether a read of `key` must answer `Damaged`: its own record is
@@ -243,6 +250,15 @@ impl Damage {
             s.persist(dir)?;
         }
         Ok(settled)
+    }
+
+    /// How many ranges there are, and how many name no key.
+    pub fn counts(&self) -> (usize, usize) {
+        if !self.any.load(Ordering::Acquire) {
+            return (0, 0);
+        }
+        let s = self.read();
+        (s.ranges.len(), s.ranges.iter().filter(|r| r.key.is_none()).count())
     }
 
     /// A copy of every damaged range.

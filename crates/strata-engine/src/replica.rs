@@ -608,7 +608,7 @@ impl Replica {
 
     /// A status summary.
     pub fn status(&self) -> ReplicaStatus {
-        let damage = self.shared.damage.ranges();
+        let (damaged_ranges, damaged_unknown) = self.shared.damage.counts();
         let st = self.shared.read_state();
         let ro = match self.shared.read_only.load(Ordering::Relaxed) {
             1 => Some(ReadOnlyReason::Capacity),
@@ -625,8 +625,8 @@ impl Replica {
             index_files: st.index_files.len(),
             memtable_entries: st.memtable.len(),
             next_lsn: st.next_lsn,
-            damaged_ranges: damage.len(),
-            damaged_unknown: damage.iter().filter(|d| d.key.is_none()).count(),
+            damaged_ranges,
+            damaged_unknown,
         }
     }
 
