@@ -331,6 +331,104 @@ pub async fn scrub(c: ScrubCmd) -> Result<()> {
     }
 }
 
+/// `strata sweep`.
+#[derive(clap::Subcommand, Debug)]
+pub enum SweepCmd {
+    /// What the orphan sweep is doing and freed in its last pass.
+    Status(Common),
+    /// Starts an orphan sweep pass now.
+    Now(SweepNowArgs),
+}
+
+#[derive(clap::Args, Debug)]
+pub struct SweepNowArgs {
+    /// Wait for the pass to finish, with a progress bar, and print what it freed.
+    #[arg(long)]
+    pub wait: bool,
+    #[command(flatten)]
+    pub common: Common,
+}
+
+fn print_sweep(v: &serde_json::Value) {
+    let n = |k: &str| v[k].as_u64().unwrap_or(0);
+    let state = if v["running"].as_bool().unwrap_or(false) { format!("running ({})", v["phase"].as_str().unwrap_or("")) } else { "idle".into() };
+    println!("state           {state}");
+    println!("passes          {}", n("passes"));
+    println!("grace           {} s", n("grace_ms") / 1000);
+    println!("partitions      {} of {}", n("partitions_listed"), n("partitions_total"));
+    println!("keys            {}", n("keys"));
+    println!("chunk lists     {}", n("composites_read"));
+    println!("referenced      {}", n("referenced"));
+    println!("candidates      {}", n("candidates"));
+    println!("too young       {}", n("too_young"));
+    println!("expiring        {}", n("expiring"));
+    println!("freed           {}", n("freed"));
+    if let Some(why) = v["stopped"].as_str() {
+        println!("stopped         {why}");
+    }
+    for e in v["errors"].as_array().into_iter().flatten() {
+        println!("error           {}", e.as_str().unwrap_or(""));
+    }
+}
+
+pub async fn sweep(c: SweepCmd) -> Result<()> {
+    match c {
+        SweepCmd::Status(a) => {
+            let v = Client::new(&a.server).json(http::Method::GET, "/admin/sweep").await?;
+            if a.json {
+                println!("{v}");
+            } else {
+                print_sweep(&v);
+            }
+            Ok(())
+        }
+        SweepCmd::Now(a) => {
+            let client = Client::new(&a.common.server);
+            let before = client.json(http::Method::GET, "/admin/sweep").await?["passes"].as_u64().unwrap_or(0);
+            client.json(http::Method::POST, "/admin/sweep").await?;
+            if !a.wait {
+                if !a.common.json {
+                    println!("orphan sweep started; follow it with `strata sweep status`");
+                }
+                return Ok(());
+            }
+            let bar = (!a.common.json).then(|| {
+                let b = indicatif::ProgressBar::new(0);
+                b.set_style(
+                    indicatif::ProgressStyle::with_template("sweep {bar:40} {pos}/{len} partitions {msg}")
+                        .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
+                );
+                b
+            });
+            let v = loop {
+                tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+                let v = client.json(http::Method::GET, "/admin/sweep").await?;
+                if let Some(b) = &bar {
+                    b.set_length(v["partitions_total"].as_u64().unwrap_or(0));
+                    b.set_position(v["partitions_listed"].as_u64().unwrap_or(0));
+                    b.set_message(format!("{}, {} freed", v["phase"].as_str().unwrap_or(""), v["freed"]));
+                }
+                if v["passes"].as_u64().unwrap_or(0) > before && !v["running"].as_bool().unwrap_or(false) {
+                    break v;
+                }
+            };
+            if let Some(b) = bar {
+                b.finish_and_clear();
+            }
+            if a.common.json {
+                println!("{v}");
+            } else {
+                print_sweep(&v);
+            }
+            // A pass that could not finish says so in the exit status.
+            if let Some(why) = v["stopped"].as_str() {
+                anyhow::bail!("the sweep stopped before freeing anything: {why}");
+            }
+            Ok(())
+        }
+    }
+}
+
 pub async fn compact(a: Common) -> Result<()> {
     let v = Client::new(&a.server).json(http::Method::POST, "/admin/compact").await?;
     if a.json {

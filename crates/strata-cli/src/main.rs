@@ -45,6 +45,9 @@ enum Cmd {
     /// The scrubber: every record read back and checked, replicas compared and repaired.
     #[command(subcommand)]
     Scrub(commands::ScrubCmd),
+    /// The orphan sweep: chunks and S3 blobs nothing points at, freed after a grace period.
+    #[command(subcommand)]
+    Sweep(commands::SweepCmd),
     /// Cluster administration: init, status.
     #[command(subcommand)]
     Cluster(cluster::ClusterCmd),
@@ -102,6 +105,7 @@ fn main() -> std::process::ExitCode {
             Cmd::Partitions(a) => commands::partitions(a).await,
             Cmd::Compact(a) => commands::compact(a).await,
             Cmd::Scrub(c) => commands::scrub(c).await,
+            Cmd::Sweep(c) => commands::sweep(c).await,
             Cmd::Cluster(c) => cluster::cluster(c).await,
             Cmd::Node(c) => cluster::node(c).await,
             Cmd::Disk(c) => cluster::disk(c).await,

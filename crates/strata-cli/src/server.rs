@@ -79,6 +79,16 @@ pub struct ServerArgs {
     /// compared across replicas, as Ceph's weekly deep scrub).
     #[arg(long, default_value_t = 7)]
     pub scrub_deep_every: u64,
+    /// Seconds between the starts of two scheduled orphan sweeps (chunks
+    /// and S3 blobs nothing points at are freed); 0: only on request
+    /// (`strata sweep now`). On a cluster, only the metadata leader sweeps
+    /// on schedule.
+    #[arg(long, default_value_t = 86_400)]
+    pub sweep_interval_secs: u64,
+    /// Seconds an unreferenced chunk or S3 blob is kept before the sweep
+    /// frees it. A put must make its blob reachable within half of it.
+    #[arg(long, default_value_t = 86_400, value_parser = clap::value_parser!(u64).range(1..))]
+    pub orphan_grace_secs: u64,
     /// Cluster mode: this node's id, as `strata node add --id` registers it.
     #[arg(long, requires = "meta")]
     pub node_id: Option<u64>,
@@ -161,6 +171,8 @@ impl ServerArgs {
             scrub_interval_secs: 0,
             scrub_rate: 64 << 20,
             scrub_deep_every: 7,
+            sweep_interval_secs: 0,
+            orphan_grace_secs: 86_400,
             node_id: None,
             meta: None,
             outbound_ip: None,
@@ -216,8 +228,14 @@ impl ServerArgs {
                 "auto" => memory_bytes().map_or(1 << 30, |m| m / 8),
                 size => parse_size(size).map_err(|e| anyhow::anyhow!("--upload-buffer: {e}"))?,
             },
+            orphan_grace_ms: self.orphan_grace_secs.saturating_mul(1000),
             ..RouterConfig::default()
         })
+    }
+
+    /// When the orphan sweep runs.
+    fn sweep_config(&self) -> strata_server::SweepConfig {
+        strata_server::SweepConfig { interval: (self.sweep_interval_secs > 0).then(|| Duration::from_secs(self.sweep_interval_secs)) }
     }
 }
 
@@ -292,6 +310,7 @@ async fn run_cluster(args: ServerArgs, node_id: u64) -> Result<()> {
     strata_server::spawn_compactor(node.disks.clone(), Duration::from_secs(args.compaction_interval_secs.max(1)));
     strata_server::spawn_space_monitor(node.disks.clone());
     state.scrub.spawn(args.scrub_config());
+    state.sweep.spawn(args.sweep_config());
     println!("Strata node {node_id} is serving http://{} (data in {})", listener.local_addr()?, args.data_dir.display());
     if let (Some(listen), Some(names)) = (&s3_listen, names) {
         let s3_addr = crate::s3::start(listen, args.s3_domains.clone(), args.s3_region.clone(), state.clone(), names).await?;
@@ -331,6 +350,7 @@ pub async fn run(args: ServerArgs) -> Result<()> {
     strata_server::spawn_compactor(disks.clone(), Duration::from_secs(args.compaction_interval_secs.max(1)));
     strata_server::spawn_space_monitor(disks.clone());
     state.scrub.spawn(args.scrub_config());
+    state.sweep.spawn(args.sweep_config());
     println!("Strata is serving http://{addr} (data in {}, {} partitions)", args.data_dir.display(), store.replicas().len());
     if let (Some(names), Some((id, secret))) = (names, key) {
         let s3_addr = crate::s3::start(&s3_listen, args.s3_domains.clone(), args.s3_region.clone(), state.clone(), names).await?;

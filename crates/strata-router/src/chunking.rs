@@ -77,7 +77,8 @@ impl Router {
         E: std::fmt::Display,
     {
         let chunk_size = self.config.chunk_size;
-        let expiry_ms = opts.ttl_ms.map_or(0, |t| self.now_ms().saturating_add(t.max(1)));
+        let started_ms = self.now_ms();
+        let expiry_ms = opts.ttl_ms.map_or(0, |t| started_ms.saturating_add(t.max(1)));
         let policy = opts.policy.unwrap_or(self.policies().put);
         let mut buf = BytesMut::new();
         // Room in the upload buffer for `buf`'s bytes; it travels with each
@@ -158,6 +159,13 @@ impl Router {
                 Ok(c) => done.push(c),
                 Err(e) => failure = failure.or(Some(e)),
             }
+        }
+        // The chunks become reachable only through the composite: written
+        // too late, the orphan sweep may already be freeing them.
+        if failure.is_none()
+            && let Err(e) = self.check_naming_deadline(started_ms)
+        {
+            failure = Some(e);
         }
         if let Some(e) = failure {
             self.delete_chunks(done.iter().map(|c| c.1)).await;

@@ -115,6 +115,9 @@ impl ClusterView for ClusterMapView {
     fn policies(&self) -> Option<strata_types::Policies> {
         Some(self.map.borrow().policies)
     }
+    fn all_partitions(&self) -> Vec<PartitionId> {
+        self.map.borrow().partitions.keys().copied().collect()
+    }
 }
 
 struct RemoteReplica {
@@ -179,6 +182,28 @@ impl ReplicaHandle for RemoteReplica {
             let r = me.rpc.read(&me.addr, me.epoch, me.partition, &key, with_data).await.map(|(e, rec, data)| (e, (rec, data)));
             let (rec, data) = me.settle(r)?;
             Ok(BlobRecord { key, props: rec.props.into(), created_ms: rec.created_ms, expiry_ms: rec.expiry_ms, size: rec.size, data, file_range: None })
+        }
+        .boxed()
+    }
+
+    fn keys_page(&self, after: Option<Key>, max: usize) -> BoxFuture<'static, Result<Vec<Key>, ReplicaError>> {
+        if let Some(e) = self.skip() {
+            return futures_util::future::ready(Err(e)).boxed();
+        }
+        let me = self.clone_handle();
+        async move {
+            let req = strata_rpc::DigestRequest {
+                partition: me.partition,
+                after: after.map(|k| k.as_bytes().to_vec()),
+                max: u32::try_from(max).unwrap_or(u32::MAX),
+                deep: false,
+            };
+            // A digest answer carries no epoch: the current one stands in.
+            let page = me.settle(me.rpc.digest(&me.addr, &req).await.map(|p| (me.epoch, p)))?;
+            page.into_iter()
+                .filter(|d| d.state != 2)
+                .map(|d| strata_rpc::decode_key(&d.key).map_err(|e| ReplicaError::Unreachable(format!("node {} sent a bad key: {e}", me.node))))
+                .collect()
         }
         .boxed()
     }

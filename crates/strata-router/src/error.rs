@@ -67,6 +67,10 @@ pub enum RouterError {
     /// repaired. Not "not found", and retrying soon will not help.
     #[error("blob is corrupt: {0}")]
     Corrupt(String),
+    /// A put took so long that its blob could be taken for an orphan: it
+    /// is freed and the put fails (retrying it is safe).
+    #[error("request took too long: {0}")]
+    TooSlow(String),
     /// Stored data failed a check, or another internal failure.
     #[error("internal error: {0}")]
     Internal(String),
@@ -89,6 +93,7 @@ impl RouterError {
             Self::NoSuchPartition(_) => "NoSuchPartition",
             Self::Unavailable(_) => "Unavailable",
             Self::Corrupt(_) => "BlobCorrupt",
+            Self::TooSlow(_) => "RequestTimeout",
             Self::Internal(_) => "InternalError",
         }
     }

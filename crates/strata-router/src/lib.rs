@@ -37,6 +37,10 @@ pub trait ReplicaHandle: Send + Sync {
     fn write(&self, op: WriteOp) -> BoxFuture<'static, Result<WriteAck, ReplicaError>>;
     /// Reads a blob record (data included when `with_data`).
     fn read(&self, key: Key, with_data: bool) -> BoxFuture<'static, Result<BlobRecord, ReplicaError>>;
+    /// Up to `max` keys after `after` (from the first when `None`), in key
+    /// order, that are live or damaged on this replica (deleted and expired
+    /// keys left out): a page of its index, for the orphan sweep.
+    fn keys_page(&self, after: Option<Key>, max: usize) -> BoxFuture<'static, Result<Vec<Key>, ReplicaError>>;
 }
 
 /// The router's view of the cluster: which partitions take writes, and the
@@ -66,7 +70,17 @@ pub trait ClusterView: Send + Sync {
     fn replica_count(&self, partition: PartitionId) -> usize {
         self.replicas(partition).len() + self.remote_replicas(partition).len()
     }
+    /// Every partition of the cluster, writable or not.
+    fn all_partitions(&self) -> Vec<PartitionId>;
 }
+
+/// Owners starting with this are reserved for blobs Strata writes for
+/// itself; the native API refuses them from clients.
+pub const RESERVED_OWNER_PREFIX: &str = "strata:";
+/// The owner of every blob the S3 API writes. Such a blob is only reachable
+/// through a name or an upload's part list, so the orphan sweep frees it
+/// once none holds it (and the grace period has passed).
+pub const S3_OWNER: &str = "strata:s3";
 
 /// Router counters, read by the metrics exporter.
 #[derive(Debug, Default)]
@@ -107,6 +121,12 @@ pub struct RouterConfig {
     /// so many concurrent uploads slow their clients down (TCP flow
     /// control) instead of exhausting memory.
     pub upload_buffer_bytes: u64,
+    /// The orphan sweep's grace period: it frees an unreferenced chunk or
+    /// S3 blob only once it is older than this. In turn nothing may make a
+    /// blob reachable (a chunked put's composite, an S3 name) more than half
+    /// of it after the blob's put began: such a late step fails instead
+    /// (see [`Router::check_naming_deadline`]).
+    pub orphan_grace_ms: u64,
 }
 
 impl Default for RouterConfig {
@@ -119,6 +139,7 @@ impl Default for RouterConfig {
             put_attempts: 4,
             hedge_after: std::time::Duration::from_millis(250),
             upload_buffer_bytes: 1 << 30,
+            orphan_grace_ms: 24 * 3600 * 1000,
         }
     }
 }
@@ -506,6 +527,82 @@ impl Router {
 
     pub(crate) fn now_ms(&self) -> u64 {
         self.clock.now_ms()
+    }
+
+    /// Fails with [`RouterError::TooSlow`] if a blob whose put began at
+    /// `started_ms` may no longer be made reachable (by a composite or a
+    /// name): more than half the orphan grace period has passed, so the
+    /// sweep may be about to take it for an orphan.
+    pub fn check_naming_deadline(&self, started_ms: u64) -> Result<(), RouterError> {
+        let limit = self.config.orphan_grace_ms / 2;
+        let age = self.now_ms().saturating_sub(started_ms);
+        if age > limit {
+            return Err(RouterError::TooSlow(format!("the put began {age} ms ago; a blob must be named within {limit} ms")));
+        }
+        Ok(())
+    }
+
+    /// Every partition of the cluster, writable or not.
+    pub fn all_partitions(&self) -> Vec<PartitionId> {
+        self.view.all_partitions()
+    }
+
+    /// Every key present (live, expired or damaged) on any replica of
+    /// `partition`, in every zone: the union of their indexes. Fails if a
+    /// replica cannot be listed, because a key only it holds would be
+    /// missed.
+    pub async fn list_keys(&self, partition: PartitionId) -> Result<std::collections::BTreeSet<Key>, RouterError> {
+        const PAGE: usize = 5000;
+        let replicas: Vec<_> = self.view.replicas(partition).into_iter().chain(self.view.remote_replicas(partition)).collect();
+        if replicas.len() < self.view.replica_count(partition) {
+            return Err(RouterError::Unavailable(format!(
+                "partition {partition}: {} of {} replicas can be listed",
+                replicas.len(),
+                self.view.replica_count(partition)
+            )));
+        }
+        let mut keys = std::collections::BTreeSet::new();
+        for r in replicas {
+            let mut after = None;
+            loop {
+                let page = r.keys_page(after.clone(), PAGE).await.map_err(|e| RouterError::Unavailable(format!("listing partition {partition}: {e}")))?;
+                let full = page.len() >= PAGE;
+                after = page.last().cloned();
+                keys.extend(page);
+                if !full {
+                    break;
+                }
+            }
+        }
+        Ok(keys)
+    }
+
+    /// Who wrote a blob or chunk and when, and when it expires: its owner,
+    /// creation time and expiry (0 = never), read from a replica without
+    /// the data.
+    pub async fn provenance(&self, id: BlobId) -> Result<(String, u64, u64), RouterError> {
+        let rec = self.read_record(id, false).await?;
+        Ok((rec.props.owner, rec.created_ms, rec.expiry_ms))
+    }
+
+    /// The chunks a composite blob lists (chunks included: this is the
+    /// orphan sweep's view, not a user's).
+    pub async fn chunks_of(&self, id: BlobId) -> Result<Vec<BlobId>, RouterError> {
+        if id.kind() != BlobKind::Composite {
+            return Err(RouterError::BadRequest(format!("{id} is not a composite blob")));
+        }
+        let rec = self.read_record(id, true).await?;
+        Ok(chunking::decode_list(&rec)?.chunks.into_iter().map(|c| c.0).collect())
+    }
+
+    /// Deletes one record, whatever its kind, and nothing else: a composite
+    /// keeps its chunks. For the orphan sweep, which decides on every
+    /// record by itself.
+    pub async fn remove_record(&self, id: BlobId) -> Result<(), RouterError> {
+        match self.write_quorum(id.partition(), WriteOp::Delete { key: id.key() }, self.policies().delete).await {
+            Ok(()) | Err(RouterError::Deleted) => Ok(()),
+            Err(e) => Err(e),
+        }
     }
 }
 

@@ -30,6 +30,13 @@ impl ReplicaHandle for LocalReplica {
         let r = if with_data { self.0.get(&key) } else { self.0.info(&key) };
         futures_util::future::ready(r.map_err(ReplicaError::from)).boxed()
     }
+    fn keys_page(&self, after: Option<Key>, max: usize) -> BoxFuture<'static, Result<Vec<Key>, ReplicaError>> {
+        let page = self
+            .0
+            .digest_after(after.as_ref(), max, false)
+            .map(|page| page.into_iter().filter(|d| d.state != strata_engine::DigestState::Deleted).map(|d| d.key).collect());
+        futures_util::future::ready(page.map_err(ReplicaError::from)).boxed()
+    }
 }
 
 impl ClusterView for LocalView {
@@ -38,5 +45,8 @@ impl ClusterView for LocalView {
     }
     fn replicas(&self, partition: PartitionId) -> Vec<Arc<dyn ReplicaHandle>> {
         self.store.replica(partition).map(|r| vec![Arc::new(LocalReplica(r)) as Arc<dyn ReplicaHandle>]).unwrap_or_default()
+    }
+    fn all_partitions(&self) -> Vec<PartitionId> {
+        self.store.replicas().iter().map(|r| r.partition()).collect()
     }
 }

@@ -55,6 +55,13 @@ impl ReplicaHandle for Handle {
         let r = if with_data { self.0.get(&key) } else { self.0.info(&key) };
         futures_util::future::ready(r.map_err(ReplicaError::from)).boxed()
     }
+    fn keys_page(&self, after: Option<Key>, max: usize) -> BoxFuture<'static, Result<Vec<Key>, ReplicaError>> {
+        if self.1 == Mode::Down {
+            return futures_util::future::ready(Err(ReplicaError::Unreachable("node down".into()))).boxed();
+        }
+        let keys = self.0.keys_after(after.as_ref(), max).into_iter().map(|(k, _)| k).collect();
+        futures_util::future::ready(Ok(keys)).boxed()
+    }
 }
 
 struct Zones {
@@ -64,6 +71,9 @@ struct Zones {
 
 impl ClusterView for Zones {
     fn writable_partitions(&self) -> Vec<PartitionId> {
+        vec![1]
+    }
+    fn all_partitions(&self) -> Vec<PartitionId> {
         vec![1]
     }
     fn replicas(&self, p: PartitionId) -> Vec<Arc<dyn ReplicaHandle>> {

@@ -44,6 +44,7 @@ pub(crate) fn router_err(e: RouterError) -> S3Error {
             return err;
         }
         RouterError::Unavailable(_) => S3ErrorCode::ServiceUnavailable,
+        RouterError::TooSlow(_) => S3ErrorCode::RequestTimeout,
         // A blob whose every copy is damaged, an id naming no partition, an
         // id collision that retries did not resolve, or another failure.
         RouterError::Corrupt(_) | RouterError::NoSuchPartition(_) | RouterError::AlreadyExists | RouterError::Internal(_) => S3ErrorCode::InternalError,

@@ -20,6 +20,8 @@ pub use md5x::crate_throughput as md5_crate_throughput;
 pub use md5x::throughput as md5_throughput;
 mod ops;
 mod store;
+#[cfg(test)]
+mod sweep_model;
 mod tags;
 
 pub use access::{KeyAccess, KeyAuth, VirtualHosts};

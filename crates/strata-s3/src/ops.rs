@@ -211,13 +211,20 @@ impl StrataS3 {
     }
 
     fn put_opts(&self, content_type: String, meta: Vec<(String, String)>, expiry_ms: u64, now: u64) -> PutOptions {
-        PutOptions { ttl_ms: (expiry_ms != 0).then(|| expiry_ms.saturating_sub(now).max(1)), content_type, meta, ..PutOptions::default() }
+        PutOptions {
+            ttl_ms: (expiry_ms != 0).then(|| expiry_ms.saturating_sub(now).max(1)),
+            content_type,
+            meta,
+            owner: strata_router::S3_OWNER.to_owned(),
+            ..PutOptions::default()
+        }
     }
 
     /// Names `object` if the name holds what `guard` asks; frees what it
     /// replaced, or the new blob if naming failed.
-    async fn name(&self, bucket: String, key: String, object: ObjectMeta, guard: Guard) -> Result<(), S3Error> {
+    async fn name(&self, bucket: String, key: String, object: ObjectMeta, guard: Guard, started_ms: u64) -> Result<(), S3Error> {
         let blob = object.blob;
+        self.check_naming_deadline(blob, started_ms).await?;
         let op = match guard {
             Guard::None => NameOp::PutObject { bucket, key, object, if_absent: false },
             Guard::Absent => NameOp::PutObject { bucket, key, object, if_absent: true },
@@ -233,6 +240,16 @@ impl StrataS3 {
                 Err(name_err(e))
             }
         }
+    }
+
+    /// Frees `blob` and fails if it was written too long ago to be named
+    /// now (the orphan sweep may take it for an orphan).
+    async fn check_naming_deadline(&self, blob: strata_types::BlobId, started_ms: u64) -> Result<(), S3Error> {
+        if let Err(e) = self.router.check_naming_deadline(started_ms) {
+            self.free(blob).await;
+            return Err(router_err(e));
+        }
+        Ok(())
     }
 
     async fn do_put(&self, req: S3Request<PutObjectInput>) -> S3Result<S3Response<PutObjectOutput>> {
@@ -272,7 +289,7 @@ impl StrataS3 {
         meta.extend(crate::checksum::to_meta(stored.checksums.clone()));
         meta.extend(tags);
         let object = ObjectMeta { blob: stored.blob, size: stored.size, etag: tag.clone(), content_type, meta, modified_ms: now, expiry_ms, parts: 0 };
-        self.name(input.bucket, input.key, object, guard).await?;
+        self.name(input.bucket, input.key, object, guard, stored.started_ms).await?;
         ok(with_checksums!(PutObjectOutput { e_tag: Some(etag(&tag)), expiration: expiration(expiry_ms) }, stored.checksums))
     }
 
@@ -406,6 +423,7 @@ impl StrataS3 {
     /// the new blob if the upload is gone); returns its ETag.
     async fn add_part(&self, bucket: String, upload_id: String, number: u32, stored: Stored, now: u64) -> Result<String, S3Error> {
         let tag = hex::encode(stored.md5);
+        self.check_naming_deadline(stored.blob, stored.started_ms).await?;
         let part = PartMeta { blob: stored.blob, size: stored.size, etag: tag.clone(), modified_ms: now };
         match self.names.apply(NameOp::PutPart { bucket, upload_id, number, part }).await {
             Ok(out) => self.free_outcome(out).await,
@@ -470,7 +488,7 @@ impl StrataS3 {
         let stored = self.store(Some(streaming(body.data)), Some(src.size as i64), None, &Expected::default(), opts).await?;
         let tag = hex::encode(stored.md5);
         let object = ObjectMeta { blob: stored.blob, size: stored.size, etag: tag.clone(), content_type, meta, modified_ms: now, expiry_ms, parts: 0 };
-        self.name(input.bucket, input.key, object, Guard::None).await?;
+        self.name(input.bucket, input.key, object, Guard::None, stored.started_ms).await?;
         ok(CopyObjectOutput {
             copy_object_result: Some(CopyObjectResult { e_tag: Some(etag(&tag)), last_modified: Some(ts(now)), ..Default::default() }),
             ..Default::default()
@@ -529,7 +547,14 @@ impl StrataS3 {
         let expiry_ms = self.expiry(&input.bucket, &input.key, now)?;
         let size = used.iter().map(|(_, p)| p.size).sum();
         let opts = self.put_opts(upload.content_type.clone(), upload.meta.clone(), expiry_ms, now);
+        let started_ms = self.now_ms();
         let blob = self.router.put_composite(opts, pieces).await.map_err(router_err)?;
+        // The parts stay held by the upload until the name op below takes
+        // them over; the new composite itself must be named in time.
+        if let Err(e) = self.router.check_naming_deadline(started_ms) {
+            let _ = self.router.forget_composite(blob).await;
+            return Err(router_err(e));
+        }
         let object = ObjectMeta {
             blob,
             size,

@@ -110,6 +110,9 @@ pub(crate) struct Stored {
     pub md5: [u8; 16],
     /// The additional checksums the request gave, checked.
     pub checksums: s3s::dto::Checksum,
+    /// When writing began (the blob must be named within half the orphan
+    /// grace period of it).
+    pub started_ms: u64,
 }
 
 /// A failure reading the body: a chunk of a streaming SigV4 payload whose
@@ -135,6 +138,7 @@ impl StrataS3 {
         sums: &Expected,
         opts: PutOptions,
     ) -> Result<Stored, S3Error> {
+        let started_ms = self.now_ms();
         let want = match content_md5 {
             None => None,
             Some(b64) => {
@@ -211,7 +215,7 @@ impl StrataS3 {
         }
         let computed = extra.and_then(|e| e.lock().ok().and_then(|mut g| g.take())).map(|h| h.finalize()).unwrap_or_default();
         match sums.check(computed) {
-            Ok(checksums) => Ok(Stored { blob, size, md5, checksums }),
+            Ok(checksums) => Ok(Stored { blob, size, md5, checksums, started_ms }),
             Err(e) => {
                 self.free(blob).await;
                 Err(e)

@@ -99,6 +99,9 @@ pub enum ApiError {
     /// A scrub pass was asked for while one runs.
     #[error("a scrub pass is already running (see GET /admin/scrub)")]
     ScrubRunning,
+    /// An orphan sweep was asked for while one runs.
+    #[error("an orphan sweep is already running (see GET /admin/sweep)")]
+    SweepRunning,
     /// An internal failure outside the router.
     #[error("internal error: {0}")]
     Internal(String),
@@ -128,6 +131,7 @@ impl ApiError {
                     RouterError::AlreadyExists => StatusCode::CONFLICT,
                     RouterError::NoWritablePartition | RouterError::PartitionReadOnly(_) => StatusCode::INSUFFICIENT_STORAGE,
                     RouterError::Unavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
+                    RouterError::TooSlow(_) => StatusCode::REQUEST_TIMEOUT,
                     RouterError::Corrupt(_) | RouterError::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
                 };
                 (s, e.code())
@@ -149,6 +153,7 @@ impl ApiError {
             Self::NotClustered => (StatusCode::NOT_FOUND, "NotClustered"),
             Self::NoS3 => (StatusCode::NOT_FOUND, "NoS3"),
             Self::ScrubRunning => (StatusCode::CONFLICT, "ScrubRunning"),
+            Self::SweepRunning => (StatusCode::CONFLICT, "SweepRunning"),
             Self::Names(e) => {
                 use strata_names::NameError as N;
                 match e {

@@ -26,6 +26,7 @@ pub(crate) fn routes() -> Router<Arc<AppState>> {
         .route("/admin/partitions/{pid}/blobs", get(partition_blobs))
         .route("/admin/compact", post(compact))
         .route("/admin/scrub", get(scrub_status).post(scrub_now))
+        .route("/admin/sweep", get(sweep_status).post(sweep_now))
         .route("/{id}", get(get_blob).head(head_blob).delete(delete_blob))
         .route("/{id}/info", get(blob_info))
         .route("/{id}/ttl", put(update_ttl))
@@ -91,10 +92,19 @@ fn put_options(h: &HeaderMap) -> Result<PutOptions, ApiError> {
     if meta_bytes > USER_META_BYTES_MAX {
         return Err(ApiError::MetadataTooLarge { size: meta_bytes, max: USER_META_BYTES_MAX });
     }
+    let owner = header_str(h, "x-strata-owner")?.unwrap_or("").to_string();
+    // Reserved owners mark blobs only Strata's own layers may write (the
+    // orphan sweep frees an S3-owned blob that no name holds).
+    if owner.starts_with(strata_router::RESERVED_OWNER_PREFIX) {
+        return Err(ApiError::BadHeader {
+            name: "x-strata-owner".into(),
+            reason: format!("owners starting with {:?} are reserved", strata_router::RESERVED_OWNER_PREFIX),
+        });
+    }
     Ok(PutOptions {
         ttl_ms: parse_ttl(h)?.flatten(),
         content_type: header_str(h, "content-type")?.unwrap_or("application/octet-stream").to_string(),
-        owner: header_str(h, "x-strata-owner")?.unwrap_or("").to_string(),
+        owner,
         meta,
         policy: parse_policy(h)?,
     })
@@ -375,6 +385,24 @@ async fn scrub_now(State(st): S, body: axum::body::Bytes) -> Response {
     }
     .await;
     done(&st, "admin_scrub", t, r)
+}
+
+/// The orphan sweep's progress and last results.
+async fn sweep_status(State(st): S) -> Response {
+    Json(st.sweep.status()).into_response()
+}
+
+/// Starts an orphan sweep pass now. 202, or 409 if a pass runs.
+async fn sweep_now(State(st): S) -> Response {
+    let t = Instant::now();
+    let r = async {
+        if !st.sweep.request() {
+            return Err(ApiError::SweepRunning);
+        }
+        Ok((StatusCode::ACCEPTED, Json(serde_json::json!({ "started": true }))).into_response())
+    }
+    .await;
+    done(&st, "admin_sweep", t, r)
 }
 
 async fn compact(State(st): S) -> Response {

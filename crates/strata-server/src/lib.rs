@@ -19,6 +19,7 @@ mod metrics;
 mod replication;
 mod s3_admin;
 mod scrub;
+mod sweep;
 
 pub use cluster::{ClusterConfig, ClusterError, ClusterNode};
 pub use disks::Disks;
@@ -28,6 +29,7 @@ pub use metrics::Metrics;
 pub use replication::{PairLag, Replication};
 pub use s3_admin::new_access_key;
 pub use scrub::{ScrubConfig, ScrubStatus, Scrubber};
+pub use sweep::{SweepConfig, SweepStatus, Sweeper};
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -54,14 +56,17 @@ pub struct AppState {
     pub names: Option<Arc<dyn strata_names::NameIndex>>,
     /// The scrubber over the node's replicas (started with [`Scrubber::spawn`]).
     pub scrub: Arc<Scrubber>,
+    /// The orphan sweep (started with [`Sweeper::spawn`]).
+    pub sweep: Arc<Sweeper>,
 }
 
 impl AppState {
     /// State for a router over a node's stores.
     pub fn new(router: Arc<Router>, disks: Arc<Disks>, kv: Arc<KvStores>, names: Option<Arc<dyn strata_names::NameIndex>>) -> Arc<Self> {
         let scrub = Scrubber::new(disks.clone(), None, router.clock().clone());
-        let metrics = Metrics::new(disks.clone(), router.clone(), None, kv.clone(), names.clone(), scrub.clone());
-        Arc::new(Self { router, disks, metrics, cluster: None, router_detector: None, kv, names, scrub })
+        let sweep = Sweeper::new(router.clone(), names.clone(), None);
+        let metrics = Metrics::new(disks.clone(), router.clone(), None, kv.clone(), names.clone(), scrub.clone(), sweep.clone());
+        Arc::new(Self { router, disks, metrics, cluster: None, router_detector: None, kv, names, scrub, sweep })
     }
 
     /// State for a cluster node, its router and the router's failure detector.
@@ -73,8 +78,10 @@ impl AppState {
         names: Option<Arc<dyn strata_names::NameIndex>>,
     ) -> Arc<Self> {
         let scrub = Scrubber::new(node.disks.clone(), Some(node.clone()), node.clock().clone());
-        let metrics = Metrics::new(node.disks.clone(), router.clone(), Some((node.clone(), detector.clone())), kv.clone(), names.clone(), scrub.clone());
-        Arc::new(Self { router, disks: node.disks.clone(), metrics, cluster: Some(node), router_detector: Some(detector), kv, names, scrub })
+        let sweep = Sweeper::new(router.clone(), names.clone(), Some(node.clone()));
+        let metrics =
+            Metrics::new(node.disks.clone(), router.clone(), Some((node.clone(), detector.clone())), kv.clone(), names.clone(), scrub.clone(), sweep.clone());
+        Arc::new(Self { router, disks: node.disks.clone(), metrics, cluster: Some(node), router_detector: Some(detector), kv, names, scrub, sweep })
     }
 }
 

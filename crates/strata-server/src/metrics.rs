@@ -58,6 +58,7 @@ impl Metrics {
         kv: Arc<crate::KvStores>,
         names: Option<Arc<dyn strata_names::NameIndex>>,
         scrub: Arc<crate::Scrubber>,
+        sweep: Arc<crate::Sweeper>,
     ) -> Self {
         let mut registry = Registry::default();
         let requests = Family::<OpStatus, Counter>::default();
@@ -74,6 +75,7 @@ impl Metrics {
         registry.register_collector(Box::new(KvCollector(kv)));
         registry.register_collector(Box::new(ClusterCollector { router, cluster }));
         registry.register_collector(Box::new(ScrubCollector(scrub)));
+        registry.register_collector(Box::new(SweepCollector(sweep)));
         let s3_requests = Family::<OpStatus, Counter>::default();
         let s3_latency = Family::<Op, Histogram>::new_with_constructor(|| Histogram::new(exponential_buckets(0.000_05, 2.0, 20)));
         registry.register("strata_s3_requests", "S3 requests by operation and status", s3_requests.clone());
@@ -248,6 +250,31 @@ impl Collector for ScrubCollector {
             counter(&mut encoder, name, help, v.load(Ordering::Relaxed) as f64)?;
         }
         gauge(&mut encoder, "strata_scrub_running", "1 while a scrub pass runs", self.0.status().running as u8 as f64)
+    }
+}
+
+/// The orphan sweep's totals and whether a pass runs.
+struct SweepCollector(Arc<crate::Sweeper>);
+
+impl std::fmt::Debug for SweepCollector {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("SweepCollector")
+    }
+}
+
+impl Collector for SweepCollector {
+    fn encode(&self, mut encoder: DescriptorEncoder) -> Result<(), std::fmt::Error> {
+        let t = &self.0.totals;
+        let counters: [(&str, &str, &std::sync::atomic::AtomicU64); 4] = [
+            ("strata_sweep_passes", "Orphan sweep passes finished", &t.passes),
+            ("strata_sweep_stopped", "Orphan sweep passes stopped before freeing (a replica or chunk list unreadable)", &t.stopped),
+            ("strata_sweep_freed", "Records the orphan sweep freed (chunks and S3 blobs nothing pointed at)", &t.freed),
+            ("strata_sweep_too_young", "Unreferenced records the sweep left because they were younger than the grace period", &t.too_young),
+        ];
+        for (name, help, v) in counters {
+            counter(&mut encoder, name, help, v.load(Ordering::Relaxed) as f64)?;
+        }
+        gauge(&mut encoder, "strata_sweep_running", "1 while an orphan sweep pass runs", self.0.status().running as u8 as f64)
     }
 }
 
