@@ -15,9 +15,15 @@ pub fn crc32c(data: &[u8]) -> u32 {
     crc_fast::checksum(Crc32Iscsi, data) as u32
 }
 
-/// The CRC32C of the bytes `crc` covers followed by `data`.
+/// The CRC32C of the bytes `crc` covers followed by `data`: the digest
+/// resumes from `crc` (its register is `crc` with the final XOR undone).
+/// Not `checksum_combine`, which costs 2 to 6 µs whatever the lengths (a
+/// matrix power per call): on every record's header it had cost 4 KiB GETs
+/// about a tenth of their rate.
 pub fn crc32c_append(crc: u32, data: &[u8]) -> u32 {
-    crc_fast::checksum_combine(Crc32Iscsi, u64::from(crc), u64::from(crc32c(data)), data.len() as u64) as u32
+    let mut d = crc_fast::Digest::new_with_init_state(Crc32Iscsi, u64::from(crc ^ 0xffff_ffff));
+    d.update(data);
+    d.finalize() as u32
 }
 
 #[cfg(test)]
