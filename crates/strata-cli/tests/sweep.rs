@@ -46,7 +46,8 @@ async fn chunks_of_a_put_cut_by_kill_9_are_freed_after_the_grace_period_and_noth
     }
     // Clients cannot pass a blob off as the S3 API's (the sweep would free
     // it when no name holds it).
-    let owned = node.client.send(http::Method::POST, "/", &[("x-strata-owner", "strata:s3".to_string())], strata_client::full(bytes::Bytes::from_static(b"x"))).await;
+    let owned =
+        node.client.send(http::Method::POST, "/", &[("x-strata-owner", "strata:s3".to_string())], strata_client::full(bytes::Bytes::from_static(b"x"))).await;
     match owned {
         Err(strata_client::ClientError::Api { status: 400, message, .. }) => assert!(message.contains("reserved"), "{message}"),
         other => panic!("a reserved owner was accepted: {:?}", other.map(|r| r.head.status)),
