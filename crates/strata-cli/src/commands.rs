@@ -289,45 +289,77 @@ pub async fn scrub(c: ScrubCmd) -> Result<()> {
             Ok(())
         }
         ScrubCmd::Now(a) => {
-            let client = Client::new(&a.common.server);
-            let before = client.json(http::Method::GET, "/admin/scrub").await?["passes"].as_u64().unwrap_or(0);
-            client.post_json("/admin/scrub", &serde_json::json!({ "deep": a.deep })).await?;
-            if !a.wait {
-                if !a.common.json {
-                    println!("scrub pass started{}; follow it with `strata scrub status`", if a.deep { " (deep)" } else { "" });
-                }
-                return Ok(());
-            }
-            let bar = (!a.common.json).then(|| {
-                let b = indicatif::ProgressBar::new(0);
-                b.set_style(
-                    indicatif::ProgressStyle::with_template("scrub {bar:40} {pos}/{len} replicas {msg}")
-                        .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
-                );
-                b
-            });
-            let v = loop {
-                tokio::time::sleep(std::time::Duration::from_millis(200)).await;
-                let v = client.json(http::Method::GET, "/admin/scrub").await?;
-                if let Some(b) = &bar {
-                    b.set_length(v["replicas_total"].as_u64().unwrap_or(0));
-                    b.set_position(v["replicas_done"].as_u64().unwrap_or(0));
-                    b.set_message(format!("{} keys, {} damaged", v["keys_checked"], v["damaged_found"]));
-                }
-                if v["passes"].as_u64().unwrap_or(0) > before && !v["running"].as_bool().unwrap_or(false) {
-                    break v;
-                }
-            };
-            if let Some(b) = bar {
-                b.finish_and_clear();
-            }
-            if a.common.json {
-                println!("{v}");
-            } else {
+            let body = serde_json::json!({ "deep": a.deep });
+            let started = format!("scrub pass started{}; follow it with `strata scrub status`", if a.deep { " (deep)" } else { "" });
+            let pass = Pass { path: "/admin/scrub", body, started, bar: "scrub {bar:40} {pos}/{len} replicas {msg}" };
+            let v = pass
+                .run(&a.common, a.wait, |v| {
+                    (v["replicas_done"].as_u64(), v["replicas_total"].as_u64(), format!("{} keys, {} damaged", v["keys_checked"], v["damaged_found"]))
+                })
+                .await?;
+            if let Some(v) = v
+                && !a.common.json
+            {
                 print_scrub(&v);
             }
             Ok(())
         }
+    }
+}
+
+/// A background pass a node runs on request (scrub, sweep): started with a
+/// POST, then, with `--wait`, followed with a progress bar until the node
+/// reports it finished.
+struct Pass {
+    path: &'static str,
+    body: serde_json::Value,
+    started: String,
+    bar: &'static str,
+}
+
+impl Pass {
+    /// Starts the pass; with `wait`, returns its final status (printed as
+    /// JSON here with `--json`). `progress` gives (done, total, message).
+    async fn run(
+        self,
+        common: &Common,
+        wait: bool,
+        progress: impl Fn(&serde_json::Value) -> (Option<u64>, Option<u64>, String),
+    ) -> Result<Option<serde_json::Value>> {
+        let client = Client::new(&common.server);
+        let before = client.json(http::Method::GET, self.path).await?["passes"].as_u64().unwrap_or(0);
+        client.post_json(self.path, &self.body).await?;
+        if !wait {
+            if !common.json {
+                println!("{}", self.started);
+            }
+            return Ok(None);
+        }
+        let bar = (!common.json).then(|| {
+            let b = indicatif::ProgressBar::new(0);
+            b.set_style(indicatif::ProgressStyle::with_template(self.bar).unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()));
+            b
+        });
+        let v = loop {
+            tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+            let v = client.json(http::Method::GET, self.path).await?;
+            if let Some(b) = &bar {
+                let (done, total, msg) = progress(&v);
+                b.set_length(total.unwrap_or(0));
+                b.set_position(done.unwrap_or(0));
+                b.set_message(msg);
+            }
+            if v["passes"].as_u64().unwrap_or(0) > before && !v["running"].as_bool().unwrap_or(false) {
+                break v;
+            }
+        };
+        if let Some(b) = bar {
+            b.finish_and_clear();
+        }
+        if common.json {
+            println!("{v}");
+        }
+        Ok(Some(v))
     }
 }
 
@@ -383,41 +415,15 @@ pub async fn sweep(c: SweepCmd) -> Result<()> {
             Ok(())
         }
         SweepCmd::Now(a) => {
-            let client = Client::new(&a.common.server);
-            let before = client.json(http::Method::GET, "/admin/sweep").await?["passes"].as_u64().unwrap_or(0);
-            client.json(http::Method::POST, "/admin/sweep").await?;
-            if !a.wait {
-                if !a.common.json {
-                    println!("orphan sweep started; follow it with `strata sweep status`");
-                }
-                return Ok(());
-            }
-            let bar = (!a.common.json).then(|| {
-                let b = indicatif::ProgressBar::new(0);
-                b.set_style(
-                    indicatif::ProgressStyle::with_template("sweep {bar:40} {pos}/{len} partitions {msg}")
-                        .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
-                );
-                b
-            });
-            let v = loop {
-                tokio::time::sleep(std::time::Duration::from_millis(200)).await;
-                let v = client.json(http::Method::GET, "/admin/sweep").await?;
-                if let Some(b) = &bar {
-                    b.set_length(v["partitions_total"].as_u64().unwrap_or(0));
-                    b.set_position(v["partitions_listed"].as_u64().unwrap_or(0));
-                    b.set_message(format!("{}, {} freed", v["phase"].as_str().unwrap_or(""), v["freed"]));
-                }
-                if v["passes"].as_u64().unwrap_or(0) > before && !v["running"].as_bool().unwrap_or(false) {
-                    break v;
-                }
-            };
-            if let Some(b) = bar {
-                b.finish_and_clear();
-            }
-            if a.common.json {
-                println!("{v}");
-            } else {
+            let started = "orphan sweep started; follow it with `strata sweep status`".to_string();
+            let pass = Pass { path: "/admin/sweep", body: serde_json::json!({}), started, bar: "sweep {bar:40} {pos}/{len} partitions {msg}" };
+            let v = pass
+                .run(&a.common, a.wait, |v| {
+                    (v["partitions_listed"].as_u64(), v["partitions_total"].as_u64(), format!("{}, {} freed", v["phase"].as_str().unwrap_or(""), v["freed"]))
+                })
+                .await?;
+            let Some(v) = v else { return Ok(()) };
+            if !a.common.json {
                 print_sweep(&v);
             }
             // A pass that could not finish says so in the exit status.

@@ -422,17 +422,7 @@ async fn one_node_per_zone_policies_read_repair_and_lsns_that_never_repeat() {
 
 /// Starts an orphan sweep on node `n` and returns its status once finished.
 async fn sweep_now(c: &Cluster, n: u8) -> serde_json::Value {
-    let before = c.client(n).json(http::Method::GET, "/admin/sweep").await.expect("sweep status")["passes"].as_u64().unwrap_or(0);
-    c.client(n).json(http::Method::POST, "/admin/sweep").await.expect("start a sweep");
-    let deadline = Instant::now() + Duration::from_secs(60);
-    loop {
-        let v = c.client(n).json(http::Method::GET, "/admin/sweep").await.expect("sweep status");
-        if v["passes"].as_u64().unwrap_or(0) > before && v["running"] == false {
-            return v;
-        }
-        assert!(Instant::now() < deadline, "node {n}'s sweep never finished: {v}");
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    pass_now(c, n, "/admin/sweep", serde_json::json!({})).await
 }
 
 /// Live chunk records on node `n`'s own replicas.

@@ -379,15 +379,21 @@ fn segment_files(c: &Cluster, n: u8) -> Vec<PathBuf> {
 
 /// Starts a scrub pass on node `n` and returns its status once finished.
 async fn scrub_now(c: &Cluster, n: u8, deep: bool) -> serde_json::Value {
-    let before = c.client(n).json(http::Method::GET, "/admin/scrub").await.expect("scrub status")["passes"].as_u64().unwrap_or(0);
-    c.client(n).post_json("/admin/scrub", &serde_json::json!({ "deep": deep })).await.expect("start a scrub");
+    pass_now(c, n, "/admin/scrub", serde_json::json!({ "deep": deep })).await
+}
+
+/// Starts a background pass (`/admin/scrub`, `/admin/sweep`) on node `n`
+/// and returns its status once finished.
+async fn pass_now(c: &Cluster, n: u8, path: &str, body: serde_json::Value) -> serde_json::Value {
+    let before = c.client(n).json(http::Method::GET, path).await.expect("pass status")["passes"].as_u64().unwrap_or(0);
+    c.client(n).post_json(path, &body).await.expect("start a pass");
     let deadline = Instant::now() + Duration::from_secs(60);
     loop {
-        let v = c.client(n).json(http::Method::GET, "/admin/scrub").await.expect("scrub status");
+        let v = c.client(n).json(http::Method::GET, path).await.expect("pass status");
         if v["passes"].as_u64().unwrap_or(0) > before && v["running"] == false {
             return v;
         }
-        assert!(Instant::now() < deadline, "node {n}'s scrub never finished: {v}");
+        assert!(Instant::now() < deadline, "node {n}'s {path} pass never finished: {v}");
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
 }
