@@ -38,26 +38,89 @@ pub(crate) fn is_read(op: &str) -> bool {
     op.starts_with("Get") || op.starts_with("Head") || op.starts_with("List")
 }
 
-/// Grants and public buckets.
-pub struct KeyAccess(Arc<dyn NameIndex>);
+/// Longest validity of a presigned URL (S3's limit: seven days).
+pub(crate) const PRESIGNED_EXPIRES_MAX_SECS: u64 = 7 * 24 * 3600;
+
+/// The credential scope a signed request names: `(region, service)` from
+/// the `Authorization` header's `Credential=KEY/DATE/REGION/SERVICE/aws4_request`
+/// or a presigned URL's `X-Amz-Credential`, and a presigned URL's
+/// `X-Amz-Expires`. `None` for an unsigned request.
+pub(crate) struct Scope {
+    pub region: String,
+    pub service: String,
+    pub expires_secs: Option<String>,
+}
+
+pub(crate) fn scope_of(headers: &http::HeaderMap, query: Option<&str>) -> Option<Scope> {
+    let from_credential = |c: &str| {
+        let mut parts = c.split('/');
+        let (_key, _date, region, service) = (parts.next()?, parts.next()?, parts.next()?, parts.next()?);
+        Some((region.to_owned(), service.to_owned()))
+    };
+    if let Some(auth) = headers.get(http::header::AUTHORIZATION).and_then(|v| v.to_str().ok()) {
+        let cred = auth.split([' ', ',']).find_map(|p| p.trim().strip_prefix("Credential="))?;
+        let (region, service) = from_credential(cred)?;
+        return Some(Scope { region, service, expires_secs: None });
+    }
+    let pairs: Vec<(String, String)> = form_urlencoded::parse(query?.as_bytes()).into_owned().collect();
+    let cred = pairs.iter().find(|(k, _)| k == "X-Amz-Credential")?;
+    let (region, service) = from_credential(&cred.1)?;
+    let expires_secs = pairs.iter().find(|(k, _)| k == "X-Amz-Expires").map(|(_, v)| v.clone());
+    Some(Scope { region, service, expires_secs })
+}
+
+/// Refuses a signature scoped to another region or service, and a
+/// presigned URL valid for longer than seven days. (s3s checks the
+/// signature with whatever region the request names.)
+pub(crate) fn check_scope(scope: &Scope, region: &str) -> S3Result<()> {
+    if scope.region != region {
+        return Err(s3_error!(AuthorizationHeaderMalformed, "the credential scope's region {:?} is wrong; expecting {region:?}", scope.region));
+    }
+    if scope.service != "s3" {
+        return Err(s3_error!(AuthorizationHeaderMalformed, "the credential scope's service {:?} is wrong; expecting \"s3\"", scope.service));
+    }
+    if let Some(e) = &scope.expires_secs {
+        match e.parse::<u64>() {
+            Ok(secs) if secs <= PRESIGNED_EXPIRES_MAX_SECS => {}
+            _ => {
+                return Err(s3_error!(
+                    AuthorizationQueryParametersError,
+                    "X-Amz-Expires must be a number of seconds from 1 to {PRESIGNED_EXPIRES_MAX_SECS} (seven days), not {e:?}"
+                ));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Grants and public buckets, and the signature's scope.
+pub struct KeyAccess {
+    names: Arc<dyn NameIndex>,
+    region: String,
+}
 
 impl KeyAccess {
-    /// Over `names`.
-    pub fn new(names: Arc<dyn NameIndex>) -> Self {
-        Self(names)
+    /// Over `names`, for a service in `region`.
+    pub fn new(names: Arc<dyn NameIndex>, region: String) -> Self {
+        Self { names, region }
     }
 }
 
 #[async_trait::async_trait]
 impl S3Access for KeyAccess {
     async fn check(&self, cx: &mut S3AccessContext<'_>) -> S3Result<()> {
+        if cx.credentials().is_some()
+            && let Some(scope) = scope_of(cx.headers(), cx.uri().query())
+        {
+            check_scope(&scope, &self.region)?;
+        }
         let op = cx.s3_op().name();
         let bucket = match cx.s3_path() {
             S3Path::Root => None,
             S3Path::Bucket { bucket } | S3Path::Object { bucket, .. } => Some(bucket.to_string()),
         };
         let who = cx.credentials().map(|c| c.access_key.clone());
-        strata_names::read(&*self.0, |s| {
+        strata_names::read(&*self.names, |s| {
             let Some(who) = who else {
                 // Anonymous: reads of a public bucket, nothing else.
                 let public = bucket.as_deref().and_then(|b| s.buckets.get(b)).is_some_and(|b| b.public);
@@ -125,5 +188,33 @@ mod tests {
         assert_eq!(h.parse_host_header("127.0.0.1:8081").unwrap().bucket(), None);
         assert_eq!(h.parse_host_header("localhost").unwrap().bucket(), None);
         assert!(is_read("GetObject") && is_read("ListObjectsV2") && !is_read("PutObject") && !is_read("DeleteObjects"));
+    }
+
+    #[test]
+    fn the_credential_scope_must_name_this_region_and_s3_and_presigned_urls_last_at_most_a_week() {
+        let mut h = http::HeaderMap::new();
+        let auth =
+            |region: &str, service: &str| format!("AWS4-HMAC-SHA256 Credential=AK/20261125/{region}/{service}/aws4_request, SignedHeaders=host, Signature=00");
+        h.insert(http::header::AUTHORIZATION, auth("us-east-1", "s3").parse().unwrap());
+        assert!(check_scope(&scope_of(&h, None).unwrap(), "us-east-1").is_ok());
+        let err = check_scope(&scope_of(&h, None).unwrap(), "eu-west-1").unwrap_err();
+        assert_eq!(err.code(), &s3s::S3ErrorCode::AuthorizationHeaderMalformed);
+        h.insert(http::header::AUTHORIZATION, auth("us-east-1", "sqs").parse().unwrap());
+        assert!(check_scope(&scope_of(&h, None).unwrap(), "us-east-1").is_err());
+
+        let q = |expires: &str| {
+            format!(
+                "X-Amz-Algorithm=AWS4-HMAC-SHA256&X-Amz-Credential=AK%2F20261125%2Fus-east-1%2Fs3%2Faws4_request&X-Amz-Expires={expires}&X-Amz-Signature=00"
+            )
+        };
+        let none = http::HeaderMap::new();
+        assert!(check_scope(&scope_of(&none, Some(&q("604800"))).unwrap(), "us-east-1").is_ok());
+        for bad in ["604801", "999999999", "-1", "x"] {
+            let err = check_scope(&scope_of(&none, Some(&q(bad))).unwrap(), "us-east-1").unwrap_err();
+            assert_eq!(err.code(), &s3s::S3ErrorCode::AuthorizationQueryParametersError, "{bad}");
+        }
+        assert!(check_scope(&scope_of(&none, Some(&q("60"))).unwrap(), "ap-south-1").is_err());
+        assert!(scope_of(&none, Some("list-type=2")).is_none());
+        assert!(scope_of(&none, None).is_none());
     }
 }

@@ -580,6 +580,35 @@ class Auth(unittest.TestCase):
         self.assertEqual(error_of(client(sk="wrong" * 8).put_object, Bucket="private", Key="k", Body=b"overwrite"), ("SignatureDoesNotMatch", 403))
         self.assertEqual(self.s3.get_object(Bucket="private", Key="k")["Body"].read(), b"secret data")
 
+    def test_signatures_scoped_to_another_region_or_service_are_refused(self):
+        # The signature itself is valid (s3s checks it with the region the
+        # request names); the scope must still be this server's.
+        other = boto3.client("s3", endpoint_url=S3, aws_access_key_id=AK, aws_secret_access_key=SK, region_name="eu-west-1", config=Config(retries={"max_attempts": 1}))
+        self.assertEqual(error_of(other.get_object, Bucket="private", Key="k"), ("AuthorizationHeaderMalformed", 400))
+        self.assertEqual(error_of(other.put_object, Bucket="private", Key="k", Body=b"overwrite"), ("AuthorizationHeaderMalformed", 400))
+        self.assertEqual(self.s3.get_object(Bucket="private", Key="k")["Body"].read(), b"secret data")
+        v4 = boto3.client("s3", endpoint_url=S3, aws_access_key_id=AK, aws_secret_access_key=SK, region_name="eu-west-1", config=Config(signature_version="s3v4"))
+        url = v4.generate_presigned_url("get_object", Params={"Bucket": "private", "Key": "k"}, ExpiresIn=60)
+        with self.assertRaises(urllib.error.HTTPError) as e:
+            urllib.request.urlopen(url)
+        self.assertEqual(e.exception.code, 400)
+        self.assertIn(b"AuthorizationHeaderMalformed", e.exception.read())
+
+    def test_presigned_urls_last_at_most_seven_days(self):
+        v4 = client(signature_version="s3v4")
+        week = v4.generate_presigned_url("get_object", Params={"Bucket": "private", "Key": "k"}, ExpiresIn=7 * 24 * 3600)
+        self.assertEqual(urllib.request.urlopen(week).read(), b"secret data")
+        longer = v4.generate_presigned_url("get_object", Params={"Bucket": "private", "Key": "k"}, ExpiresIn=7 * 24 * 3600 + 1)
+        with self.assertRaises(urllib.error.HTTPError) as e:
+            urllib.request.urlopen(longer)
+        self.assertEqual(e.exception.code, 400)
+        self.assertIn(b"AuthorizationQueryParametersError", e.exception.read())
+        put = v4.generate_presigned_url("put_object", Params={"Bucket": "private", "Key": "late"}, ExpiresIn=30 * 24 * 3600)
+        with self.assertRaises(urllib.error.HTTPError) as e:
+            urllib.request.urlopen(urllib.request.Request(put, data=b"x", method="PUT"))
+        self.assertEqual(e.exception.code, 400)
+        self.assertEqual(error_of(self.s3.head_object, Bucket="private", Key="late"), ("404", 404))
+
     def test_presigned_urls(self):
         v4 = client(signature_version="s3v4")
         url = v4.generate_presigned_url("get_object", Params={"Bucket": "private", "Key": "k"}, ExpiresIn=60)
