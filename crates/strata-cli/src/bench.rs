@@ -361,7 +361,7 @@ pub async fn run(a: BenchArgs) -> Result<()> {
     let kv = strata_server::KvStores::open(server_args.data_dir.join("kv"))?;
     let state = strata_server::AppState::new(router, strata_server::Disks::single(store.clone()), kv, None);
     let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
-    let server = tokio::spawn(strata_server::serve(listener, state, async move {
+    let server = tokio::spawn(strata_server::serve(listener, state, strata_server::limits::Limits::default(), async move {
         let _ = stop_rx.await;
     }));
     let client = Client::new(&format!("http://{addr}"));

@@ -331,7 +331,7 @@ pub async fn run(a: BenchKvArgs) -> Result<()> {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
         let strata_addr = listener.local_addr()?;
         let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
-        let srv = tokio::spawn(strata_server::serve(listener, state, async move {
+        let srv = tokio::spawn(strata_server::serve(listener, state, strata_server::limits::Limits::default(), async move {
             let _ = stop_rx.await;
         }));
         let b64 = |k: u64| base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(key(k));

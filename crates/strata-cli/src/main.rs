@@ -27,7 +27,7 @@ struct Cli {
 #[derive(Subcommand)]
 enum Cmd {
     /// Runs a Strata node (with no flags: a single node with data in ./strata-data on 127.0.0.1:8080).
-    Server(server::ServerArgs),
+    Server(Box<server::ServerArgs>),
     /// Stores a file (or stdin with `-`) and prints its id.
     Put(commands::PutArgs),
     /// Fetches a blob to a file or stdout.
@@ -96,7 +96,7 @@ fn main() -> std::process::ExitCode {
     };
     let result = rt.block_on(async move {
         match cli.cmd {
-            Cmd::Server(a) => server::run(a).await,
+            Cmd::Server(a) => server::run(*a).await,
             Cmd::Put(a) => commands::put(a).await,
             Cmd::Get(a) => commands::get(a).await,
             Cmd::Info(a) => commands::info(a).await,

@@ -40,6 +40,7 @@ pub async fn start(
     region: String,
     state: Arc<strata_server::AppState>,
     names: Arc<dyn NameIndex>,
+    limits: strata_server::limits::Limits,
 ) -> Result<std::net::SocketAddr> {
     let listener = tokio::net::TcpListener::bind(listen).await.with_context(|| format!("binding the S3 listener {listen}"))?;
     let addr = listener.local_addr()?;
@@ -49,8 +50,9 @@ pub async fn start(
     let opts = strata_s3::S3Options { region, domains, ..strata_s3::S3Options::default() };
     let svc = strata_s3::service(state.router.clone(), names.clone(), clock.clone(), opts, Some(observer));
     strata_s3::spawn_expiry_sweeper(state.router.clone(), names, clock, std::time::Duration::from_secs(60));
+    let gate = state.metrics.connection_gate(limits.max_connections);
     tokio::spawn(async move {
-        if let Err(e) = strata_s3::serve(listener, svc, std::future::pending()).await {
+        if let Err(e) = strata_server::serve_service(listener, svc, gate, limits, std::future::pending()).await {
             tracing::error!(error = %e, "the S3 listener stopped");
         }
     });

@@ -89,6 +89,17 @@ pub struct ServerArgs {
     /// frees it. A put must make its blob reachable within half of it.
     #[arg(long, default_value_t = 86_400, value_parser = clap::value_parser!(u64).range(1..))]
     pub orphan_grace_secs: u64,
+    /// Seconds a request head may take to arrive, and a connection may sit
+    /// idle between requests, before the connection is closed (408 if part
+    /// of a head had come).
+    #[arg(long, default_value_t = 30, value_parser = clap::value_parser!(u64).range(1..))]
+    pub header_timeout_secs: u64,
+    /// Connections the node's HTTP and S3 ports hold together. When full, a
+    /// new connection evicts the oldest one still waiting for a request
+    /// head, or is refused with 503. `auto`: the open-file limit (raised to
+    /// its hard limit at start) less 256 for the store's files.
+    #[arg(long, default_value = "auto")]
+    pub max_connections: String,
     /// Cluster mode: this node's id, as `strata node add --id` registers it.
     #[arg(long, requires = "meta")]
     pub node_id: Option<u64>,
@@ -173,6 +184,8 @@ impl ServerArgs {
             scrub_deep_every: 7,
             sweep_interval_secs: 0,
             orphan_grace_secs: 86_400,
+            header_timeout_secs: 30,
+            max_connections: "auto".into(),
             node_id: None,
             meta: None,
             outbound_ip: None,
@@ -231,6 +244,24 @@ impl ServerArgs {
             orphan_grace_ms: self.orphan_grace_secs.saturating_mul(1000),
             ..RouterConfig::default()
         })
+    }
+
+    /// The connection limits, after raising the open-file limit as far as
+    /// the hard limit allows (both logged).
+    pub fn limits(&self) -> Result<strata_server::limits::Limits> {
+        /// Open files kept for the store (segments, indexes, KV chunks).
+        const STORE_FDS: u64 = 256;
+        let nofile = strata_server::limits::raise_open_file_limit().context("reading the open-file limit")?;
+        let mut limits = strata_server::limits::Limits::for_fd_limit(nofile, STORE_FDS);
+        if self.max_connections != "auto" {
+            limits.max_connections = self.max_connections.parse().map_err(|e| anyhow::anyhow!("--max-connections {:?}: {e}", self.max_connections))?;
+            if limits.max_connections == 0 {
+                anyhow::bail!("--max-connections must be at least 1");
+            }
+        }
+        limits.header_timeout = Duration::from_secs(self.header_timeout_secs);
+        tracing::info!(open_files = nofile, max_connections = limits.max_connections, header_timeout_secs = self.header_timeout_secs, "connection limits");
+        Ok(limits)
     }
 
     /// When the orphan sweep runs.
@@ -306,6 +337,7 @@ async fn run_cluster(args: ServerArgs, node_id: u64) -> Result<()> {
         (Some(_), None) => anyhow::bail!("--s3-listen on a cluster needs the metadata group's log (this node runs neither a member nor a learner)"),
         (None, _) => None,
     };
+    let limits = args.limits()?;
     let state = strata_server::AppState::clustered(router, node.clone(), detector, kv, names.clone());
     strata_server::spawn_compactor(node.disks.clone(), Duration::from_secs(args.compaction_interval_secs.max(1)));
     strata_server::spawn_space_monitor(node.disks.clone());
@@ -313,10 +345,10 @@ async fn run_cluster(args: ServerArgs, node_id: u64) -> Result<()> {
     state.sweep.spawn(args.sweep_config());
     println!("Strata node {node_id} is serving http://{} (data in {})", listener.local_addr()?, args.data_dir.display());
     if let (Some(listen), Some(names)) = (&s3_listen, names) {
-        let s3_addr = crate::s3::start(listen, args.s3_domains.clone(), args.s3_region.clone(), state.clone(), names).await?;
+        let s3_addr = crate::s3::start(listen, args.s3_domains.clone(), args.s3_region.clone(), state.clone(), names, limits).await?;
         println!("S3 API on http://{s3_addr} (names replicated by the metadata group; make keys with strata key create)");
     }
-    strata_server::serve(listener, state, shutdown_signal()).await?;
+    strata_server::serve(listener, state, limits, shutdown_signal()).await?;
     if let Some(meta) = &node.meta {
         meta.shutdown().await;
     }
@@ -346,6 +378,7 @@ pub async fn run(args: ServerArgs) -> Result<()> {
     let s3_listen = args.s3_listen.clone().unwrap_or_else(|| "127.0.0.1:8081".into());
     let s3 = s3_listen != "off";
     let (names, key) = if s3 { crate::s3::open_names(&args.data_dir).await.map(|(n, k)| (Some(n), Some(k)))? } else { (None, None) };
+    let limits = args.limits()?;
     let state = strata_server::AppState::new(router, disks.clone(), kv, names.clone());
     strata_server::spawn_compactor(disks.clone(), Duration::from_secs(args.compaction_interval_secs.max(1)));
     strata_server::spawn_space_monitor(disks.clone());
@@ -353,7 +386,7 @@ pub async fn run(args: ServerArgs) -> Result<()> {
     state.sweep.spawn(args.sweep_config());
     println!("Strata is serving http://{addr} (data in {}, {} partitions)", args.data_dir.display(), store.replicas().len());
     if let (Some(names), Some((id, secret))) = (names, key) {
-        let s3_addr = crate::s3::start(&s3_listen, args.s3_domains.clone(), args.s3_region.clone(), state.clone(), names).await?;
+        let s3_addr = crate::s3::start(&s3_listen, args.s3_domains.clone(), args.s3_region.clone(), state.clone(), names, limits).await?;
         println!("S3 API on http://{s3_addr} (region {}); access key for it (admin):", args.s3_region);
         println!("  AWS_ACCESS_KEY_ID={id} AWS_SECRET_ACCESS_KEY={secret}");
         println!("  aws --endpoint-url http://{s3_addr} s3 mb s3://demo   # more keys: strata key create");
@@ -364,7 +397,7 @@ pub async fn run(args: ServerArgs) -> Result<()> {
     println!("  curl -sS -X POST --data-binary @README.md http://{addr}/");
     println!("  curl -sS http://{addr}/metrics | head");
     println!("Stop with Ctrl-C.");
-    strata_server::serve(listener, state, shutdown_signal()).await?;
+    strata_server::serve(listener, state, limits, shutdown_signal()).await?;
     let s = store.clone();
     tokio::task::spawn_blocking(move || s.close()).await?;
     Ok(())

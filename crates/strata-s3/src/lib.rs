@@ -26,7 +26,7 @@ mod tags;
 
 pub use access::{KeyAccess, KeyAuth, VirtualHosts};
 
-use futures_util::{FutureExt, StreamExt};
+use futures_util::StreamExt;
 use s3s::service::{S3Service, S3ServiceBuilder};
 use std::sync::Arc;
 use std::time::Duration;
@@ -82,34 +82,6 @@ pub fn service(router: Arc<Router>, names: Arc<dyn NameIndex>, clock: Arc<dyn Cl
     b.set_access(KeyAccess::new(names, region));
     b.set_host(VirtualHosts::new(domains));
     b.build()
-}
-
-/// Serves `svc` on `listener` until `shutdown` resolves.
-pub async fn serve(listener: tokio::net::TcpListener, svc: S3Service, shutdown: impl std::future::Future<Output = ()>) -> std::io::Result<()> {
-    let shutdown = shutdown.fuse();
-    tokio::pin!(shutdown);
-    loop {
-        let (stream, _) = tokio::select! {
-            r = listener.accept() => match r {
-                Ok(c) => c,
-                Err(e) => {
-                    tracing::warn!(error = %e, "S3 accept failed");
-                    tokio::time::sleep(Duration::from_millis(50)).await;
-                    continue;
-                }
-            },
-            () = &mut shutdown => return Ok(()),
-        };
-        let _ = stream.set_nodelay(true);
-        let svc = svc.clone();
-        tokio::spawn(async move {
-            let io = hyper_util::rt::TokioIo::new(stream);
-            let conn = hyper::server::conn::http1::Builder::new().keep_alive(true).serve_connection(io, svc);
-            if let Err(e) = conn.await {
-                tracing::debug!(error = %e, "S3 connection ended");
-            }
-        });
-    }
 }
 
 /// Removes the names of expired objects every `period` and frees their

@@ -11,6 +11,7 @@
 
 use crate::AppState;
 use crate::handlers::set_blob_headers;
+use crate::limits::{Limits, Ticket};
 use bytes::{Buf, Bytes, BytesMut};
 use hyper_util::rt::TokioIo;
 use hyper_util::server::graceful::{GracefulShutdown, Watcher};
@@ -35,18 +36,33 @@ const DRAIN_TIMEOUT: Duration = Duration::from_secs(10);
 type Service = TowerToHyperService<axum::Router>;
 
 /// Accepts connections until `shutdown` resolves, then drains them.
-pub async fn serve(listener: TcpListener, state: Arc<AppState>, shutdown: impl std::future::Future<Output = ()> + Send + 'static) -> io::Result<()> {
+pub async fn serve(
+    listener: TcpListener,
+    state: Arc<AppState>,
+    limits: Limits,
+    shutdown: impl std::future::Future<Output = ()> + Send + 'static,
+) -> io::Result<()> {
     let service = TowerToHyperService::new(crate::app(state.clone()));
     let graceful = GracefulShutdown::new();
     let (stop_tx, stop_rx) = watch::channel(false);
     let mut tasks = tokio::task::JoinSet::new();
+    let gate = state.metrics.connection_gate(limits.max_connections);
     tokio::pin!(shutdown);
     loop {
         tokio::select! {
             r = listener.accept() => match r {
                 Ok((stream, _)) => {
                     let _ = stream.set_nodelay(true);
-                    tasks.spawn(connection(stream, state.clone(), service.clone(), graceful.watcher(), stop_rx.clone()));
+                    match gate.admit() {
+                        Some(ticket) => {
+                            let conn = Conn { state: state.clone(), service: service.clone(), watcher: graceful.watcher(), stop: stop_rx.clone(), ticket, limits };
+                            tasks.spawn(conn.run(stream));
+                        }
+                        None => {
+                            gate.refused.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                            tasks.spawn(crate::limits::refuse(stream, limits.max_connections));
+                        }
+                    }
                 }
                 Err(e) => {
                     // Out of descriptors or similar: back off instead of spinning.
@@ -71,6 +87,94 @@ pub async fn serve(listener: TcpListener, state: Arc<AppState>, shutdown: impl s
     Ok(())
 }
 
+/// Serves `service` (the S3 API) on `listener` under `limits`, until
+/// `shutdown` resolves: the same gate, head timeout and refusal of
+/// `Transfer-Encoding` with `Content-Length` as the node's own port.
+pub async fn serve_service<S, B>(
+    listener: TcpListener,
+    service: S,
+    gate: Arc<crate::limits::Gate>,
+    limits: Limits,
+    shutdown: impl std::future::Future<Output = ()>,
+) -> io::Result<()>
+where
+    S: hyper::service::Service<http::Request<hyper::body::Incoming>, Response = http::Response<B>> + Clone + Send + Sync + 'static,
+    S::Future: Send + 'static,
+    S::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+    B: hyper::body::Body + Send + 'static,
+    B::Data: Send,
+    B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+{
+    tokio::pin!(shutdown);
+    loop {
+        let stream = tokio::select! {
+            r = listener.accept() => match r {
+                Ok((stream, _)) => stream,
+                Err(e) => {
+                    tracing::warn!(error = %e, "accept failed");
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                    continue;
+                }
+            },
+            () = &mut shutdown => return Ok(()),
+        };
+        let _ = stream.set_nodelay(true);
+        let Some(ticket) = gate.admit() else {
+            gate.refused.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            tokio::spawn(crate::limits::refuse(stream, limits.max_connections));
+            continue;
+        };
+        let service = service.clone();
+        tokio::spawn(async move {
+            // Evictable until the first head is in: a connection that never
+            // sends one is the first to make room.
+            ticket.set_waiting(true);
+            let mut stream = stream;
+            let mut buf = BytesMut::with_capacity(4096);
+            loop {
+                match parse_head(&buf) {
+                    Head::Smuggle => {
+                        let _ = stream.write_all(crate::limits::te_and_cl_response().as_bytes()).await;
+                        return;
+                    }
+                    Head::Partial if buf.len() < HEAD_BYTES_MAX => {}
+                    _ if !buf.is_empty() => break,
+                    _ => {}
+                }
+                let read = tokio::select! {
+                    r = tokio::time::timeout(limits.header_timeout, stream.read_buf(&mut buf)) => r,
+                    () = ticket.evicted() => return,
+                };
+                match read {
+                    Ok(Ok(0) | Err(_)) => return,
+                    Ok(Ok(_)) => {}
+                    Err(_) => {
+                        ticket.timed_out();
+                        if !buf.is_empty() {
+                            let _ = stream.write_all(crate::limits::head_timeout_response().as_bytes()).await;
+                        }
+                        return;
+                    }
+                }
+            }
+            ticket.set_waiting(false);
+            // hyper's head timeout also covers the wait for later requests.
+            let conn = hyper::server::conn::http1::Builder::new()
+                .timer(hyper_util::rt::TokioTimer::new())
+                .header_read_timeout(limits.header_timeout)
+                .keep_alive(true)
+                .serve_connection(TokioIo::new(Rewind { pre: buf.freeze(), inner: stream }), service);
+            if let Err(e) = conn.await {
+                if e.is_timeout() {
+                    ticket.timed_out();
+                }
+                tracing::debug!(error = %e, "S3 connection ended");
+            }
+            drop(ticket);
+        });
+    }
+}
+
 enum Head {
     /// A complete GET of `/{id}` the fast path may serve; `len` bytes of head.
     Fast { id: String, len: usize },
@@ -80,6 +184,8 @@ enum Head {
     Other,
     /// Not all of the head has arrived.
     Partial,
+    /// Both `Transfer-Encoding` and `Content-Length`: refused.
+    Smuggle,
 }
 
 fn parse_head(buf: &[u8]) -> Head {
@@ -87,6 +193,9 @@ fn parse_head(buf: &[u8]) -> Head {
     let mut req = httparse::Request::new(&mut headers);
     match req.parse(buf) {
         Ok(httparse::Status::Complete(len)) => {
+            if crate::limits::te_and_cl(req.headers.iter().map(|h| h.name)) {
+                return Head::Smuggle;
+            }
             let path = req.path.unwrap_or("");
             let get = req.method == Some("GET") && req.version == Some(1) && !path.contains('?');
             let plain = get && path.len() == 1 + BlobId::TEXT_LEN;
@@ -130,53 +239,90 @@ enum Fast {
     Broken,
 }
 
-async fn connection(mut stream: TcpStream, state: Arc<AppState>, service: Service, watcher: Watcher, mut stop: watch::Receiver<bool>) {
-    let mut buf = BytesMut::with_capacity(4096);
-    loop {
-        let fast = loop {
-            if !buf.is_empty() {
-                match parse_head(&buf) {
-                    Head::Fast { id, len } => break Some((id, len)),
-                    Head::Kv { store, key, len } => match fast_kv(&mut stream, &state, &store, &key).await {
-                        Fast::Served => {
-                            buf.advance(len);
-                            continue;
+/// One connection and what it needs.
+struct Conn {
+    state: Arc<AppState>,
+    service: Service,
+    watcher: Watcher,
+    stop: watch::Receiver<bool>,
+    ticket: Ticket,
+    limits: Limits,
+}
+
+impl Conn {
+    async fn run(self, mut stream: TcpStream) {
+        let Conn { state, service, watcher, mut stop, ticket, limits } = self;
+        let mut buf = BytesMut::with_capacity(4096);
+        loop {
+            // Waiting for a head: the gate may evict this connection for a
+            // new one, and it has `header_timeout` to finish the head (or, idle
+            // between requests, to start one).
+            ticket.set_waiting(true);
+            let fast = loop {
+                if !buf.is_empty() {
+                    match parse_head(&buf) {
+                        Head::Smuggle => {
+                            let _ = stream.write_all(crate::limits::te_and_cl_response().as_bytes()).await;
+                            return;
                         }
-                        Fast::NotApplicable => break None,
-                        Fast::Broken => return,
+                        Head::Fast { id, len } => break Some((id, len)),
+                        Head::Kv { store, key, len } => match fast_kv(&mut stream, &state, &store, &key).await {
+                            Fast::Served => {
+                                buf.advance(len);
+                                continue;
+                            }
+                            Fast::NotApplicable => break None,
+                            Fast::Broken => return,
+                        },
+                        Head::Other => break None,
+                        Head::Partial if buf.len() >= HEAD_BYTES_MAX => break None,
+                        Head::Partial => {}
+                    }
+                }
+                if buf.is_empty() && *stop.borrow() {
+                    return;
+                }
+                tokio::select! {
+                    r = tokio::time::timeout(limits.header_timeout, stream.read_buf(&mut buf)) => match r {
+                        Ok(Ok(0) | Err(_)) => return,
+                        Ok(Ok(_)) => {}
+                        Err(_) => {
+                            ticket.timed_out();
+                            if !buf.is_empty() {
+                                let _ = stream.write_all(crate::limits::head_timeout_response().as_bytes()).await;
+                            }
+                            return;
+                        }
                     },
-                    Head::Other => break None,
-                    Head::Partial if buf.len() >= HEAD_BYTES_MAX => break None,
-                    Head::Partial => {}
+                    _ = stop.changed(), if buf.is_empty() => return,
+                    () = ticket.evicted() => return,
+                }
+            };
+            ticket.set_waiting(false);
+            if let Some((id, len)) = fast {
+                match fast_get(&mut stream, &state, &id).await {
+                    Fast::Served => {
+                        buf.advance(len);
+                        continue;
+                    }
+                    Fast::NotApplicable => {}
+                    Fast::Broken => return,
                 }
             }
-            if buf.is_empty() && *stop.borrow() {
-                return;
-            }
-            tokio::select! {
-                r = stream.read_buf(&mut buf) => match r {
-                    Ok(0) | Err(_) => return,
-                    Ok(_) => {}
-                },
-                _ = stop.changed(), if buf.is_empty() => return,
-            }
-        };
-        if let Some((id, len)) = fast {
-            match fast_get(&mut stream, &state, &id).await {
-                Fast::Served => {
-                    buf.advance(len);
-                    continue;
+            let io = TokioIo::new(Rewind { pre: buf.freeze(), inner: stream });
+            // hyper's head timeout also covers the wait for the next request.
+            let conn = hyper::server::conn::http1::Builder::new()
+                .timer(hyper_util::rt::TokioTimer::new())
+                .header_read_timeout(limits.header_timeout)
+                .serve_connection(io, service);
+            if let Err(e) = watcher.watch(conn).await {
+                if e.is_timeout() {
+                    ticket.timed_out();
                 }
-                Fast::NotApplicable => {}
-                Fast::Broken => return,
+                tracing::debug!(error = %e, "connection ended with an error");
             }
+            return;
         }
-        let io = TokioIo::new(Rewind { pre: buf.freeze(), inner: stream });
-        let conn = hyper::server::conn::http1::Builder::new().serve_connection(io, service);
-        if let Err(e) = watcher.watch(conn).await {
-            tracing::debug!(error = %e, "connection ended with an error");
-        }
-        return;
     }
 }
 

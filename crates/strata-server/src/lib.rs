@@ -15,6 +15,7 @@ mod error;
 mod handlers;
 mod kv_api;
 pub mod kv_fetch;
+pub mod limits;
 mod metrics;
 mod replication;
 mod s3_admin;
@@ -90,7 +91,7 @@ pub fn app(state: Arc<AppState>) -> axum::Router {
     handlers::routes().merge(cluster_api::routes()).merge(kv_api::routes()).merge(s3_admin::routes()).with_state(state)
 }
 
-pub use conn::serve;
+pub use conn::{serve, serve_service};
 
 /// Re-checks every replica's capacity and free space every second, so
 /// partitions that filled up return to service once space is freed.

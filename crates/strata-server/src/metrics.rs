@@ -11,7 +11,7 @@ use prometheus_client::metrics::gauge::ConstGauge;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Registry;
 use std::sync::Arc;
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 type Labels = Vec<(&'static str, String)>;
 
@@ -47,6 +47,9 @@ pub struct Metrics {
     pub bytes_sent: Counter,
     /// GETs answered with sendfile(2) on the fast path.
     pub sendfile_responses: Counter,
+    /// The connection gate every port of the node shares (one budget of
+    /// open files).
+    gate: Arc<std::sync::OnceLock<Arc<crate::limits::Gate>>>,
 }
 
 impl Metrics {
@@ -83,7 +86,15 @@ impl Metrics {
         if let Some(names) = names {
             registry.register_collector(Box::new(NamesCollector(names)));
         }
-        Self { registry, requests, latency, s3_requests, s3_latency, bytes_received, bytes_sent, sendfile_responses }
+        let gate = Arc::default();
+        registry.register_collector(Box::new(GateCollector(Arc::clone(&gate))));
+        Self { registry, requests, latency, s3_requests, s3_latency, bytes_received, bytes_sent, sendfile_responses, gate }
+    }
+
+    /// The connection gate of the node's ports (HTTP and S3 share one),
+    /// made on the first call with `max_connections`; counted in `/metrics`.
+    pub fn connection_gate(&self, max_connections: usize) -> Arc<crate::limits::Gate> {
+        self.gate.get_or_init(|| crate::limits::Gate::new(max_connections)).clone()
     }
 
     /// Records one finished request.
@@ -250,6 +261,32 @@ impl Collector for ScrubCollector {
             counter(&mut encoder, name, help, v.load(Ordering::Relaxed) as f64)?;
         }
         gauge(&mut encoder, "strata_scrub_running", "1 while a scrub pass runs", self.0.status().running as u8 as f64)
+    }
+}
+
+/// Connections per port: open, refused, evicted, timed out.
+struct GateCollector(Arc<std::sync::OnceLock<Arc<crate::limits::Gate>>>);
+
+impl std::fmt::Debug for GateCollector {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("GateCollector")
+    }
+}
+
+impl Collector for GateCollector {
+    fn encode(&self, mut encoder: DescriptorEncoder) -> Result<(), std::fmt::Error> {
+        let Some(g) = self.0.get() else { return Ok(()) };
+        gauge(&mut encoder, "strata_connections_open", "Connections the node's ports hold now", g.open() as f64)?;
+        gauge(&mut encoder, "strata_connections_max", "Connections the node's ports hold at most (--max-connections)", g.max() as f64)?;
+        let counters: [(&str, &str, &AtomicU64); 3] = [
+            ("strata_connections_refused", "Connections refused: the ports were full of busy connections", &g.refused),
+            ("strata_connections_evicted", "Connections waiting for a request head closed to make room for a new one", &g.evicted),
+            ("strata_connections_timed_out", "Connections closed because a request head (or the next request) did not come in time", &g.timed_out),
+        ];
+        for (name, help, v) in counters {
+            counter(&mut encoder, name, help, v.load(Ordering::Relaxed) as f64)?;
+        }
+        Ok(())
     }
 }
 

@@ -20,8 +20,28 @@ pub struct Node {
 impl Node {
     /// Starts `strata server` on an ephemeral loopback port and waits until it is healthy.
     pub async fn start(data_dir: &Path, extra: &[&str]) -> Node {
+        Self::start_with_open_files(data_dir, extra, None).await
+    }
+
+    /// Like [`Node::start`], with the process's open-file limit (soft and
+    /// hard) set to `nofile`.
+    pub async fn start_with_open_files(data_dir: &Path, extra: &[&str], nofile: Option<u64>) -> Node {
+        use std::os::unix::process::CommandExt;
         let log = std::fs::OpenOptions::new().create(true).append(true).open(data_dir.with_extension("log")).expect("open server log");
-        let mut child = Command::new(env!("CARGO_BIN_EXE_strata"))
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_strata"));
+        if let Some(n) = nofile {
+            // SAFETY: setrlimit is async-signal-safe; nothing else runs between fork and exec.
+            unsafe {
+                cmd.pre_exec(move || {
+                    let lim = libc::rlimit { rlim_cur: n as libc::rlim_t, rlim_max: n as libc::rlim_t };
+                    if libc::setrlimit(libc::RLIMIT_NOFILE, &lim) != 0 {
+                        return Err(std::io::Error::last_os_error());
+                    }
+                    Ok(())
+                });
+            }
+        }
+        let mut child = cmd
             .args(["server", "--data-dir"])
             .arg(data_dir)
             .args(["--listen", "127.0.0.1:0"])
