@@ -81,6 +81,8 @@ enum Cmd {
     Sim(sim::SimArgs),
     /// The fault-injection suite: kill -9, flipped bytes, torn writes and full disks against a real server, every acknowledged blob checked.
     Fault(fault::FaultArgs),
+    /// Fuzzes every parser of untrusted bytes (records, index files, frames, RPC messages, KV files, HTTP heads, SigV4 scopes, ...).
+    Fuzz(FuzzArgs),
 }
 
 fn main() -> std::process::ExitCode {
@@ -119,6 +121,7 @@ fn main() -> std::process::ExitCode {
             Cmd::BenchKvPush(a) => bench_kv_push::run(a).await,
             Cmd::Sim(a) => tokio::task::spawn_blocking(move || sim::run(a)).await?,
             Cmd::Fault(a) => fault::run(a).await,
+            Cmd::Fuzz(a) => fuzz(a),
         }
     });
     match result {
@@ -128,4 +131,70 @@ fn main() -> std::process::ExitCode {
             std::process::ExitCode::FAILURE
         }
     }
+}
+
+#[derive(clap::Args, Debug)]
+struct FuzzArgs {
+    /// Only this target (default: all but the deliberately broken one).
+    #[arg(long)]
+    target: Option<String>,
+    /// Seconds per target.
+    #[arg(long, default_value_t = 10)]
+    seconds: u64,
+    /// Seed of the mutations (default: from the clock, printed).
+    #[arg(long)]
+    seed: Option<u64>,
+    /// Where an input that panics is written.
+    #[arg(long, default_value = "fuzz-crashes")]
+    crashes: std::path::PathBuf,
+    /// Runs `--target` once over this file's bytes, panics not caught (to
+    /// see where a crash comes from).
+    #[arg(long, requires = "target")]
+    replay: Option<std::path::PathBuf>,
+}
+
+/// `strata fuzz`: the long mode of the fuzz targets the test command runs
+/// briefly. Exits non-zero if any input panics, after writing it to
+/// `--crashes`.
+fn fuzz(a: FuzzArgs) -> anyhow::Result<()> {
+    let targets: Vec<_> = match &a.target {
+        Some(name) => vec![strata_fuzz::target(name).ok_or_else(|| {
+            let names: Vec<_> = strata_fuzz::targets().iter().map(|t| t.name).collect();
+            anyhow::anyhow!("no fuzz target {name:?}; the targets are {}", names.join(", "))
+        })?],
+        None => strata_fuzz::targets().into_iter().filter(|t| t.name != "broken").collect(),
+    };
+    if let (Some(path), Some(t)) = (&a.replay, targets.first()) {
+        let input = std::fs::read(path).map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
+        (t.run)(&input);
+        println!("{}: {} bytes ran without a panic", t.name, input.len());
+        return Ok(());
+    }
+    #[allow(clippy::disallowed_methods)]
+    let seed = a.seed.unwrap_or_else(|| std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(1, |d| d.as_nanos() as u64));
+    println!("fuzzing {} targets for {} s each, seed {seed}", targets.len(), a.seconds);
+    // Panics are caught and reported per input; the default hook would
+    // print each one.
+    let hook = std::panic::take_hook();
+    std::panic::set_hook(Box::new(|_| {}));
+    let mut crashed = 0;
+    println!("{:<16} {:>12}  result", "target", "inputs");
+    for t in &targets {
+        let r = strata_fuzz::fuzz(t, strata_fuzz::Budget::Time(std::time::Duration::from_secs(a.seconds)), seed);
+        match r.crash {
+            None => println!("{:<16} {:>12}  ok", r.target, r.inputs),
+            Some((input, msg)) => {
+                crashed += 1;
+                std::fs::create_dir_all(&a.crashes)?;
+                let path = a.crashes.join(format!("{}-{seed}.bin", r.target));
+                std::fs::write(&path, &input)?;
+                println!("{:<16} {:>12}  PANIC: {msg} (input in {})", r.target, r.inputs, path.display());
+            }
+        }
+    }
+    std::panic::set_hook(hook);
+    if crashed > 0 {
+        anyhow::bail!("{crashed} targets panicked; add each input to crates/strata-fuzz/corpus/<target>/ with the fix");
+    }
+    Ok(())
 }

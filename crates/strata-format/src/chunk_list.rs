@@ -75,7 +75,8 @@ impl ChunkList {
             let id = BlobId::from_bytes(r.bytes(BlobId::BYTES)?).map_err(|e| FormatError::Invalid { what: "chunk id", detail: e.into() })?;
             chunks.push((id, r.u64()?));
         }
-        if chunks.iter().map(|c| c.1).sum::<u64>() != total_size {
+        // Checked: sizes that wrap around u64 must not pass for the total.
+        if chunks.iter().try_fold(0u64, |sum, c| sum.checked_add(c.1)) != Some(total_size) {
             return Err(FormatError::Invalid { what: "chunk list", detail: "chunk sizes do not add up to the total".into() });
         }
         Ok(Self { chunk_size, total_size, chunks })
@@ -97,6 +98,15 @@ mod tests {
         let mut bad = b.clone();
         bad[40] ^= 1;
         assert!(ChunkList::decode(&bad).is_err());
+    }
+
+    /// Found by the fuzzer: sizes whose sum wraps around u64 passed (or,
+    /// in a debug build, panicked) where they must fail.
+    #[test]
+    fn sizes_that_wrap_around_do_not_add_up() {
+        let chunks = vec![(BlobId::from_parts(BlobKind::Chunk, 1, [1; 16]), u64::MAX), (BlobId::from_parts(BlobKind::Chunk, 2, [2; 16]), 2)];
+        let b = ChunkList { chunk_size: u64::MAX, total_size: 1, chunks }.encode();
+        assert!(ChunkList::decode(&b).is_err());
     }
 
     fn rand_like() -> impl FnMut() -> [u8; 16] {

@@ -304,7 +304,7 @@ pub fn decode(buf: &[u8], verify_crc: bool) -> Result<DecodedRecord, FormatError
             }
             let data_len = r.u64()?;
             let data_offset = r.pos();
-            if data_offset as u64 + data_len != (total - 4) as u64 {
+            if (data_offset as u64).checked_add(data_len) != Some((total - 4) as u64) {
                 return Err(FormatError::Invalid { what: "put data length", detail: format!("{data_len} does not fill the record") });
             }
             out.expiry_ms = expiry_ms;
@@ -400,6 +400,19 @@ mod tests {
             assert_eq!(checked_header(&head), None, "flip at {at}");
             assert!(decode(&head, false).is_err(), "a v2 header is checked even without the full CRC (flip at {at})");
         }
+    }
+
+    /// Found by the fuzzer: a data length near u64::MAX overflowed the
+    /// check that it fills the record.
+    #[test]
+    fn a_data_length_past_the_record_is_an_error() {
+        let props = PutProps::default();
+        let (mut rec, crc) = encode_put(1, 1, &key(b"k"), &props, b"abc").unwrap();
+        rec.extend_from_slice(b"abc");
+        rec.extend_from_slice(&crc);
+        let at = rec.len() - 4 - 3 - 8;
+        rec[at..at + 8].copy_from_slice(&(u64::MAX - 1).to_le_bytes());
+        assert!(decode(&rec, false).is_err());
     }
 
     #[test]

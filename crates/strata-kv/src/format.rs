@@ -256,6 +256,12 @@ fn map(path: &Path) -> Result<memmap2::Mmap, FormatError> {
     unsafe { memmap2::Mmap::map(&f) }.map_err(io(path))
 }
 
+/// `n` bytes of `d` at `o`, if they are all there (offsets come from the
+/// files, so they may be anything).
+fn at(d: &[u8], o: usize, n: usize) -> Option<&[u8]> {
+    d.get(o..o.checked_add(n)?)
+}
+
 impl ChunkReader {
     /// Maps a chunk and checks its headers and sizes.
     pub fn open(index_path: &Path, data_path: &Path) -> Result<Self, FormatError> {
@@ -273,7 +279,8 @@ impl ChunkReader {
             return Err(corrupt(index_path, "entry width is not 16".into()));
         }
         let entries = u64::from_le_bytes(index[16..24].try_into().expect("8 bytes"));
-        let want = INDEX_HEADER_BYTES as u64 + entries.saturating_mul(ENTRY_BYTES as u64);
+        // Saturating: a corrupt count must fail the size check, not overflow.
+        let want = (INDEX_HEADER_BYTES as u64).saturating_add(entries.saturating_mul(ENTRY_BYTES as u64));
         if index.len() as u64 != want {
             return Err(corrupt(index_path, format!("{} bytes for {entries} entries (expected {want})", index.len())));
         }
@@ -297,9 +304,7 @@ impl ChunkReader {
         let (mut records, mut collided) = (0u64, 0u64);
         for i in 0..self.entries {
             let o = self.offset_at(i) as usize;
-            let count = self
-                .data
-                .get(o..o + 4)
+            let count = at(&self.data, o, 4)
                 .ok_or_else(|| FormatError::Corrupt { path: self.data_path.clone(), detail: format!("index entry {i} points past the data ({o})") })?;
             let n = u32::from_le_bytes([count[0], count[1], count[2], count[3]]);
             records += u64::from(n);
@@ -359,15 +364,15 @@ impl ChunkReader {
         let d = &self.data[..];
         let mut o = self.offset_at(i) as usize;
         let read_u32 = |o: usize| -> Result<u32, FormatError> {
-            d.get(o..o + 4).map(|b| u32::from_le_bytes(b.try_into().expect("4 bytes"))).ok_or_else(|| corrupt(format!("read past the end at offset {o}")))
+            at(d, o, 4).map(|b| u32::from_le_bytes(b.try_into().expect("4 bytes"))).ok_or_else(|| corrupt(format!("read past the end at offset {o}")))
         };
         let count = read_u32(o)?;
         o += 4;
         for _ in 0..count {
             let kl = read_u32(o)? as usize;
             let vl = read_u32(o + 4)? as usize;
-            let k = d.get(o + 8..o + 8 + kl).ok_or_else(|| corrupt(format!("key overruns the file at offset {o}")))?;
-            let v = d.get(o + 8 + kl..o + 8 + kl + vl).ok_or_else(|| corrupt(format!("value overruns the file at offset {o}")))?;
+            let k = at(d, o + 8, kl).ok_or_else(|| corrupt(format!("key overruns the file at offset {o}")))?;
+            let v = at(d, o + 8 + kl, vl).ok_or_else(|| corrupt(format!("value overruns the file at offset {o}")))?;
             if k == key {
                 return Ok(Some(v));
             }
@@ -391,10 +396,10 @@ impl ChunkReader {
                 return Err(corrupt(format!("index entry {i} points at {} instead of {expect}", self.offset_at(i))));
             }
             let o = expect as usize;
-            let count = self.data.get(o..o + 4).map(|b| u32::from_le_bytes(b.try_into().expect("4"))).ok_or_else(|| corrupt("truncated group".into()))?;
+            let count = at(&self.data, o, 4).map(|b| u32::from_le_bytes(b.try_into().expect("4"))).ok_or_else(|| corrupt("truncated group".into()))?;
             let mut p = o + 4;
             for _ in 0..count {
-                let hdr = self.data.get(p..p + 8).ok_or_else(|| corrupt("truncated tuple".into()))?;
+                let hdr = at(&self.data, p, 8).ok_or_else(|| corrupt("truncated tuple".into()))?;
                 let kl = u32::from_le_bytes(hdr[..4].try_into().expect("4")) as usize;
                 let vl = u32::from_le_bytes(hdr[4..].try_into().expect("4")) as usize;
                 p += 8 + kl + vl;

@@ -24,6 +24,22 @@ mod store;
 mod sweep_model;
 mod tags;
 
+/// The parsers of untrusted text this crate writes itself (s3s parses the
+/// rest), for the fuzz targets in `strata-fuzz`.
+#[doc(hidden)]
+pub mod fuzz {
+    /// The credential scope of a request with these headers and query, checked against `us-east-1`.
+    pub fn scope(headers: &http::HeaderMap, query: Option<&str>) {
+        if let Some(s) = crate::access::scope_of(headers, query) {
+            let _ = crate::access::check_scope(&s, "us-east-1");
+        }
+    }
+    /// An `x-amz-tagging` header.
+    pub fn tagging(header: &str) {
+        let _ = crate::tags::from_header(Some(header));
+    }
+}
+
 pub use access::{KeyAccess, KeyAuth, VirtualHosts};
 
 use futures_util::StreamExt;

@@ -188,6 +188,11 @@ enum Head {
     Smuggle,
 }
 
+/// Parses a head as the connection loop does (for fuzzing).
+pub(crate) fn fuzz_head(buf: &[u8]) {
+    let _ = parse_head(buf);
+}
+
 fn parse_head(buf: &[u8]) -> Head {
     let mut headers = [httparse::EMPTY_HEADER; 32];
     let mut req = httparse::Request::new(&mut headers);

@@ -93,6 +93,20 @@ pub fn app(state: Arc<AppState>) -> axum::Router {
 
 pub use conn::{serve, serve_service};
 
+/// The parsers of untrusted bytes this crate writes itself (hyper and
+/// httparse parse the rest), for the fuzz targets in `strata-fuzz`.
+#[doc(hidden)]
+pub mod fuzz {
+    /// A request head as the connection's fast path sees it.
+    pub fn http_head(bytes: &[u8]) {
+        crate::conn::fuzz_head(bytes);
+    }
+    /// The native API's request headers (range, TTL, policy, put options).
+    pub fn native_headers(headers: &http::HeaderMap) {
+        crate::handlers::fuzz_headers(headers);
+    }
+}
+
 /// Re-checks every replica's capacity and free space every second, so
 /// partitions that filled up return to service once space is freed.
 pub fn spawn_space_monitor(store: Arc<Disks>) -> tokio::task::JoinHandle<()> {
