@@ -6,8 +6,9 @@
 //! copy), lifecycle expiration mapped onto blob TTLs, and access keys with
 //! per-bucket grants.
 //!
-//! A leaf crate: only the `strata` binary depends on it, so the rest of the
-//! workspace builds without `s3s`.
+//! A leaf crate: only the `strata` binary (and `strata-fuzz`, for the
+//! parsers in [`fuzz`]) depends on it, so the rest of the workspace builds
+//! without `s3s`.
 
 mod access;
 mod checksum;
