@@ -11,7 +11,7 @@
 
 use crate::AppState;
 use crate::handlers::set_blob_headers;
-use crate::limits::{Limits, Ticket};
+use crate::limits::{Ended, Limits, Ticket};
 use bytes::{Buf, Bytes, BytesMut};
 use hyper_util::rt::TokioIo;
 use hyper_util::server::graceful::{GracefulShutdown, Watcher};
@@ -47,6 +47,7 @@ pub async fn serve(
     let (stop_tx, stop_rx) = watch::channel(false);
     let mut tasks = tokio::task::JoinSet::new();
     let gate = state.metrics.connection_gate(limits.max_connections);
+    gate.spawn_reaper(limits.header_timeout);
     tokio::pin!(shutdown);
     loop {
         tokio::select! {
@@ -105,6 +106,7 @@ where
     B::Data: Send,
     B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
 {
+    gate.spawn_reaper(limits.header_timeout);
     tokio::pin!(shutdown);
     loop {
         let stream = tokio::select! {
@@ -141,16 +143,13 @@ where
                     _ if !buf.is_empty() => break,
                     _ => {}
                 }
-                let read = tokio::select! {
-                    r = tokio::time::timeout(limits.header_timeout, stream.read_buf(&mut buf)) => r,
-                    () = ticket.evicted() => return,
-                };
-                match read {
-                    Ok(Ok(0) | Err(_)) => return,
-                    Ok(Ok(_)) => {}
-                    Err(_) => {
-                        ticket.timed_out();
-                        if !buf.is_empty() {
+                tokio::select! {
+                    r = stream.read_buf(&mut buf) => match r {
+                        Ok(0) | Err(_) => return,
+                        Ok(_) => {}
+                    },
+                    why = ticket.ended() => {
+                        if why == Ended::TimedOut && !buf.is_empty() {
                             let _ = stream.write_all(crate::limits::head_timeout_response().as_bytes()).await;
                         }
                         return;
@@ -287,20 +286,20 @@ impl Conn {
                 if buf.is_empty() && *stop.borrow() {
                     return;
                 }
+                // No timer per read: the gate's reaper ends a wait that
+                // outlasts the head timeout.
                 tokio::select! {
-                    r = tokio::time::timeout(limits.header_timeout, stream.read_buf(&mut buf)) => match r {
-                        Ok(Ok(0) | Err(_)) => return,
-                        Ok(Ok(_)) => {}
-                        Err(_) => {
-                            ticket.timed_out();
-                            if !buf.is_empty() {
-                                let _ = stream.write_all(crate::limits::head_timeout_response().as_bytes()).await;
-                            }
-                            return;
-                        }
+                    r = stream.read_buf(&mut buf) => match r {
+                        Ok(0) | Err(_) => return,
+                        Ok(_) => {}
                     },
                     _ = stop.changed(), if buf.is_empty() => return,
-                    () = ticket.evicted() => return,
+                    why = ticket.ended() => {
+                        if why == Ended::TimedOut && !buf.is_empty() {
+                            let _ = stream.write_all(crate::limits::head_timeout_response().as_bytes()).await;
+                        }
+                        return;
+                    }
                 }
             };
             ticket.set_waiting(false);

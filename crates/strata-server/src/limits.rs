@@ -9,7 +9,6 @@
 //! connections and never finish a request cannot lock out the ones that
 //! do: they are the first to go, and their head timeout ends them anyway.
 
-use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -60,10 +59,18 @@ pub fn raise_open_file_limit() -> std::io::Result<u64> {
     Ok(lim.rlim_cur)
 }
 
-/// Counts a port's connections and picks which to evict when it is full.
+/// Counts the node's connections, picks which to evict when they fill the
+/// budget, and ends the ones whose head (or next request) is overdue.
+///
+/// A connection's state is one atomic (when it began waiting for a head,
+/// or 0 while it is serving one), so marking a request costs two stores; a
+/// reaper task, once a second, ends connections that have waited longer
+/// than the head timeout, instead of a timer armed for every read.
 pub struct Gate {
     max: usize,
-    inner: Mutex<GateInner>,
+    start: std::time::Instant,
+    slots: Mutex<Slots>,
+    reaper: std::sync::Once,
     /// Connections refused because the port was full and none was evictable.
     pub refused: AtomicU64,
     /// Connections closed to make room for a new one.
@@ -73,29 +80,58 @@ pub struct Gate {
 }
 
 #[derive(Default)]
-struct GateInner {
-    next: u64,
-    open: usize,
-    /// Connections waiting for a request head, oldest first, with what
-    /// tells each to close.
-    waiting: BTreeMap<u64, Arc<Notify>>,
+struct Slots {
+    open: Vec<Option<Arc<Slot>>>,
+    free: Vec<usize>,
+    count: usize,
+}
+
+#[derive(Default)]
+struct Slot {
+    /// Ms since the gate started (+1) when the connection began waiting
+    /// for a head; 0 while it serves one.
+    waiting_since: AtomicU64,
+    /// Why the connection was told to close: 1 evicted, 2 timed out.
+    ended: AtomicU64,
+    wake: Notify,
 }
 
 /// One admitted connection; dropping it frees its place.
 pub struct Ticket {
     gate: Arc<Gate>,
-    id: u64,
-    evict: Arc<Notify>,
+    index: usize,
+    slot: Arc<Slot>,
+}
+
+/// Why a connection was told to close.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Ended {
+    /// A new connection needed its place.
+    Evicted,
+    /// Its head (or next request) did not come in time.
+    TimedOut,
 }
 
 impl Gate {
     /// A gate holding at most `max` connections.
     pub fn new(max: usize) -> Arc<Self> {
-        Arc::new(Self { max: max.max(1), inner: Mutex::default(), refused: AtomicU64::new(0), evicted: AtomicU64::new(0), timed_out: AtomicU64::new(0) })
+        Arc::new(Self {
+            max: max.max(1),
+            start: std::time::Instant::now(),
+            slots: Mutex::default(),
+            reaper: std::sync::Once::new(),
+            refused: AtomicU64::new(0),
+            evicted: AtomicU64::new(0),
+            timed_out: AtomicU64::new(0),
+        })
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, GateInner> {
-        self.inner.lock().unwrap_or_else(|p| p.into_inner())
+    fn lock(&self) -> std::sync::MutexGuard<'_, Slots> {
+        self.slots.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn now(&self) -> u64 {
+        self.start.elapsed().as_millis() as u64 + 1
     }
 
     /// Connections held at most.
@@ -105,45 +141,96 @@ impl Gate {
 
     /// Connections held now.
     pub fn open(&self) -> usize {
-        self.lock().open
+        self.lock().count
+    }
+
+    /// Starts (once) the task that ends connections waiting longer than
+    /// `timeout` for a head.
+    pub fn spawn_reaper(self: &Arc<Self>, timeout: Duration) {
+        let gate = Arc::downgrade(self);
+        self.reaper.call_once(|| {
+            tokio::spawn(async move {
+                let mut tick = tokio::time::interval(Duration::from_secs(1).min(timeout));
+                loop {
+                    tick.tick().await;
+                    let Some(g) = gate.upgrade() else { return };
+                    g.reap(timeout);
+                }
+            });
+        });
+    }
+
+    /// Ends every connection that has waited longer than `timeout`.
+    pub fn reap(&self, timeout: Duration) {
+        let now = self.now();
+        let limit = timeout.as_millis() as u64;
+        for slot in self.lock().open.iter().flatten() {
+            let since = slot.waiting_since.load(Ordering::Acquire);
+            if since != 0 && now.saturating_sub(since) > limit && slot.ended.load(Ordering::Relaxed) == 0 {
+                slot.ended.store(2, Ordering::Release);
+                slot.wake.notify_one();
+                self.timed_out.fetch_add(1, Ordering::Relaxed);
+            }
+        }
     }
 
     /// Admits a connection, evicting the oldest one waiting for a head if
-    /// the port is full; `None` if it is full of busy connections.
+    /// the node is full; `None` if it is full of busy connections.
     pub fn admit(self: &Arc<Self>) -> Option<Ticket> {
         let mut g = self.lock();
-        if g.open >= self.max {
-            let (_, victim) = g.waiting.pop_first()?;
+        if g.count >= self.max {
+            let victim = g
+                .open
+                .iter()
+                .flatten()
+                .filter(|s| s.ended.load(Ordering::Relaxed) == 0)
+                .filter_map(|s| Some((NonZero::new(s.waiting_since.load(Ordering::Acquire))?, s)))
+                .min_by_key(|(since, _)| *since)
+                .map(|(_, s)| s.clone())?;
             // The victim closes promptly and frees its place itself; until
-            // then the port is one over (the limit keeps headroom for it).
-            victim.notify_one();
+            // then the node is one over (the budget keeps headroom for it).
+            victim.ended.store(1, Ordering::Release);
+            victim.wake.notify_one();
             self.evicted.fetch_add(1, Ordering::Relaxed);
         }
-        g.open += 1;
-        g.next += 1;
-        let id = g.next;
-        Some(Ticket { gate: self.clone(), id, evict: Arc::new(Notify::new()) })
+        let slot = Arc::new(Slot::default());
+        let index = match g.free.pop() {
+            Some(i) => {
+                g.open[i] = Some(slot.clone());
+                i
+            }
+            None => {
+                g.open.push(Some(slot.clone()));
+                g.open.len() - 1
+            }
+        };
+        g.count += 1;
+        Some(Ticket { gate: self.clone(), index, slot })
     }
 }
 
+use std::num::NonZero;
+
 impl Ticket {
-    /// Marks the connection as waiting for a request head (evictable) or
-    /// serving one (not).
+    /// Marks the connection as waiting for a request head (evictable, and
+    /// on the clock) or serving one.
     pub fn set_waiting(&self, waiting: bool) {
-        let mut g = self.gate.lock();
-        if waiting {
-            g.waiting.insert(self.id, self.evict.clone());
-        } else {
-            g.waiting.remove(&self.id);
+        let v = if waiting { self.gate.now() } else { 0 };
+        self.slot.waiting_since.store(v, Ordering::Release);
+    }
+
+    /// Resolves when the gate ends this connection, saying why.
+    pub async fn ended(&self) -> Ended {
+        loop {
+            match self.slot.ended.load(Ordering::Acquire) {
+                1 => return Ended::Evicted,
+                2 => return Ended::TimedOut,
+                _ => self.slot.wake.notified().await,
+            }
         }
     }
 
-    /// Resolves when the gate evicts this connection.
-    pub async fn evicted(&self) {
-        self.evict.notified().await
-    }
-
-    /// Counts a head or idle timeout.
+    /// Counts a head or idle timeout seen by the connection itself.
     pub fn timed_out(&self) {
         self.gate.timed_out.fetch_add(1, Ordering::Relaxed);
     }
@@ -152,8 +239,11 @@ impl Ticket {
 impl Drop for Ticket {
     fn drop(&mut self) {
         let mut g = self.gate.lock();
-        g.waiting.remove(&self.id);
-        g.open = g.open.saturating_sub(1);
+        if let Some(s) = g.open.get_mut(self.index) {
+            *s = None;
+            g.free.push(self.index);
+            g.count = g.count.saturating_sub(1);
+        }
     }
 }
 
@@ -199,22 +289,34 @@ pub fn head_timeout_response() -> String {
 mod tests {
     use super::*;
 
-    #[test]
-    fn a_full_gate_evicts_the_oldest_waiting_connection_and_refuses_when_all_are_busy() {
+    #[tokio::test]
+    async fn a_full_gate_evicts_the_oldest_waiting_connection_and_refuses_when_all_are_busy() {
         let gate = Gate::new(2);
         let a = gate.admit().expect("room");
         let b = gate.admit().expect("room");
         a.set_waiting(true);
+        std::thread::sleep(Duration::from_millis(3));
         b.set_waiting(true);
         let c = gate.admit().expect("evicts a");
+        assert_eq!(a.ended().await, Ended::Evicted);
         assert_eq!(gate.evicted.load(Ordering::Relaxed), 1);
         drop(a);
         b.set_waiting(false);
         c.set_waiting(false);
         assert!(gate.admit().is_none(), "all busy: refused");
         c.set_waiting(true);
-        assert!(gate.admit().is_some(), "c waits again: evicted");
+        let d = gate.admit().expect("c waits again: evicted");
+        assert_eq!(c.ended().await, Ended::Evicted);
         drop((b, c));
+        // Waiting past the timeout: the reaper ends it; serving: never.
+        d.set_waiting(false);
+        let e = gate.admit().expect("room");
+        e.set_waiting(true);
+        std::thread::sleep(Duration::from_millis(20));
+        gate.reap(Duration::from_millis(10));
+        assert_eq!(e.ended().await, Ended::TimedOut);
+        assert_eq!(d.slot.ended.load(Ordering::Relaxed), 0, "a busy connection is never reaped");
+        assert_eq!(gate.open(), 2);
     }
 
     #[test]
