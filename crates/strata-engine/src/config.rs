@@ -67,6 +67,10 @@ pub struct EngineConfig {
     /// Fault the tail cache in at start, on a thread that runs only when a
     /// CPU is idle, so the first writes through it find it ready.
     pub tail_cache_prefault: bool,
+    /// Fault injection for tests: while set, every append fails as an I/O
+    /// error would (after the bytes are written, before they are durable).
+    #[doc(hidden)]
+    pub fail_appends: Option<std::sync::Arc<std::sync::atomic::AtomicBool>>,
 }
 
 impl Default for EngineConfig {
@@ -91,6 +95,7 @@ impl Default for EngineConfig {
             cold_read_buffer_bytes: 256 << 20,
             tail_cache_bytes: 64 << 20,
             tail_cache_prefault: false,
+            fail_appends: None,
         }
     }
 }

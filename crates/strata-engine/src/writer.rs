@@ -33,6 +33,30 @@ struct Encoded {
     /// The write repairs (or deletes) a quarantined key: once durable, the
     /// key leaves the damage list.
     clears_damage: bool,
+    /// Later writes of the same batch refused because of this one (a second
+    /// delete of a key this one deletes, say). Their answers go out only
+    /// once this write is durable: before that, "already deleted" would
+    /// acknowledge a delete that a crash can still undo.
+    followers: Vec<(tokio::sync::oneshot::Sender<Result<WriteAck>>, EngineError)>,
+}
+
+impl Encoded {
+    /// Acknowledges the durable write, then the writes refused because of it.
+    fn acknowledge(self, ack: WriteAck) {
+        let _ = self.reply.send(Ok(ack));
+        for (reply, e) in self.followers {
+            let _ = reply.send(Err(e));
+        }
+    }
+
+    /// Fails the write, and the writes judged against it (the state they
+    /// were refused by never became durable).
+    fn fail(self, e: &EngineError) {
+        let _ = self.reply.send(Err(clone_err(e)));
+        for (reply, _) in self.followers {
+            let _ = reply.send(Err(clone_err(e)));
+        }
+    }
 }
 
 /// The simplified state of a key while validating a batch.
@@ -173,19 +197,22 @@ impl Writer {
         let ro = self.shared.compute_read_only(has_puts);
         let now = self.shared.clock.now_ms();
         let partition = self.shared.partition;
-        let mut pending: HashMap<Key, (Pending, bool)> = HashMap::new();
-        let mut out = Vec::with_capacity(batch.len());
+        // Per key: its state as this batch leaves it, whether it is
+        // quarantined, and which accepted write of the batch set the state
+        // (None: the index, which is durable).
+        let mut pending: HashMap<Key, (Pending, bool, Option<usize>)> = HashMap::new();
+        let mut out: Vec<Encoded> = Vec::with_capacity(batch.len());
         let st = self.shared.read_state();
         for req in batch {
             let key = req.op.key().clone();
             // `damaged`: this replica's copy of the key is quarantined.
-            let (cur, damaged) = *pending.entry(key.clone()).or_insert_with(|| {
+            let (cur, damaged, set_by) = *pending.entry(key.clone()).or_insert_with(|| {
                 let state = match st.lookup(&key) {
                     KeyState::Missing => Pending::Missing,
                     KeyState::Deleted => Pending::Deleted,
                     KeyState::Live { expiry_ms, .. } => Pending::Live(expiry_ms),
                 };
-                (state, self.shared.damage.has_key(&key))
+                (state, self.shared.damage.has_key(&key), None)
             });
             let expired = |e: u64| e != 0 && e <= now;
             let verdict = match (&req.op, cur) {
@@ -219,14 +246,17 @@ impl Writer {
                 (WriteOp::TtlUpdate { expiry_ms, .. }, Pending::Live(_)) => Ok(Pending::Live(*expiry_ms)),
             };
             match verdict {
+                // Judged against a write of this batch: answered once that
+                // write is durable (or failed with it).
+                Err(e) if let Some(i) = set_by => out[i].followers.push((req.reply, e)),
                 Err(e) => {
                     let _ = req.reply.send(Err(e));
                 }
                 Ok(next) => match encode(req.op, self.next_lsn, now) {
                     Ok((parts, rec)) => {
-                        pending.insert(key, (next, false));
+                        pending.insert(key, (next, false, Some(out.len())));
                         self.next_lsn += 1;
-                        out.push(Encoded { reply: req.reply, len: rec.total_len as usize, parts, rec, clears_damage: damaged });
+                        out.push(Encoded { reply: req.reply, len: rec.total_len as usize, parts, rec, clears_damage: damaged, followers: Vec::new() });
                     }
                     Err(e) => {
                         let _ = req.reply.send(Err(e));
@@ -273,7 +303,7 @@ impl Writer {
 
     fn fail_all(&self, rest: Vec<Encoded>, e: &EngineError) {
         for r in rest {
-            let _ = r.reply.send(Err(clone_err(e)));
+            r.fail(e);
         }
     }
 
@@ -304,6 +334,9 @@ impl Writer {
             let s = &self.shared.stats;
             s.fsyncs.fetch_add(1, Ordering::Relaxed);
             s.fsync_nanos.fetch_add(t.elapsed().as_nanos() as u64, Ordering::Relaxed);
+        }
+        if res.is_ok() && self.shared.config.fail_appends.as_ref().is_some_and(|f| f.load(Ordering::SeqCst)) {
+            res = Err(std::io::Error::from_raw_os_error(libc::EIO));
         }
         if let Err(err) = res {
             let full = err.raw_os_error() == Some(libc::ENOSPC);
@@ -355,7 +388,8 @@ impl Writer {
                 st.memtable.insert(located(seg_id, off, &e.rec));
                 st.journal.push(JournalEntry { lsn: e.rec.lsn, key: e.rec.key.clone(), kind: e.rec.kind, record_len: e.rec.total_len });
                 off += e.len as u64;
-                acks.push((e.reply, WriteAck { lsn: e.rec.lsn, time_ms: e.rec.time_ms }));
+                let ack = WriteAck { lsn: e.rec.lsn, time_ms: e.rec.time_ms };
+                acks.push((e, ack));
             }
             st.active_len = off;
             st.used_bytes += len;
@@ -373,8 +407,8 @@ impl Writer {
                 Err(e) => tracing::error!(partition = self.shared.partition, error = %e, "could not rewrite the damage list after a repair"),
             }
         }
-        for (reply, ack) in acks {
-            let _ = reply.send(Ok(ack));
+        for (e, ack) in acks {
+            e.acknowledge(ack);
         }
         // A direct group left nothing in the page cache but its last page.
         if !direct {

@@ -238,3 +238,42 @@ fn damage_found_by_a_read_is_quarantined_and_remembered() {
     assert_eq!(&r.get(&key(3)).unwrap().data[..], &data(3)[..], "a damaged put hides no other key");
     assert!(matches!(r.get(&key(77)), Err(EngineError::Damaged { .. })), "but absence is unsure: key 77's put may have been what was damaged");
 }
+
+/// Found by the fault suite ("deleted blob … is back" after a kill -9): a
+/// second delete of a key in the same batch as the first was answered
+/// "already deleted" — which the router acknowledges as a delete — before
+/// the first delete was durable. If the batch then fails (or the process
+/// dies before its fdatasync), the delete acknowledged twice never
+/// happened. Writes judged against a write of their own batch are now
+/// answered only after it is durable, and fail with it.
+#[test]
+fn a_delete_refused_as_already_deleted_is_answered_only_once_the_first_delete_is_durable() {
+    let mut caught_together = 0;
+    for attempt in 0..20u32 {
+        let dir = tempfile::tempdir().unwrap();
+        let fail = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let clock = ManualClock::new(1_000);
+        let cfg = EngineConfig { fail_appends: Some(fail.clone()), ..config() };
+        let store = Store::open(dir.path(), cfg, Arc::new(clock)).unwrap();
+        let r = store.create_replica(0).unwrap();
+        r.submit(put(attempt)).wait().unwrap();
+        fail.store(true, Ordering::SeqCst);
+        // Many deletes at once: some share a batch with the first one.
+        let pending: Vec<_> = (0..64).map(|_| r.submit(WriteOp::Delete { key: key(attempt) })).collect();
+        let answers: Vec<_> = pending.into_iter().map(|p| p.wait()).collect();
+        let deleted = answers.iter().filter(|a| matches!(a, Err(EngineError::Deleted))).count();
+        assert!(answers.iter().all(|a| a.is_err()), "attempt {attempt}: a delete succeeded although every append failed");
+        assert_eq!(deleted, 0, "attempt {attempt}: {deleted} deletes answered 'already deleted' for a delete that never became durable");
+        let io = answers.iter().filter(|a| matches!(a, Err(EngineError::Io { .. }))).count();
+        caught_together += usize::from(io > 1);
+        drop(r);
+        store.close();
+        // The put is still there: nothing was deleted.
+        let store = Store::open(dir.path(), config(), Arc::new(ManualClock::new(1_000))).unwrap();
+        let r = store.replica(0).unwrap();
+        assert!(r.get(&key(attempt)).is_ok(), "attempt {attempt}: the blob is gone although no delete was durable");
+        store.close();
+    }
+    // The case must actually have arisen: deletes batched with the failing one.
+    assert!(caught_together > 0, "no attempt put two deletes in one batch");
+}
