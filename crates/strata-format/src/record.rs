@@ -156,6 +156,36 @@ pub fn checked_header(buf: &[u8]) -> Option<CheckedHeader> {
     })
 }
 
+/// The header as it was written, when a version 2 header fails its CRC
+/// because of one damaged byte: the only single-byte change, among the
+/// fixed header and the key, that makes its CRC check out (a CRC32C over
+/// so few bytes tells any one such change apart). `None` if the header
+/// checks out as it is, or no change (or more than one) explains it.
+/// Recovery uses it to tell a flipped byte in a log's last record from a
+/// torn write, which leaves no such header.
+pub fn repair_header(buf: &[u8]) -> Option<CheckedHeader> {
+    if checked_header(buf).is_some() {
+        return None;
+    }
+    let n = buf.len().min(RECORD_FIXED_BYTES + MAX_KEY_LEN);
+    let mut head = buf[..n].to_vec();
+    let mut found = None;
+    for p in 0..n {
+        let orig = head[p];
+        for v in (0..=255u8).filter(|v| *v != orig) {
+            head[p] = v;
+            if let Some(h) = checked_header(&head) {
+                if found.is_some() {
+                    return None;
+                }
+                found = Some(h);
+            }
+        }
+        head[p] = orig;
+    }
+    found
+}
+
 /// The key a record header names, trusted or not (version 1 headers have
 /// no CRC of their own): `None` when the header is not even sane.
 pub fn header_key(buf: &[u8]) -> Option<Key> {
@@ -413,6 +443,25 @@ mod tests {
         let at = rec.len() - 4 - 3 - 8;
         rec[at..at + 8].copy_from_slice(&(u64::MAX - 1).to_le_bytes());
         assert!(decode(&rec, false).is_err());
+    }
+
+    #[test]
+    fn one_damaged_header_byte_is_repaired_and_two_are_not() {
+        let k = key(b"some-key");
+        let rec = encode_small(RecordKind::Delete, 77, 5, &k, 0);
+        let want = checked_header(&rec).unwrap();
+        assert_eq!(repair_header(&rec), None, "a whole header needs no repair");
+        for at in 0..RECORD_FIXED_BYTES + k.as_bytes().len() {
+            for x in [0x01u8, 0x40, 0x5a, 0xff] {
+                let mut bad = rec.clone();
+                bad[at] ^= x;
+                assert_eq!(repair_header(&bad), Some(want.clone()), "byte {at} ^ {x:#x}");
+            }
+        }
+        let mut two = rec.clone();
+        two[9] ^= 0x40;
+        two[14] ^= 0x01;
+        assert_ne!(repair_header(&two), Some(want), "two damaged bytes are not one");
     }
 
     #[test]

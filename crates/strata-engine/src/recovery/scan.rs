@@ -10,7 +10,9 @@
 //!   cannot pass for records). The bytes up to it are a damaged range,
 //!   quarantined in place, its key known if the header still names one.
 //! - With no valid record after the failure, in the active segment: a
-//!   record that is whole and carries a CRC (not zeros) was written and
+//!   record that is whole and carries a CRC (not zeros) — by its header's
+//!   length, or the repaired header's when one damaged byte explains a
+//!   header that fails its CRC — was written and
 //!   damaged later, so it is quarantined and only the bytes after it are a
 //!   torn tail (the next batch cut short before its fsync, never
 //!   acknowledged) and cut; anything else from the failure on is the torn
@@ -47,7 +49,8 @@ const SMALL_RECORD_BYTES_MAX: usize = record::RECORD_FIXED_BYTES + strata_types:
 /// than any other kind of record can be, is taken not to.
 fn damaged(offset: usize, len: usize, head: &[u8], after_lsn: Option<u64>) -> Damaged {
     let after_lsn = after_lsn.unwrap_or(0);
-    if let Some(h) = record::checked_header(head).filter(|h| h.total_len as usize == len) {
+    // A header that checks out, or that one damaged byte explains.
+    if let Some(h) = record::checked_header(head).or_else(|| record::repair_header(head)).filter(|h| h.total_len as usize == len) {
         return Damaged { offset: offset as u64, len: len as u64, key: Some(h.key), after_lsn, hides_others: false };
     }
     let key = record::header_key(head);
@@ -132,7 +135,15 @@ pub(crate) fn scan(seg: &Segment, start: u64, end: u64, active: bool, prev_lsn: 
                 // Nothing valid follows. A record that is whole and carries
                 // a CRC (not the zeros of space filled ahead) was written
                 // and then damaged: it stays, quarantined, and only what
-                // follows it is a torn tail. Anything else is the torn tail.
+                // follows it is a torn tail. Its length is the header's, or
+                // the repaired header's when one damaged byte explains the
+                // header (a flipped length would otherwise pass the last
+                // acknowledged record off as a torn write). Anything else
+                // is the torn tail.
+                let claimed = match record::checked_header(rest) {
+                    Some(_) => claimed,
+                    None => record::repair_header(rest).map(|h| h.total_len as usize).filter(|l| *l <= rest.len()).or(claimed),
+                };
                 match claimed.filter(|l| !all_zero(&rest[l - 4..*l])) {
                     Some(l) => {
                         found.damaged.push(damaged(pos, l, rest, last_lsn));
