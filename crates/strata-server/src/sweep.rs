@@ -147,11 +147,13 @@ impl Sweeper {
     /// only chunks are swept).
     pub fn new(router: Arc<Router>, names: Option<Arc<dyn NameIndex>>, cluster: Option<Arc<crate::ClusterNode>>) -> Arc<Self> {
         let clock = router.clock().clone();
+        // Before the first pass the status already says the grace in force.
+        let status = SweepStatus { phase: "idle".into(), grace_ms: router.config().orphan_grace_ms, ..SweepStatus::default() };
         Arc::new(Self {
             router,
             names,
             clock,
-            status: Mutex::new(SweepStatus::default()),
+            status: Mutex::new(status),
             totals: SweepTotals::default(),
             running: AtomicBool::new(false),
             wake: tokio::sync::Notify::new(),
