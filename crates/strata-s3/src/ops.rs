@@ -185,6 +185,11 @@ fn copy_range(r: &str) -> Result<ByteRange, S3Error> {
     Ok(ByteRange::FromTo(first, last))
 }
 
+// After the macros above, which the submodules use.
+mod lifecycle;
+mod multipart;
+use lifecycle::{rule_out, rules_in};
+
 impl StrataS3 {
     fn observe<T>(&self, op: &'static str, t0: std::time::Instant, r: &S3Result<T>) {
         if let Some(obs) = &self.observer {
@@ -408,58 +413,6 @@ impl StrataS3 {
         if readable { Ok(()) } else { Err(s3_error!(AccessDenied, "no read grant on the source bucket {bucket}")) }
     }
 
-    /// Checks that `upload_id` is an upload of `key` in `bucket`.
-    fn check_upload(&self, bucket: &str, upload_id: &str, key: &str) -> Result<(), S3Error> {
-        strata_names::read(&*self.names, |s| {
-            let b = s.bucket(bucket).map_err(name_err)?;
-            match b.uploads.get(upload_id) {
-                Some(u) if u.key == key => Ok(()),
-                _ => Err(s3_error!(NoSuchUpload, "no multipart upload {upload_id:?} for key {key:?}")),
-            }
-        })
-    }
-
-    /// Records a stored part of an upload (freeing the part it replaces, or
-    /// the new blob if the upload is gone); returns its ETag.
-    async fn add_part(&self, bucket: String, upload_id: String, number: u32, stored: Stored, now: u64) -> Result<String, S3Error> {
-        let tag = hex::encode(stored.md5);
-        self.check_naming_deadline(stored.blob, stored.started_ms).await?;
-        let part = PartMeta { blob: stored.blob, size: stored.size, etag: tag.clone(), modified_ms: now };
-        match self.names.apply(NameOp::PutPart { bucket, upload_id, number, part }).await {
-            Ok(out) => self.free_outcome(out).await,
-            Err(e) => {
-                self.free(stored.blob).await;
-                return Err(name_err(e));
-            }
-        }
-        Ok(tag)
-    }
-
-    async fn do_upload_part_copy(&self, req: S3Request<UploadPartCopyInput>) -> S3Result<S3Response<UploadPartCopyOutput>> {
-        let i = req.input;
-        let number = part_number(i.part_number)?;
-        let (src_bucket, src_key) = self.copy_source(req.credentials.as_ref(), &i.copy_source)?;
-        self.check_upload(&i.bucket, &i.upload_id, &i.key)?;
-        let range = i.copy_source_range.as_deref().map(copy_range).transpose()?;
-        let cond = copy_conditions!(i);
-        let (src, body) = self.open_object(src_bucket, src_key, range, &cond).await.map_err(unmet_copy_condition)?;
-        if let Some(ByteRange::FromTo(_, last)) = range
-            && last >= src.size
-        {
-            return Err(s3_error!(InvalidArgument, "range specified is not valid for source object of size: {}", src.size));
-        }
-        let (start, end) = body.range;
-        let now = self.now_ms();
-        let expiry_ms = self.expiry(&i.bucket, &i.key, now)?;
-        let opts = self.put_opts(String::new(), vec![], expiry_ms, now);
-        let stored = self.store(Some(streaming(body.data)), Some((end - start) as i64), None, &Expected::default(), opts).await?;
-        let tag = self.add_part(i.bucket, i.upload_id, number, stored, now).await?;
-        ok(UploadPartCopyOutput {
-            copy_part_result: Some(CopyPartResult { e_tag: Some(etag(&tag)), last_modified: Some(ts(now)), ..Default::default() }),
-            ..Default::default()
-        })
-    }
-
     async fn do_copy(&self, req: S3Request<CopyObjectInput>) -> S3Result<S3Response<CopyObjectOutput>> {
         let input = req.input;
         check_key(&input.key)?;
@@ -502,212 +455,10 @@ impl StrataS3 {
             Ok(b.list(&ListQuery { prefix, delimiter, after, max, now_ms: now }))
         })
     }
-
-    async fn do_complete(&self, input: CompleteMultipartUploadInput) -> S3Result<S3Response<CompleteMultipartUploadOutput>> {
-        let parts = input.multipart_upload.and_then(|m| m.parts).unwrap_or_default();
-        if parts.is_empty() {
-            return Err(s3_error!(MalformedXML, "the completion lists no parts"));
-        }
-        let upload = strata_names::read(&*self.names, |s| {
-            let b = s.bucket(&input.bucket).map_err(name_err)?;
-            b.uploads.get(&input.upload_id).cloned().ok_or_else(|| s3_error!(NoSuchUpload, "no multipart upload {:?}", input.upload_id))
-        })?;
-        if upload.key != input.key {
-            return Err(s3_error!(NoSuchUpload, "upload {:?} is for another key", input.upload_id));
-        }
-        let mut used: Vec<(u32, PartMeta)> = Vec::with_capacity(parts.len());
-        for (i, p) in parts.iter().enumerate() {
-            let n = p.part_number.ok_or_else(|| s3_error!(InvalidPart, "part {} has no part number", i + 1))?;
-            let n = u32::try_from(n).map_err(|_| s3_error!(InvalidPart, "part number {n} is out of range"))?;
-            if used.last().is_some_and(|(m, _)| *m >= n) {
-                return Err(s3_error!(InvalidPartOrder, "part numbers must be listed in ascending order; {n} follows {}", used.last().map_or(0, |u| u.0)));
-            }
-            let stored = upload.parts.get(&n).ok_or_else(|| s3_error!(InvalidPart, "part {n} was not uploaded"))?;
-            if let Some(e) = &p.e_tag
-                && e.value() != stored.etag
-            {
-                return Err(s3_error!(InvalidPart, "part {n}'s ETag {:?} is not the uploaded part's {:?}", e.value(), stored.etag));
-            }
-            used.push((n, stored.clone()));
-        }
-        let last = used.len() - 1;
-        if let Some((n, p)) = used[..last].iter().find(|(_, p)| p.size < self.opts.min_part_bytes) {
-            return Err(s3_error!(EntityTooSmall, "part {n} is {} bytes; every part but the last must be at least {}", p.size, self.opts.min_part_bytes));
-        }
-        // Stitch: the new composite lists the parts' chunks in order.
-        let mut pieces = Vec::new();
-        let mut md5s = Md5::new();
-        for (_, p) in &used {
-            pieces.extend(self.router.pieces(p.blob).await.map_err(router_err)?.into_iter().filter(|c| c.1 > 0));
-            let raw = hex::decode(&p.etag).map_err(|_| s3_error!(InternalError, "stored part ETag {:?} is not hex", p.etag))?;
-            md5s.update(&raw);
-        }
-        let tag = format!("{}-{}", hex::encode(md5s.finalize()), used.len());
-        let now = self.now_ms();
-        let expiry_ms = self.expiry(&input.bucket, &input.key, now)?;
-        let size = used.iter().map(|(_, p)| p.size).sum();
-        let opts = self.put_opts(upload.content_type.clone(), upload.meta.clone(), expiry_ms, now);
-        let started_ms = self.now_ms();
-        let blob = self.router.put_composite(opts, pieces).await.map_err(router_err)?;
-        // The parts stay held by the upload until the name op below takes
-        // them over; the new composite itself must be named in time.
-        if let Err(e) = self.router.check_naming_deadline(started_ms) {
-            let _ = self.router.forget_composite(blob).await;
-            return Err(router_err(e));
-        }
-        let object = ObjectMeta {
-            blob,
-            size,
-            etag: tag.clone(),
-            content_type: upload.content_type,
-            meta: upload.meta,
-            modified_ms: now,
-            expiry_ms,
-            parts: used.len() as u32,
-        };
-        let op = NameOp::CompleteUpload {
-            bucket: input.bucket.clone(),
-            upload_id: input.upload_id.clone(),
-            used: used.iter().map(|(n, p)| (*n, p.blob)).collect(),
-            object,
-        };
-        match self.names.apply(op).await {
-            Ok(out) => {
-                // The parts' chunks now belong to the new blob: drop only
-                // the parts' own composite records.
-                for (_, p) in &used {
-                    if p.blob.kind() == strata_types::BlobKind::Composite
-                        && let Err(e) = self.router.forget_composite(p.blob).await
-                    {
-                        tracing::warn!(blob = %p.blob, error = %e, "could not drop a completed part's record");
-                    }
-                }
-                self.free_outcome(out).await;
-            }
-            Err(e) => {
-                let _ = self.router.forget_composite(blob).await;
-                return Err(name_err(e));
-            }
-        }
-        ok(CompleteMultipartUploadOutput { bucket: Some(input.bucket), key: Some(input.key), e_tag: Some(etag(&tag)), ..Default::default() })
-    }
-
-    /// Sets a bucket's lifecycle rules and brings its blobs' TTLs in line,
-    /// in an order that never lets a blob expire before its name, even if
-    /// the process dies halfway: TTLs that grow (or go) change first, and
-    /// if one of those fails the rules stay as they were; then the rules;
-    /// then the TTLs that shrink, best effort (a blob that outlives its
-    /// name is only late to go: the expiry sweeper frees it with the name).
-    /// Only blobs whose expiry changes are written.
-    pub(crate) async fn set_lifecycle(&self, bucket: &str, rules: Vec<ExpiryRule>) -> Result<(), S3Error> {
-        let now = self.now_ms();
-        let proposed = strata_names::Bucket { lifecycle: rules.clone(), ..strata_names::Bucket::default() };
-        // Live objects: (key, blob) -> (expiry now, expiry under the new rules).
-        let before: HashMap<(String, BlobId), (u64, u64)> = strata_names::read(&*self.names, |s| {
-            s.bucket(bucket).map(|b| {
-                b.objects
-                    .iter()
-                    .filter(|(_, o)| !o.expired(now))
-                    .map(|(k, o)| ((k.clone(), o.blob), (o.expiry_ms, proposed.expiry_for(k, o.modified_ms))))
-                    .collect()
-            })
-        })
-        .map_err(name_err)?;
-        let grows = |old: u64, new: u64| old != 0 && (new == 0 || new > old);
-        let grow: Vec<(BlobId, u64)> = before.iter().filter(|(_, (old, new))| grows(*old, *new)).map(|((_, blob), (_, new))| (*blob, *new)).collect();
-        let failed = self.set_expiries(grow).await;
-        if failed > 0 {
-            return Err(s3_error!(InternalError, "could not extend the expiry of {failed} objects' blobs; the lifecycle rules were not changed, try again"));
-        }
-        self.names.apply(NameOp::SetLifecycle { bucket: bucket.to_owned(), rules }).await.map_err(name_err)?;
-        // Shrink; and objects written meanwhile (not seen above) get the
-        // expiry their names now have, whichever way it moved.
-        let rest: Vec<(BlobId, u64)> = strata_names::read(&*self.names, |s| {
-            s.buckets.get(bucket).map_or_else(Vec::new, |b| {
-                b.objects
-                    .iter()
-                    .filter(|(k, o)| match before.get(&((*k).clone(), o.blob)) {
-                        None => !o.expired(now),
-                        Some((old, _)) => o.expiry_ms != *old && !grows(*old, o.expiry_ms),
-                    })
-                    .map(|(_, o)| (o.blob, o.expiry_ms))
-                    .collect()
-            })
-        });
-        let late = self.set_expiries(rest).await;
-        if late > 0 {
-            tracing::warn!(bucket, blobs = late, "some blobs keep a later expiry than their objects; the expiry sweeper frees them with their names");
-        }
-        Ok(())
-    }
-
-    /// Sets each blob's expiry (ms since the epoch, 0 = never), a few at a
-    /// time; returns how many failed. A blob already gone (deleted,
-    /// expired, overwritten meanwhile) is not a failure.
-    async fn set_expiries(&self, blobs: Vec<(BlobId, u64)>) -> usize {
-        let now = self.now_ms();
-        futures_util::stream::iter(blobs)
-            .map(|(blob, expiry)| async move {
-                let ttl = (expiry != 0).then(|| expiry.saturating_sub(now).max(1));
-                match self.router.update_ttl(blob, ttl).await {
-                    Ok(()) | Err(RouterError::NotFound | RouterError::Deleted | RouterError::Expired) => true,
-                    Err(e) => {
-                        tracing::warn!(%blob, error = %e, "could not apply a lifecycle rule to a blob");
-                        false
-                    }
-                }
-            })
-            .buffer_unordered(TTL_UPDATES_IN_FLIGHT)
-            .filter(|ok| futures_util::future::ready(!ok))
-            .count()
-            .await
-    }
 }
-
-/// Blob TTL updates a lifecycle change keeps in flight.
-const TTL_UPDATES_IN_FLIGHT: usize = 32;
 
 /// Keys a DeleteObjects request deletes at once.
 const DELETES_IN_FLIGHT: usize = 32;
-
-fn rules_in(cfg: Option<BucketLifecycleConfiguration>) -> Result<Vec<ExpiryRule>, S3Error> {
-    let mut out = Vec::new();
-    for (i, r) in cfg.map(|c| c.rules).unwrap_or_default().into_iter().enumerate() {
-        if r.transitions.as_ref().is_some_and(|t| !t.is_empty()) || r.noncurrent_version_transitions.as_ref().is_some_and(|t| !t.is_empty()) {
-            return Err(s3_error!(NotImplemented, "lifecycle rule {}: only Expiration is supported, not transitions", i + 1));
-        }
-        let Some(exp) = r.expiration else {
-            return Err(s3_error!(NotImplemented, "lifecycle rule {}: only Expiration is supported", i + 1));
-        };
-        let prefix =
-            r.filter.as_ref().and_then(|f| f.prefix.clone().or_else(|| f.and.as_ref().and_then(|a| a.prefix.clone()))).or(r.prefix).unwrap_or_default();
-        let days = match exp.days {
-            Some(d) if d <= 0 => return Err(s3_error!(InvalidArgument, "lifecycle rule {}: Days must be a positive integer", i + 1)),
-            Some(d) => Some(d as u32),
-            None => None,
-        };
-        let date_ms = exp.date.as_ref().map(ms);
-        if days.is_none() && date_ms.is_none() {
-            return Err(s3_error!(MalformedXML, "lifecycle rule {}: Expiration needs Days or Date", i + 1));
-        }
-        out.push(ExpiryRule { id: r.id.unwrap_or_else(|| format!("rule-{}", i + 1)), prefix, days, date_ms, enabled: r.status.as_str() == "Enabled" });
-    }
-    Ok(out)
-}
-
-fn rule_out(r: &ExpiryRule) -> LifecycleRule {
-    LifecycleRule {
-        id: Some(r.id.clone()),
-        status: ExpirationStatus::from(if r.enabled { "Enabled".to_owned() } else { "Disabled".to_owned() }),
-        filter: Some(LifecycleRuleFilter { prefix: Some(r.prefix.clone()), ..Default::default() }),
-        expiration: Some(LifecycleExpiration { days: r.days.map(|d| d as i32), date: r.date_ms.map(ts), ..Default::default() }),
-        abort_incomplete_multipart_upload: None,
-        noncurrent_version_expiration: None,
-        noncurrent_version_transitions: None,
-        prefix: None,
-        transitions: None,
-    }
-}
 
 /// Runs an operation after the name index's read barrier (so it sees every
 /// write acknowledged anywhere before it; free on one node) and records it.

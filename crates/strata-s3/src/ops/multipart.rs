@@ -1,0 +1,147 @@
+//! Multipart uploads: parts recorded in the upload, copied parts, and
+//! completion by stitching the parts' chunks into one composite blob.
+
+use super::*;
+
+impl StrataS3 {
+    /// Checks that `upload_id` is an upload of `key` in `bucket`.
+    pub(super) fn check_upload(&self, bucket: &str, upload_id: &str, key: &str) -> Result<(), S3Error> {
+        strata_names::read(&*self.names, |s| {
+            let b = s.bucket(bucket).map_err(name_err)?;
+            match b.uploads.get(upload_id) {
+                Some(u) if u.key == key => Ok(()),
+                _ => Err(s3_error!(NoSuchUpload, "no multipart upload {upload_id:?} for key {key:?}")),
+            }
+        })
+    }
+
+    /// Records a stored part of an upload (freeing the part it replaces, or
+    /// the new blob if the upload is gone); returns its ETag.
+    pub(super) async fn add_part(&self, bucket: String, upload_id: String, number: u32, stored: Stored, now: u64) -> Result<String, S3Error> {
+        let tag = hex::encode(stored.md5);
+        self.check_naming_deadline(stored.blob, stored.started_ms).await?;
+        let part = PartMeta { blob: stored.blob, size: stored.size, etag: tag.clone(), modified_ms: now };
+        match self.names.apply(NameOp::PutPart { bucket, upload_id, number, part }).await {
+            Ok(out) => self.free_outcome(out).await,
+            Err(e) => {
+                self.free(stored.blob).await;
+                return Err(name_err(e));
+            }
+        }
+        Ok(tag)
+    }
+
+    pub(super) async fn do_upload_part_copy(&self, req: S3Request<UploadPartCopyInput>) -> S3Result<S3Response<UploadPartCopyOutput>> {
+        let i = req.input;
+        let number = part_number(i.part_number)?;
+        let (src_bucket, src_key) = self.copy_source(req.credentials.as_ref(), &i.copy_source)?;
+        self.check_upload(&i.bucket, &i.upload_id, &i.key)?;
+        let range = i.copy_source_range.as_deref().map(copy_range).transpose()?;
+        let cond = copy_conditions!(i);
+        let (src, body) = self.open_object(src_bucket, src_key, range, &cond).await.map_err(unmet_copy_condition)?;
+        if let Some(ByteRange::FromTo(_, last)) = range
+            && last >= src.size
+        {
+            return Err(s3_error!(InvalidArgument, "range specified is not valid for source object of size: {}", src.size));
+        }
+        let (start, end) = body.range;
+        let now = self.now_ms();
+        let expiry_ms = self.expiry(&i.bucket, &i.key, now)?;
+        let opts = self.put_opts(String::new(), vec![], expiry_ms, now);
+        let stored = self.store(Some(streaming(body.data)), Some((end - start) as i64), None, &Expected::default(), opts).await?;
+        let tag = self.add_part(i.bucket, i.upload_id, number, stored, now).await?;
+        ok(UploadPartCopyOutput {
+            copy_part_result: Some(CopyPartResult { e_tag: Some(etag(&tag)), last_modified: Some(ts(now)), ..Default::default() }),
+            ..Default::default()
+        })
+    }
+
+    pub(super) async fn do_complete(&self, input: CompleteMultipartUploadInput) -> S3Result<S3Response<CompleteMultipartUploadOutput>> {
+        let parts = input.multipart_upload.and_then(|m| m.parts).unwrap_or_default();
+        if parts.is_empty() {
+            return Err(s3_error!(MalformedXML, "the completion lists no parts"));
+        }
+        let upload = strata_names::read(&*self.names, |s| {
+            let b = s.bucket(&input.bucket).map_err(name_err)?;
+            b.uploads.get(&input.upload_id).cloned().ok_or_else(|| s3_error!(NoSuchUpload, "no multipart upload {:?}", input.upload_id))
+        })?;
+        if upload.key != input.key {
+            return Err(s3_error!(NoSuchUpload, "upload {:?} is for another key", input.upload_id));
+        }
+        let mut used: Vec<(u32, PartMeta)> = Vec::with_capacity(parts.len());
+        for (i, p) in parts.iter().enumerate() {
+            let n = p.part_number.ok_or_else(|| s3_error!(InvalidPart, "part {} has no part number", i + 1))?;
+            let n = u32::try_from(n).map_err(|_| s3_error!(InvalidPart, "part number {n} is out of range"))?;
+            if used.last().is_some_and(|(m, _)| *m >= n) {
+                return Err(s3_error!(InvalidPartOrder, "part numbers must be listed in ascending order; {n} follows {}", used.last().map_or(0, |u| u.0)));
+            }
+            let stored = upload.parts.get(&n).ok_or_else(|| s3_error!(InvalidPart, "part {n} was not uploaded"))?;
+            if let Some(e) = &p.e_tag
+                && e.value() != stored.etag
+            {
+                return Err(s3_error!(InvalidPart, "part {n}'s ETag {:?} is not the uploaded part's {:?}", e.value(), stored.etag));
+            }
+            used.push((n, stored.clone()));
+        }
+        let last = used.len() - 1;
+        if let Some((n, p)) = used[..last].iter().find(|(_, p)| p.size < self.opts.min_part_bytes) {
+            return Err(s3_error!(EntityTooSmall, "part {n} is {} bytes; every part but the last must be at least {}", p.size, self.opts.min_part_bytes));
+        }
+        // Stitch: the new composite lists the parts' chunks in order.
+        let mut pieces = Vec::new();
+        let mut md5s = Md5::new();
+        for (_, p) in &used {
+            pieces.extend(self.router.pieces(p.blob).await.map_err(router_err)?.into_iter().filter(|c| c.1 > 0));
+            let raw = hex::decode(&p.etag).map_err(|_| s3_error!(InternalError, "stored part ETag {:?} is not hex", p.etag))?;
+            md5s.update(&raw);
+        }
+        let tag = format!("{}-{}", hex::encode(md5s.finalize()), used.len());
+        let now = self.now_ms();
+        let expiry_ms = self.expiry(&input.bucket, &input.key, now)?;
+        let size = used.iter().map(|(_, p)| p.size).sum();
+        let opts = self.put_opts(upload.content_type.clone(), upload.meta.clone(), expiry_ms, now);
+        let started_ms = self.now_ms();
+        let blob = self.router.put_composite(opts, pieces).await.map_err(router_err)?;
+        // The parts stay held by the upload until the name op below takes
+        // them over; the new composite itself must be named in time.
+        if let Err(e) = self.router.check_naming_deadline(started_ms) {
+            let _ = self.router.forget_composite(blob).await;
+            return Err(router_err(e));
+        }
+        let object = ObjectMeta {
+            blob,
+            size,
+            etag: tag.clone(),
+            content_type: upload.content_type,
+            meta: upload.meta,
+            modified_ms: now,
+            expiry_ms,
+            parts: used.len() as u32,
+        };
+        let op = NameOp::CompleteUpload {
+            bucket: input.bucket.clone(),
+            upload_id: input.upload_id.clone(),
+            used: used.iter().map(|(n, p)| (*n, p.blob)).collect(),
+            object,
+        };
+        match self.names.apply(op).await {
+            Ok(out) => {
+                // The parts' chunks now belong to the new blob: drop only
+                // the parts' own composite records.
+                for (_, p) in &used {
+                    if p.blob.kind() == strata_types::BlobKind::Composite
+                        && let Err(e) = self.router.forget_composite(p.blob).await
+                    {
+                        tracing::warn!(blob = %p.blob, error = %e, "could not drop a completed part's record");
+                    }
+                }
+                self.free_outcome(out).await;
+            }
+            Err(e) => {
+                let _ = self.router.forget_composite(blob).await;
+                return Err(name_err(e));
+            }
+        }
+        ok(CompleteMultipartUploadOutput { bucket: Some(input.bucket), key: Some(input.key), e_tag: Some(etag(&tag)), ..Default::default() })
+    }
+}
