@@ -237,7 +237,7 @@ fn read_snapshot(dir: &Path) -> Result<(u64, NameState), NameError> {
             if kind != KIND_NAME_SNAPSHOT {
                 return Err(NameError::Unavailable(format!("{}: frame kind {kind} is not a name snapshot", snap_path.display())));
             }
-            postcard::from_bytes::<(u64, NameState)>(payload).map_err(|e| NameError::Unavailable(format!("{}: {e}", snap_path.display())))
+            NameState::decode_with_lsn(payload).map_err(|e| NameError::Unavailable(format!("{}: {e}", snap_path.display())))
         }
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok((0, NameState::default())),
         Err(e) => Err(io("reading", &snap_path, e)),

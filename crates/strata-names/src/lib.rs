@@ -13,10 +13,12 @@
 
 mod embedded;
 mod list;
+mod rights;
 mod state;
 
 pub use embedded::EmbeddedIndex;
 pub use list::{ListPage, ListQuery};
+pub use rights::{ALL_CONTAINERS, Account, BlobGrant, CONTAINER_NAME_MAX, Container, ContainerRef, DEFAULT, Denied, KeyRights, KvGrant, Right, valid_name};
 pub use state::{AccessKey, Bucket, ExpiryRule, Grant, NameOp, NameState, ObjectMeta, Outcome, PartMeta, Upload};
 
 use futures_util::future::BoxFuture;
@@ -72,6 +74,17 @@ pub enum NameError {
     /// have changed, and the index refuses writes until reopened.
     #[error("name index unavailable: {0}")]
     Unavailable(String),
+    // Variants are encoded by index between nodes: new ones go last.
+    /// An account or container name that is not 1 to 63 of `a-z 0-9 - _ .`
+    /// (or no ids are left).
+    #[error("invalid account or container name {0:?}: use 1 to 63 of a-z, 0-9, '-', '_' and '.'")]
+    InvalidName(String),
+    /// The container exists already.
+    #[error("container {0:?} exists already")]
+    ContainerExists(String),
+    /// No such container.
+    #[error("no container {0:?}")]
+    NoSuchContainer(String),
 }
 
 /// Orders, persists and applies name ops; reads see every op whose

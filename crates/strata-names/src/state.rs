@@ -3,6 +3,7 @@
 //! inside the op), so a log replayed, or a Raft log applied on another
 //! member, gives the same state.
 
+use crate::rights::{ALL_CONTAINERS, Account, BlobGrant, Container, ContainerRef, DEFAULT, KeyRights, KvGrant, valid_name};
 use crate::{KEY_BYTES_MAX, NameError};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -299,6 +300,42 @@ pub enum NameOp {
         /// Now, ms since the epoch (an expired object counts as gone).
         now_ms: u64,
     },
+    /// Creates a container of native blobs (and its account, if new),
+    /// giving each the next free id. (After `SetObjectMeta`: new variants
+    /// go at the end.)
+    CreateContainer {
+        /// Account name.
+        account: String,
+        /// Container name.
+        container: String,
+        /// Now.
+        now_ms: u64,
+    },
+    /// Sets a key's rights on a container's blobs (all false = none).
+    SetBlobGrant {
+        /// Key id.
+        id: String,
+        /// The container ([`ALL_CONTAINERS`]: every container of the account).
+        container: ContainerRef,
+        /// Rights.
+        grant: BlobGrant,
+    },
+    /// Sets a key's rights on a read-only store (`*`: every store; all false = none).
+    SetKvGrant {
+        /// Key id.
+        id: String,
+        /// Store name.
+        store: String,
+        /// Rights.
+        grant: KvGrant,
+    },
+    /// Sets when a key stops working (0: never).
+    SetKeyExpiry {
+        /// Key id.
+        id: String,
+        /// ms since the epoch.
+        expires_ms: u64,
+    },
 }
 
 /// What an op replaced or released: blobs the caller should free.
@@ -317,9 +354,68 @@ pub struct NameState {
     pub buckets: BTreeMap<String, Bucket>,
     /// Access keys by id.
     pub keys: BTreeMap<String, AccessKey>,
+    /// Accounts of native-blob containers by name (the default account's
+    /// `default` container is implicit). Added with identities on every
+    /// port: fields go at the end, see [`NameState::decode`].
+    pub accounts: BTreeMap<String, Account>,
+    /// Rights of access keys beyond bucket grants, by key id.
+    pub rights: BTreeMap<String, KeyRights>,
+}
+
+/// The state as written before accounts and rights existed.
+#[derive(Deserialize)]
+struct NameStateV1 {
+    buckets: BTreeMap<String, Bucket>,
+    keys: BTreeMap<String, AccessKey>,
 }
 
 impl NameState {
+    /// Decodes postcard of a state written by this version or, failing
+    /// that, by the version before accounts and rights (which decodes as
+    /// having none). postcard has no field tags: the older layout is a
+    /// prefix of this one, so the newer is tried first.
+    pub fn decode(bytes: &[u8]) -> Result<Self, postcard::Error> {
+        match postcard::from_bytes::<Self>(bytes) {
+            Ok(s) => Ok(s),
+            Err(e) => match postcard::from_bytes::<NameStateV1>(bytes) {
+                Ok(v1) => Ok(Self { buckets: v1.buckets, keys: v1.keys, ..Self::default() }),
+                Err(_) => Err(e),
+            },
+        }
+    }
+
+    /// Decodes postcard of `(lsn, state)` (the embedded snapshot), either layout.
+    pub fn decode_with_lsn(bytes: &[u8]) -> Result<(u64, Self), postcard::Error> {
+        match postcard::from_bytes::<(u64, Self)>(bytes) {
+            Ok(s) => Ok(s),
+            Err(e) => match postcard::from_bytes::<(u64, NameStateV1)>(bytes) {
+                Ok((lsn, v1)) => Ok((lsn, Self { buckets: v1.buckets, keys: v1.keys, ..Self::default() })),
+                Err(_) => Err(e),
+            },
+        }
+    }
+
+    fn key_mut(&mut self, id: &str) -> Result<&mut KeyRights, NameError> {
+        if !self.keys.contains_key(id) {
+            return Err(NameError::NoSuchAccessKey(id.to_owned()));
+        }
+        Ok(self.rights.entry(id.to_owned()).or_default())
+    }
+
+    /// Drops a key's rights entry once it holds nothing.
+    fn tidy_rights(&mut self, id: &str) {
+        if self.rights.get(id).is_some_and(|r| *r == KeyRights::default()) {
+            self.rights.remove(id);
+        }
+    }
+
+    fn container_exists(&self, c: ContainerRef) -> bool {
+        if c.account == 0 && (c.container == 0 || c.container == ALL_CONTAINERS) {
+            return true;
+        }
+        self.accounts.values().find(|a| a.id == c.account).is_some_and(|a| c.container == ALL_CONTAINERS || a.containers.values().any(|x| x.id == c.container))
+    }
+
     /// The bucket, or NoSuchBucket.
     pub fn bucket(&self, name: &str) -> Result<&Bucket, NameError> {
         self.buckets.get(name).ok_or_else(|| NameError::NoSuchBucket(name.to_owned()))
@@ -438,7 +534,53 @@ impl NameState {
                 self.keys.insert(key.id.clone(), key);
             }
             NameOp::DeleteKey { id } => {
-                self.keys.remove(&id).ok_or(NameError::NoSuchAccessKey(id))?;
+                self.keys.remove(&id).ok_or_else(|| NameError::NoSuchAccessKey(id.clone()))?;
+                self.rights.remove(&id);
+            }
+            NameOp::CreateContainer { account, container, now_ms } => {
+                if !valid_name(&account) || !valid_name(&container) {
+                    return Err(NameError::InvalidName(format!("{account}/{container}")));
+                }
+                if account == DEFAULT && container == DEFAULT || self.container_ref(&account, &container).is_some() {
+                    return Err(NameError::ContainerExists(format!("{account}/{container}")));
+                }
+                let next_account = self.accounts.values().map(|a| a.id).max().unwrap_or(0).checked_add(1).filter(|id| *id < ALL_CONTAINERS);
+                let a = match self.accounts.get_mut(&account) {
+                    Some(a) => a,
+                    None if account == DEFAULT => self.accounts.entry(account).or_insert(Account { id: 0, created_ms: now_ms, containers: BTreeMap::new() }),
+                    None => {
+                        let id = next_account.ok_or_else(|| NameError::InvalidName("no account ids left".into()))?;
+                        self.accounts.entry(account).or_insert(Account { id, created_ms: now_ms, containers: BTreeMap::new() })
+                    }
+                };
+                let id = a.containers.values().map(|c| c.id).max().unwrap_or(0).checked_add(1).filter(|id| *id < ALL_CONTAINERS);
+                let id = id.ok_or_else(|| NameError::InvalidName("no container ids left in the account".into()))?;
+                a.containers.insert(container, Container { id, created_ms: now_ms });
+            }
+            NameOp::SetBlobGrant { id, container, grant } => {
+                if !self.container_exists(container) {
+                    return Err(NameError::NoSuchContainer(self.container_name(container)));
+                }
+                let r = self.key_mut(&id)?;
+                if grant == BlobGrant::default() {
+                    r.containers.remove(&container);
+                } else {
+                    r.containers.insert(container, grant);
+                }
+                self.tidy_rights(&id);
+            }
+            NameOp::SetKvGrant { id, store, grant } => {
+                let r = self.key_mut(&id)?;
+                if grant == KvGrant::default() {
+                    r.kv.remove(&store);
+                } else {
+                    r.kv.insert(store, grant);
+                }
+                self.tidy_rights(&id);
+            }
+            NameOp::SetKeyExpiry { id, expires_ms } => {
+                self.key_mut(&id)?.expires_ms = expires_ms;
+                self.tidy_rights(&id);
             }
             NameOp::SetGrant { id, bucket, grant } => {
                 if !self.buckets.contains_key(&bucket) {

@@ -66,7 +66,7 @@ fn decode_snapshot(b: &[u8]) -> Result<(Meta, ClusterMap, NameState, Vec<u8>), S
         }
     };
     let map = decode_map(&f.map).map_err(|e| e.to_string())?;
-    let names = if f.names.is_empty() { NameState::default() } else { postcard::from_bytes(&f.names).map_err(|e| format!("names: {e}"))? };
+    let names = if f.names.is_empty() { NameState::default() } else { NameState::decode(&f.names).map_err(|e| format!("names: {e}"))? };
     Ok((f.meta, map, names, b.to_vec()))
 }
 
