@@ -83,6 +83,9 @@ impl<'a> Reader<'a> {
     pub(crate) fn pos(&self) -> usize {
         self.pos
     }
+    pub(crate) fn is_empty(&self) -> bool {
+        self.pos == self.buf.len()
+    }
     pub(crate) fn bytes(&mut self, n: usize) -> Result<&'a [u8], FormatError> {
         let end = self.pos.checked_add(n).filter(|&e| e <= self.buf.len()).ok_or(FormatError::Truncated {
             what: self.what,

@@ -20,19 +20,9 @@ pub const DEFAULT: &str = "default";
 /// Longest account or container name.
 pub const CONTAINER_NAME_MAX: usize = 63;
 
-/// A container by ids, as blob ids carry it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
-pub struct ContainerRef {
-    /// Account id.
-    pub account: u16,
-    /// Container id within the account ([`ALL_CONTAINERS`] in a grant: all of them).
-    pub container: u16,
-}
-
-impl ContainerRef {
-    /// The default account's default container.
-    pub const DEFAULT: Self = Self { account: 0, container: 0 };
-}
+/// A container by ids, as blob ids carry it; in a grant, a container id of
+/// [`ALL_CONTAINERS`] stands for every container of the account.
+pub use strata_types::ContainerRef;
 
 /// Rights on a container's blobs.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -166,13 +156,19 @@ impl NameState {
         }
     }
 
-    /// Whether access key `key` may do `right` at `now_ms`.
-    pub fn check(&self, key: &str, right: Right<'_>, now_ms: u64) -> Result<(), Denied> {
+    /// The access key `key`, if it exists and has not expired at `now_ms`.
+    pub fn identity(&self, key: &str, now_ms: u64) -> Result<&crate::AccessKey, Denied> {
         let k = self.keys.get(key).ok_or_else(|| Denied::NoSuchKey(key.chars().take(64).collect()))?;
-        let rights = self.rights.get(key);
-        if let Some(r) = rights.filter(|r| r.expires_ms != 0 && r.expires_ms <= now_ms) {
+        if let Some(r) = self.rights.get(key).filter(|r| r.expires_ms != 0 && r.expires_ms <= now_ms) {
             return Err(Denied::Expired { key: key.into(), expires_ms: r.expires_ms });
         }
+        Ok(k)
+    }
+
+    /// Whether access key `key` may do `right` at `now_ms`.
+    pub fn check(&self, key: &str, right: Right<'_>, now_ms: u64) -> Result<(), Denied> {
+        let k = self.identity(key, now_ms)?;
+        let rights = self.rights.get(key);
         if k.admin {
             return Ok(());
         }

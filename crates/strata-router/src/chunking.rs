@@ -122,7 +122,7 @@ impl Router {
                 buf.extend_from_slice(&frame[..take]);
                 frame = &frame[take..];
                 if buf.len() == chunk_size {
-                    inflight.push(self.spawn_chunk(next_index, buf.split().freeze(), expiry_ms, &opts.owner, policy, held.take()));
+                    inflight.push(self.spawn_chunk(next_index, buf.split().freeze(), expiry_ms, &opts, policy, held.take()));
                     next_index += 1;
                     if inflight.len() >= self.config.chunk_window {
                         match inflight.next().await.expect("non-empty") {
@@ -149,10 +149,10 @@ impl Router {
         if failure.is_none() && next_index == 0 {
             // Small blob: one simple put with the user's properties.
             let props = PutProps { expiry_ms, content_type: opts.content_type, owner: opts.owner, meta: opts.meta };
-            return self.put_one(BlobKind::Simple, props, buf.freeze(), policy).await;
+            return self.put_one(BlobKind::Simple, opts.container, props, buf.freeze(), policy).await;
         }
         if failure.is_none() && !buf.is_empty() {
-            inflight.push(self.spawn_chunk(next_index, buf.split().freeze(), expiry_ms, &opts.owner, policy, held.take()));
+            inflight.push(self.spawn_chunk(next_index, buf.split().freeze(), expiry_ms, &opts, policy, held.take()));
         }
         while let Some(r) = inflight.next().await {
             match r {
@@ -174,7 +174,7 @@ impl Router {
         done.sort_by_key(|c| c.0);
         let list = ChunkList { chunk_size: chunk_size as u64, total_size: total, chunks: done.iter().map(|c| (c.1, c.2)).collect() };
         let props = PutProps { expiry_ms, content_type: opts.content_type, owner: opts.owner, meta: opts.meta };
-        match self.put_one(BlobKind::Composite, props, Bytes::from(list.encode()), policy).await {
+        match self.put_one(BlobKind::Composite, opts.container, props, Bytes::from(list.encode()), policy).await {
             Ok(id) => Ok(id),
             Err(e) => {
                 self.delete_chunks(done.iter().map(|c| c.1)).await;
@@ -203,7 +203,7 @@ impl Router {
         let chunk_size = chunks.iter().map(|c| c.1).max().unwrap_or(0);
         let list = ChunkList { chunk_size, total_size, chunks };
         let props = PutProps { expiry_ms, content_type: opts.content_type, owner: opts.owner, meta: opts.meta };
-        self.put_one(BlobKind::Composite, props, Bytes::from(list.encode()), policy).await
+        self.put_one(BlobKind::Composite, opts.container, props, Bytes::from(list.encode()), policy).await
     }
 
     /// The pieces of a blob as [`Router::put_composite`] takes them: a
@@ -251,18 +251,19 @@ impl Router {
         index: usize,
         data: Bytes,
         expiry_ms: u64,
-        owner: &str,
+        opts: &PutOptions,
         policy: crate::Policy,
         room: Option<OwnedSemaphorePermit>,
     ) -> impl std::future::Future<Output = Result<(usize, BlobId, u64), RouterError>> + use<> {
         let router = self.clone();
-        let props = PutProps { expiry_ms, owner: owner.to_owned(), ..PutProps::default() };
+        let props = PutProps { expiry_ms, owner: opts.owner.clone(), ..PutProps::default() };
+        let container = opts.container;
         // The chunk's room in the upload buffer goes back as soon as it is
         // written, in the task: the put may not poll this future until much
         // later (it polls only when its window is full).
         let task = tokio::spawn(async move {
             let len = data.len() as u64;
-            let put = router.put_one(BlobKind::Chunk, props, data, policy).await.map(|id| (index, id, len));
+            let put = router.put_one(BlobKind::Chunk, container, props, data, policy).await.map(|id| (index, id, len));
             drop(room);
             put
         });

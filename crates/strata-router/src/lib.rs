@@ -29,7 +29,7 @@ use rand::{Rng, SeedableRng};
 use std::sync::{Arc, Mutex};
 use strata_engine::{BlobRecord, EngineError, WriteAck, WriteOp};
 use strata_format::PutProps;
-use strata_types::{BlobId, BlobKind, Clock, Key, PartitionId};
+use strata_types::{BlobId, BlobKind, Clock, ContainerRef, Key, PartitionId};
 
 /// One replica of a partition, local or remote.
 pub trait ReplicaHandle: Send + Sync {
@@ -178,6 +178,9 @@ pub struct PutOptions {
     pub meta: Vec<(String, String)>,
     /// Acks this put needs, overriding the cluster's put policy.
     pub policy: Option<Policy>,
+    /// The container (account and container ids) the blob and its chunks
+    /// belong to; their ids say so.
+    pub container: ContainerRef,
 }
 
 /// The router.
@@ -230,23 +233,23 @@ impl Router {
         self.view.policies().unwrap_or(self.config.policies)
     }
 
-    fn new_id(&self, kind: BlobKind, partitions: &[PartitionId]) -> Option<BlobId> {
+    fn new_id(&self, kind: BlobKind, container: ContainerRef, partitions: &[PartitionId]) -> Option<BlobId> {
         let mut rng = self.rng.lock().unwrap_or_else(|p| p.into_inner());
         if partitions.is_empty() {
             return None;
         }
         let p = partitions[rng.random_range(0..partitions.len())];
-        Some(BlobId::new(kind, p, &mut *rng))
+        Some(BlobId::new_in(kind, p, container, &mut *rng))
     }
 
     /// Puts one blob of at most one chunk (simple, chunk or composite kind)
     /// on a random writable partition, retrying elsewhere when a partition
     /// is read-only or busy.
-    pub(crate) async fn put_one(&self, kind: BlobKind, props: PutProps, data: Bytes, policy: Policy) -> Result<BlobId, RouterError> {
+    pub(crate) async fn put_one(&self, kind: BlobKind, container: ContainerRef, props: PutProps, data: Bytes, policy: Policy) -> Result<BlobId, RouterError> {
         let mut last = RouterError::NoWritablePartition;
         let mut candidates = self.view.writable_partitions();
         for _ in 0..self.config.put_attempts {
-            let Some(id) = self.new_id(kind, &candidates) else { break };
+            let Some(id) = self.new_id(kind, container, &candidates) else { break };
             let op = WriteOp::Put { key: id.key(), props: props.clone(), data: data.clone() };
             match self.write_quorum(id.partition(), op, policy).await {
                 Ok(()) => return Ok(id),

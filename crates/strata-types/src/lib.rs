@@ -8,5 +8,5 @@ pub mod id;
 pub mod policy;
 
 pub use clock::{Clock, ManualClock, SystemClock};
-pub use id::{BlobId, BlobKind, IdError, Key, KeyKind, MAX_KEY_LEN, PartitionId};
+pub use id::{BlobId, BlobKind, ContainerRef, IdBytes, IdError, Key, KeyKind, MAX_KEY_LEN, PartitionId};
 pub use policy::{Policies, Policy};
