@@ -15,7 +15,7 @@ pub mod credentials;
 pub mod sigv4;
 pub mod tls;
 
-pub use sigv4::{Claim, Credentials, Payload, RequestView, Scope, SigError, SigningKey};
+pub use sigv4::{Claim, Credentials, Payload, RequestView, Scope, SigError, Signer, SigningKey};
 pub use tls::{CLUSTER_SERVER_NAME, ClusterSecret, Identity, TlsError};
 
 /// The service name the node's HTTP port verifies in credential scopes.

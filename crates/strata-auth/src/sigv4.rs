@@ -505,6 +505,12 @@ pub struct Scope<'a> {
 /// path and query as they will be sent; `payload` is [`UNSIGNED_PAYLOAD`]
 /// or the body's SHA-256 in hex.
 pub fn sign(req: &RequestView<'_>, payload: &str, creds: &Credentials, scope: Scope<'_>, now_secs: u64) -> Signature {
+    let date = &amz_date(now_secs)[..8];
+    let key = SigningKey::derive(&creds.secret_access_key, date, scope.region, scope.service);
+    sign_with(req, payload, &creds.access_key_id, &key, scope, now_secs)
+}
+
+fn sign_with(req: &RequestView<'_>, payload: &str, access_key_id: &str, key: &SigningKey, scope: Scope<'_>, now_secs: u64) -> Signature {
     let Scope { region, service } = scope;
     let amz_date = amz_date(now_secs);
     let date = &amz_date[..8];
@@ -520,13 +526,9 @@ pub fn sign(req: &RequestView<'_>, payload: &str, creds: &Credentials, scope: Sc
     // The request is ours: every signed name is present and UTF-8 unless
     // the caller passed bytes that are not, which only a test does.
     let canonical = canonical_request(&view, &names, payload, false).unwrap_or_default();
-    let key = SigningKey::derive(&creds.secret_access_key, date, region, service);
     let signature = hex::encode(key.sign(&string_to_sign(&amz_date, date, region, service, &canonical)));
-    let authorization = format!(
-        "{ALGORITHM} Credential={}/{date}/{region}/{service}/aws4_request, SignedHeaders={}, Signature={signature}",
-        creds.access_key_id,
-        names.join(";")
-    );
+    let authorization =
+        format!("{ALGORITHM} Credential={access_key_id}/{date}/{region}/{service}/aws4_request, SignedHeaders={}, Signature={signature}", names.join(";"));
     Signature { authorization, amz_date, content_sha256: payload.to_owned() }
 }
 
@@ -551,6 +553,50 @@ pub fn presign(req: &RequestView<'_>, creds: &Credentials, scope: Scope<'_>, now
     let key = SigningKey::derive(&creds.secret_access_key, date, region, service);
     let signature = hex::encode(key.sign(&string_to_sign(&amz_date, date, region, service, &canonical)));
     format!("{q}&X-Amz-Signature={signature}")
+}
+
+/// A client's signer: credentials and scope, with the day's signing key
+/// cached (deriving it costs four HMACs a request otherwise).
+pub struct Signer {
+    creds: Credentials,
+    region: String,
+    service: String,
+    key: std::sync::Mutex<Option<(String, SigningKey)>>,
+}
+
+impl std::fmt::Debug for Signer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Signer({}, {}/{})", self.creds.access_key_id, self.region, self.service)
+    }
+}
+
+impl Signer {
+    /// Signs as `creds` for `region` and `service`.
+    pub fn new(creds: Credentials, region: &str, service: &str) -> Self {
+        Self { creds, region: region.to_owned(), service: service.to_owned(), key: std::sync::Mutex::new(None) }
+    }
+
+    /// The access key id.
+    pub fn access_key_id(&self) -> &str {
+        &self.creds.access_key_id
+    }
+
+    /// Signs `req` as [`sign`] does.
+    pub fn sign(&self, req: &RequestView<'_>, payload: &str, now_secs: u64) -> Signature {
+        let date = amz_date(now_secs)[..8].to_owned();
+        let key = {
+            let mut cached = self.key.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+            match cached.as_ref() {
+                Some((d, k)) if *d == date => k.clone(),
+                _ => {
+                    let k = SigningKey::derive(&self.creds.secret_access_key, &date, &self.region, &self.service);
+                    *cached = Some((date, k.clone()));
+                    k
+                }
+            }
+        };
+        sign_with(req, payload, &self.creds.access_key_id, &key, Scope { region: &self.region, service: &self.service }, now_secs)
+    }
 }
 
 /// Hex SHA-256 of `body` (a signed payload hash).

@@ -252,19 +252,35 @@ pub(crate) struct RawGetter {
     stream: tokio::net::TcpStream,
     host: String,
     buf: Vec<u8>,
+    signer: Option<Arc<strata_auth::Signer>>,
 }
 
 impl RawGetter {
-    pub(crate) async fn connect(addr: std::net::SocketAddr) -> Result<Self> {
+    /// A connection to `addr`, signing each GET with `signer` (SigV4, as
+    /// every client does) when given.
+    pub(crate) async fn connect(addr: std::net::SocketAddr, signer: Option<Arc<strata_auth::Signer>>) -> Result<Self> {
         let stream = tokio::net::TcpStream::connect(addr).await?;
         stream.set_nodelay(true)?;
-        Ok(Self { stream, host: addr.to_string(), buf: vec![0u8; 1 << 20] })
+        Ok(Self { stream, host: addr.to_string(), buf: vec![0u8; 1 << 20], signer })
     }
 
     /// GETs `/id`, checks the status is 200, and returns the body length read.
     pub(crate) async fn get(&mut self, id: &str) -> Result<u64> {
         use tokio::io::{AsyncReadExt, AsyncWriteExt};
-        self.stream.write_all(format!("GET /{id} HTTP/1.1\r\nHost: {}\r\n\r\n", self.host).as_bytes()).await?;
+        let head = match &self.signer {
+            None => format!("GET /{id} HTTP/1.1\r\nHost: {}\r\n\r\n", self.host),
+            Some(signer) => {
+                let path = format!("/{id}");
+                let headers: [(&str, &[u8]); 1] = [("host", self.host.as_bytes())];
+                let view = strata_auth::RequestView { method: "GET", path: &path, query: "", headers: &headers };
+                let sig = signer.sign(&view, strata_auth::sigv4::UNSIGNED_PAYLOAD, strata_types::Clock::now_ms(&strata_types::SystemClock) / 1000);
+                format!(
+                    "GET {path} HTTP/1.1\r\nHost: {}\r\nx-amz-date: {}\r\nx-amz-content-sha256: {}\r\nAuthorization: {}\r\n\r\n",
+                    self.host, sig.amz_date, sig.content_sha256, sig.authorization
+                )
+            }
+        };
+        self.stream.write_all(head.as_bytes()).await?;
         // Read until the end of the head; the rest of the buffer is body.
         let mut filled = 0;
         let head_end = loop {
@@ -359,12 +375,14 @@ pub async fn run(a: BenchArgs) -> Result<()> {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
     let addr = listener.local_addr()?;
     let kv = strata_server::KvStores::open(server_args.data_dir.join("kv"))?;
-    let state = strata_server::AppState::new(router, strata_server::Disks::single(store.clone()), kv, None);
+    let (ids, creds) = crate::server::bench_identities(&server_args.data_dir, addr).await?;
+    let state = strata_server::AppState::new(router, strata_server::Disks::single(store.clone()), kv, ids);
     let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
     let server = tokio::spawn(strata_server::serve(listener, state, strata_server::limits::Limits::default(), async move {
         let _ = stop_rx.await;
     }));
-    let client = Client::new(&format!("http://{addr}"));
+    let client = Client::with_options(&format!("http://{addr}"), &strata_client::ClientOptions { credentials: Some(creds.clone()), ..Default::default() });
+    let signer = Some(Arc::new(strata_auth::Signer::new(creds, "us-east-1", strata_auth::SERVICE)));
 
     let mut rows = Vec::new();
     for &size in &a.sizes {
@@ -390,7 +408,7 @@ pub async fn run(a: BenchArgs) -> Result<()> {
             eprintln!("GET {} x{conc} (loopback now {get_limit:.0} MB/s) ...", format_size(size));
             let mut getters = Vec::with_capacity(conc);
             for _ in 0..conc {
-                getters.push(Arc::new(tokio::sync::Mutex::new(RawGetter::connect(addr).await?)));
+                getters.push(Arc::new(tokio::sync::Mutex::new(RawGetter::connect(addr, signer.clone()).await?)));
             }
             let getters = Arc::new(getters);
             let (n, secs, lat) = phase(conc, a.seconds, move |w, i| {

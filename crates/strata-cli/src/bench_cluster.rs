@@ -120,6 +120,11 @@ impl Nodes {
         Client::new(&format!("http://{}", self.addrs[i]))
     }
 
+    /// How a CLI command reaches these nodes.
+    pub(crate) fn auth(&self) -> crate::identity::AuthArgs {
+        crate::identity::AuthArgs::default()
+    }
+
     fn kill(&mut self, i: usize) {
         let _ = self.procs[i].kill();
         let _ = self.procs[i].wait();

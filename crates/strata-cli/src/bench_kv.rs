@@ -147,8 +147,14 @@ fn throughput(threads: usize, secs: f64, keys: Arc<Vec<u64>>, f: impl Fn(usize, 
 /// Latency at a fixed request rate of 1,000/s over one connection, with a
 /// lean raw HTTP/1.1 client (so the load generator, on the same 2 cores,
 /// takes as little as it can from the servers).
-async fn http_latency(addr: std::net::SocketAddr, path: &(dyn Fn(u64) -> String + Send + Sync), keys: &[u64], secs: f64) -> Result<f64> {
-    let mut c = crate::bench::RawGetter::connect(addr).await?;
+async fn http_latency(
+    addr: std::net::SocketAddr,
+    signer: Option<Arc<strata_auth::Signer>>,
+    path: &(dyn Fn(u64) -> String + Send + Sync),
+    keys: &[u64],
+    secs: f64,
+) -> Result<f64> {
+    let mut c = crate::bench::RawGetter::connect(addr, signer).await?;
     let mut lat = Vec::new();
     let start = Instant::now();
     let mut i = 0usize;
@@ -169,13 +175,19 @@ async fn http_latency(addr: std::net::SocketAddr, path: &(dyn Fn(u64) -> String 
 
 /// Requests/s with 16 connections, each sending its next request when the
 /// last is answered.
-async fn http_throughput(addr: std::net::SocketAddr, path: Arc<dyn Fn(u64) -> String + Send + Sync>, keys: Arc<Vec<u64>>, secs: f64) -> Result<f64> {
+async fn http_throughput(
+    addr: std::net::SocketAddr,
+    signer: Option<Arc<strata_auth::Signer>>,
+    path: Arc<dyn Fn(u64) -> String + Send + Sync>,
+    keys: Arc<Vec<u64>>,
+    secs: f64,
+) -> Result<f64> {
     let done = Arc::new(AtomicU64::new(0));
     let t = Instant::now();
     let mut tasks = Vec::new();
     for w in 0..16usize {
         let (keys, done, path) = (keys.clone(), done.clone(), path.clone());
-        let mut c = crate::bench::RawGetter::connect(addr).await?;
+        let mut c = crate::bench::RawGetter::connect(addr, signer.clone()).await?;
         tasks.push(tokio::spawn(async move {
             let mut i = w * 7919;
             while t.elapsed().as_secs_f64() < secs {
@@ -327,9 +339,11 @@ pub async fn run(a: BenchKvArgs) -> Result<()> {
         let sqlite_addr = sl.local_addr()?;
         let sqlite_srv = tokio::spawn(async move { axum::serve(sl, sqlite_app).await });
         let (router_store, router) = crate::server::open_node(&crate::server::ServerArgs::for_bench(dir.join("node")))?;
-        let state = strata_server::AppState::new(router, strata_server::Disks::single(router_store), kv, None);
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
         let strata_addr = listener.local_addr()?;
+        let (ids, creds) = crate::server::bench_identities(&dir.join("node"), strata_addr).await?;
+        let signer = Some(Arc::new(strata_auth::Signer::new(creds, "us-east-1", strata_auth::SERVICE)));
+        let state = strata_server::AppState::new(router, strata_server::Disks::single(router_store), kv, ids);
         let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
         let srv = tokio::spawn(strata_server::serve(listener, state, strata_server::limits::Limits::default(), async move {
             let _ = stop_rx.await;
@@ -337,12 +351,14 @@ pub async fn run(a: BenchKvArgs) -> Result<()> {
         let b64 = |k: u64| base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(key(k));
         let s_path: Arc<dyn Fn(u64) -> String + Send + Sync> = Arc::new(move |k| format!("kv/bench/{}", b64(k)));
         let q_path: Arc<dyn Fn(u64) -> String + Send + Sync> = Arc::new(move |k| format!("sqlite/{}", b64(k)));
-        let s_http_p50 = http_latency(strata_addr, &*s_path, &uni, a.seconds).await?;
-        let q_http_p50 = http_latency(sqlite_addr, &*q_path, &uni, a.seconds).await?;
+        // Strata's requests are signed (SigV4) as every client's are; the
+        // SQLite server checks nothing.
+        let s_http_p50 = http_latency(strata_addr, signer.clone(), &*s_path, &uni, a.seconds).await?;
+        let q_http_p50 = http_latency(sqlite_addr, None, &*q_path, &uni, a.seconds).await?;
         let (mut s_rounds, mut q_rounds) = (Vec::new(), Vec::new());
         for _ in 0..HTTP_ROUNDS {
-            s_rounds.push(http_throughput(strata_addr, s_path.clone(), uni.clone(), a.seconds).await?);
-            q_rounds.push(http_throughput(sqlite_addr, q_path.clone(), uni.clone(), a.seconds).await?);
+            s_rounds.push(http_throughput(strata_addr, signer.clone(), s_path.clone(), uni.clone(), a.seconds).await?);
+            q_rounds.push(http_throughput(sqlite_addr, None, q_path.clone(), uni.clone(), a.seconds).await?);
         }
         let (s_http_ops, q_http_ops) = (median(s_rounds), median(q_rounds));
         let _ = stop_tx.send(());

@@ -126,7 +126,7 @@ pub async fn run(a: BenchKvPushArgs) -> Result<()> {
     // The node's map catches up with the metadata service in a moment.
     let deadline = Instant::now() + std::time::Duration::from_secs(20);
     let map = loop {
-        let m = crate::kv_ring::fetch_map(&server).await?;
+        let m = crate::kv_ring::fetch_map(&c0).await?;
         if m.kv.stores.contains_key("bench") {
             break m;
         }
@@ -157,13 +157,13 @@ pub async fn run(a: BenchKvPushArgs) -> Result<()> {
         std::fs::create_dir_all(&d)?;
         tokio::task::spawn_blocking(move || crate::bench::disk_write_limit(&d, 3.0, 1)).await??
     };
-    let common = Common { server: server.clone(), json: true };
+    let common = Common { server: server.clone(), json: true, auth: nodes.auth() };
     let push = |from: &Path| crate::kv_ring::PushArgs {
         store: "bench".into(),
         from: from.display().to_string(),
         version: None,
         throttle_mb_s: None,
-        common: Common { server: common.server.clone(), json: true },
+        common: Common { server: common.server.clone(), json: true, auth: common.auth.clone() },
     };
     let first = crate::kv_ring::push_summary(&push(&root.join("rust"))).await?;
     // A second version, swapped while the first is live.

@@ -6,7 +6,6 @@ use crate::size::parse_size;
 use anyhow::{Result, bail};
 use serde_json::{Value, json};
 use std::collections::BTreeMap;
-use strata_client::Client;
 
 #[derive(clap::Subcommand, Debug)]
 pub enum ClusterCmd {
@@ -134,7 +133,7 @@ pub struct PartitionAddArgs {
 }
 
 pub(crate) async fn propose(common: &Common, cmd: Value) -> Result<Value> {
-    let out = Client::new(&common.server).post_json("/admin/cluster/command", &cmd).await?;
+    let out = common.client()?.post_json("/admin/cluster/command", &cmd).await?;
     if let Some(refused) = out.get("Refused") {
         bail!("refused: {}", describe(refused));
     }
@@ -163,7 +162,7 @@ fn report(common: &Common, out: &Value, what: &str) {
 pub async fn cluster(cmd: ClusterCmd) -> Result<()> {
     match cmd {
         ClusterCmd::Init(c) => {
-            let out = Client::new(&c.server).post_json("/admin/cluster/init", &json!({})).await?;
+            let out = c.client()?.post_json("/admin/cluster/init", &json!({})).await?;
             if c.json {
                 println!("{out}");
             } else {
@@ -177,7 +176,7 @@ pub async fn cluster(cmd: ClusterCmd) -> Result<()> {
 }
 
 async fn policy(a: PolicyArgs) -> Result<()> {
-    let v = Client::new(&a.common.server).json(http::Method::GET, "/admin/cluster/status").await?;
+    let v = a.common.client()?.json(http::Method::GET, "/admin/cluster/status").await?;
     let mut policies: strata_types::Policies = serde_json::from_value(v["map"]["policies"].clone())?;
     for (flag, value, slot) in [
         ("--put", &a.put, &mut policies.put),
@@ -247,7 +246,7 @@ pub async fn partition(cmd: PartitionCmd) -> Result<()> {
 }
 
 async fn status(c: Common) -> Result<()> {
-    let v = Client::new(&c.server).json(http::Method::GET, "/admin/cluster/status").await?;
+    let v = c.client()?.json(http::Method::GET, "/admin/cluster/status").await?;
     if c.json {
         println!("{v}");
         return Ok(());

@@ -19,6 +19,15 @@ pub struct Common {
     /// Print the result as JSON.
     #[arg(long)]
     pub json: bool,
+    #[command(flatten)]
+    pub auth: crate::identity::AuthArgs,
+}
+
+impl Common {
+    /// A client of `--server`, signing and trusting as the flags say.
+    pub fn client(&self) -> Result<Client> {
+        Ok(Client::with_options(&self.server, &self.auth.options()?))
+    }
 }
 
 #[derive(clap::Args, Debug)]
@@ -40,6 +49,9 @@ pub struct PutArgs {
     /// Acks the put needs: `one`, `majority`, `all` or a count (default: the cluster's policy).
     #[arg(long)]
     pub policy: Option<String>,
+    /// The container, `account/container` (`strata container create`; default: default/default).
+    #[arg(long)]
+    pub container: Option<String>,
     #[command(flatten)]
     pub common: Common,
 }
@@ -98,8 +110,8 @@ fn bar(len: u64, verb: &str) -> ProgressBar {
 }
 
 pub async fn put(a: PutArgs) -> Result<()> {
-    let client = Client::new(&a.common.server);
-    let args = ClientPutArgs { ttl_secs: a.ttl, content_type: a.content_type, owner: a.owner, meta: a.meta, policy: a.policy };
+    let client = a.common.client()?;
+    let args = ClientPutArgs { ttl_secs: a.ttl, content_type: a.content_type, owner: a.owner, meta: a.meta, policy: a.policy, container: a.container };
     let (reader, size): (Box<dyn tokio::io::AsyncRead + Unpin + Send + Sync>, Option<u64>) = if a.file == "-" {
         (Box::new(tokio::io::stdin()), None)
     } else {
@@ -126,7 +138,7 @@ pub async fn put(a: PutArgs) -> Result<()> {
 }
 
 pub async fn get(a: GetArgs) -> Result<()> {
-    let client = Client::new(&a.common.server);
+    let client = a.common.client()?;
     let range = a.range.as_ref().map(|r| format!("bytes={r}"));
     let resp = client.get(&a.id, range.as_deref()).await?;
     let len = resp.content_length().unwrap_or(0);
@@ -155,7 +167,7 @@ pub async fn get(a: GetArgs) -> Result<()> {
 }
 
 pub async fn info(a: IdArgs) -> Result<()> {
-    let v = Client::new(&a.common.server).info(&a.id).await?;
+    let v = a.common.client()?.info(&a.id).await?;
     if a.common.json {
         println!("{v}");
         return Ok(());
@@ -180,7 +192,7 @@ pub async fn info(a: IdArgs) -> Result<()> {
 }
 
 pub async fn delete(a: IdArgs) -> Result<()> {
-    Client::new(&a.common.server).delete(&a.id).await?;
+    a.common.client()?.delete(&a.id).await?;
     if a.common.json {
         println!("{}", serde_json::json!({ "id": a.id, "deleted": true }));
     } else {
@@ -190,7 +202,7 @@ pub async fn delete(a: IdArgs) -> Result<()> {
 }
 
 pub async fn ttl(a: TtlArgs) -> Result<()> {
-    Client::new(&a.common.server).update_ttl(&a.id, &a.ttl).await?;
+    a.common.client()?.update_ttl(&a.id, &a.ttl).await?;
     if a.common.json {
         println!("{}", serde_json::json!({ "id": a.id, "ttl": a.ttl }));
     } else {
@@ -200,7 +212,7 @@ pub async fn ttl(a: TtlArgs) -> Result<()> {
 }
 
 pub async fn partitions(a: Common) -> Result<()> {
-    let v = Client::new(&a.server).json(http::Method::GET, "/admin/partitions").await?;
+    let v = a.client()?.json(http::Method::GET, "/admin/partitions").await?;
     if a.json {
         println!("{v}");
         return Ok(());
@@ -280,7 +292,7 @@ fn print_scrub(v: &serde_json::Value) {
 pub async fn scrub(c: ScrubCmd) -> Result<()> {
     match c {
         ScrubCmd::Status(a) => {
-            let v = Client::new(&a.server).json(http::Method::GET, "/admin/scrub").await?;
+            let v = a.client()?.json(http::Method::GET, "/admin/scrub").await?;
             if a.json {
                 println!("{v}");
             } else {
@@ -326,7 +338,7 @@ impl Pass {
         wait: bool,
         progress: impl Fn(&serde_json::Value) -> (Option<u64>, Option<u64>, String),
     ) -> Result<Option<serde_json::Value>> {
-        let client = Client::new(&common.server);
+        let client = common.client()?;
         let before = client.json(http::Method::GET, self.path).await?["passes"].as_u64().unwrap_or(0);
         client.post_json(self.path, &self.body).await?;
         if !wait {
@@ -406,7 +418,7 @@ fn print_sweep(v: &serde_json::Value) {
 pub async fn sweep(c: SweepCmd) -> Result<()> {
     match c {
         SweepCmd::Status(a) => {
-            let v = Client::new(&a.server).json(http::Method::GET, "/admin/sweep").await?;
+            let v = a.client()?.json(http::Method::GET, "/admin/sweep").await?;
             if a.json {
                 println!("{v}");
             } else {
@@ -436,7 +448,7 @@ pub async fn sweep(c: SweepCmd) -> Result<()> {
 }
 
 pub async fn compact(a: Common) -> Result<()> {
-    let v = Client::new(&a.server).json(http::Method::POST, "/admin/compact").await?;
+    let v = a.client()?.json(http::Method::POST, "/admin/compact").await?;
     if a.json {
         println!("{v}");
     } else {

@@ -139,7 +139,9 @@ impl Server {
             }
         };
         let url = first.split_whitespace().find(|w| w.starts_with("http://")).context("the banner names no URL")?.to_string();
-        Ok(Self { child, client: Client::new(&url) })
+        // The server wrote its admin key before its banner.
+        let creds = strata_auth::credentials::load(&data.join("admin.credentials"))?;
+        Ok(Self { child, client: Client::with_options(&url, &strata_client::ClientOptions { credentials: Some(creds), ..Default::default() }) })
     }
 
     fn kill9(&mut self) {

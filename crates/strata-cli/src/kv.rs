@@ -171,7 +171,6 @@ pub struct BuildArgs {
 
 pub async fn run(cmd: KvCmd) -> Result<()> {
     use serde_json::json;
-    use strata_client::Client;
     match cmd {
         KvCmd::Build(a) => tokio::task::spawn_blocking(move || build(a)).await?,
         KvCmd::Ring(c) => crate::kv_ring::ring(c).await,
@@ -180,14 +179,13 @@ pub async fn run(cmd: KvCmd) -> Result<()> {
         KvCmd::Rebalance(a) => crate::kv_ring::rebalance(a).await,
         KvCmd::Upload(a) => crate::kv_ring::upload(a).await,
         KvCmd::Create(a) => {
-            let v =
-                Client::new(&a.common.server).post_json(&format!("/admin/kv/{}", a.store), &json!({ "partitions": a.partitions, "chunks": a.chunks })).await?;
+            let v = a.common.client()?.post_json(&format!("/admin/kv/{}", a.store), &json!({ "partitions": a.partitions, "chunks": a.chunks })).await?;
             show(&a.common, &v, format!("store {} created ({} partitions, {} chunks)", a.store, a.partitions, a.chunks));
             Ok(())
         }
         KvCmd::Load(a) => {
             let dir = std::path::absolute(&a.dir)?;
-            let c = Client::new(&a.common.server);
+            let c = a.common.client()?;
             let body = json!({ "dir": dir, "version": a.version, "timestamp": a.timestamp });
             let path = format!("/admin/kv/{}/load", a.store);
             let load = c.post_json(&path, &body);
@@ -197,7 +195,7 @@ pub async fn run(cmd: KvCmd) -> Result<()> {
             if let Ok(s) = ProgressStyle::with_template("{msg} [{bar:40}] {bytes}/{total_bytes} {bytes_per_sec}") {
                 pb.set_style(s.progress_chars("=> "));
             }
-            let poll = Client::new(&a.common.server);
+            let poll = a.common.client()?;
             let v = loop {
                 tokio::select! {
                     r = &mut load => break r?,
@@ -218,18 +216,18 @@ pub async fn run(cmd: KvCmd) -> Result<()> {
             Ok(())
         }
         KvCmd::Swap(a) => {
-            let v = Client::new(&a.common.server).post_json(&format!("/admin/kv/{}/swap", a.store), &json!({ "version": a.version })).await?;
+            let v = a.common.client()?.post_json(&format!("/admin/kv/{}/swap", a.store), &json!({ "version": a.version })).await?;
             show(&a.common, &v, format!("version {} of {} is live", a.version, a.store));
             Ok(())
         }
         KvCmd::Rollback(a) if a.all_nodes => crate::kv_ring::rollback_all(&a.store, a.version, &a.common).await,
         KvCmd::Rollback(a) => {
-            let v = Client::new(&a.common.server).post_json(&format!("/admin/kv/{}/rollback", a.store), &json!({ "version": a.version })).await?;
+            let v = a.common.client()?.post_json(&format!("/admin/kv/{}/rollback", a.store), &json!({ "version": a.version })).await?;
             show(&a.common, &v, format!("rolled {} back: version {} is live", a.store, v["live"]));
             Ok(())
         }
         KvCmd::Versions(c) => {
-            let v = Client::new(&c.server).json(http::Method::GET, "/admin/kv").await?;
+            let v = c.client()?.json(http::Method::GET, "/admin/kv").await?;
             let mut text = format!("{:<20} {:>6} {:>10} {:>12}  VERSIONS", "STORE", "LIVE", "PARTITIONS", "RECORDS");
             for s in v.as_array().into_iter().flatten() {
                 text.push_str(&format!(
@@ -247,8 +245,7 @@ pub async fn run(cmd: KvCmd) -> Result<()> {
         KvCmd::Get(a) => {
             use base64::Engine;
             let key = if a.base64 { a.key.clone() } else { base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(a.key.as_bytes()) };
-            let resp =
-                Client::new(&a.common.server).send(http::Method::GET, &format!("/kv/{}/{key}", a.store), &[], strata_client::full(bytes::Bytes::new())).await?;
+            let resp = a.common.client()?.send(http::Method::GET, &format!("/kv/{}/{key}", a.store), &[], strata_client::full(bytes::Bytes::new())).await?;
             let body = resp.bytes().await?;
             use std::io::Write;
             std::io::stdout().write_all(&body)?;

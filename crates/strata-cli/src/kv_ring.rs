@@ -7,6 +7,7 @@ use anyhow::{Context, Result, bail};
 use serde_json::json;
 use std::collections::BTreeMap;
 use std::path::PathBuf;
+use strata_client::Client;
 use strata_cluster::{ClusterMap, KvReplication, decode_map};
 use strata_kv::{RingFile, StoreDef};
 use strata_placement::spock::{Replication, Ring, RingNode};
@@ -107,8 +108,7 @@ fn replication(replicas: Option<u32>, zones: &[String]) -> Result<KvReplication>
 }
 
 /// The cluster map, as a node serves it.
-pub(crate) async fn fetch_map(server: &str) -> Result<ClusterMap> {
-    let c = strata_client::Client::new(server);
+pub(crate) async fn fetch_map(c: &Client) -> Result<ClusterMap> {
     let r = c.send(http::Method::GET, "/meta/v1/map", &[], strata_client::full(bytes::Bytes::new())).await?;
     Ok(decode_map(&r.bytes().await?)?)
 }
@@ -125,7 +125,7 @@ pub async fn ring(cmd: RingCmd) -> Result<()> {
     match cmd {
         RingCmd::Init(a) => {
             crate::cluster::propose(&a.common, json!({ "KvInitRing": { "partitions": a.partitions } })).await?;
-            let map = fetch_map(&a.common.server).await?;
+            let map = fetch_map(&a.common.client()?).await?;
             let mut owned: BTreeMap<u64, usize> = BTreeMap::new();
             for n in &map.kv.ring {
                 *owned.entry(*n).or_default() += 1;
@@ -133,7 +133,7 @@ pub async fn ring(cmd: RingCmd) -> Result<()> {
             println!("ring of {} partitions: {}", map.kv.ring.len(), owned.iter().map(|(n, c)| format!("node {n} owns {c}")).collect::<Vec<_>>().join(", "));
         }
         RingCmd::Export(a) => {
-            let map = fetch_map(&a.common.server).await?;
+            let map = fetch_map(&a.common.client()?).await?;
             let f = ring_file(&map, &a.store)?;
             f.write(&a.out)?;
             println!(
@@ -196,16 +196,16 @@ pub struct PushArgs {
     pub common: Common,
 }
 
-/// The nodes holding a store on the ring, with their URLs.
-fn store_nodes(map: &ClusterMap, store: &str) -> Result<Vec<(u64, String)>> {
+/// The nodes holding a store on the ring, with clients for them.
+fn store_nodes(base: &Client, map: &ClusterMap, store: &str) -> Result<Vec<(u64, Client)>> {
     let table = map.kv_table(store)?;
     let ids: std::collections::BTreeSet<u64> = table.iter().flatten().map(|&n| u64::from(n)).collect();
-    ids.into_iter().map(|id| Ok((id, format!("http://{}", map.nodes.get(&id).with_context(|| format!("node {id} is not in the map"))?.addr)))).collect()
+    ids.into_iter().map(|id| Ok((id, node_client(base, map, id)?))).collect()
 }
 
 /// A node's row for `store` in `GET /admin/kv`, if it has the store.
-async fn store_row(url: &str, store: &str) -> Result<Option<serde_json::Value>> {
-    let rows = strata_client::Client::new(url).json(http::Method::GET, "/admin/kv").await?;
+async fn store_row(c: &Client, store: &str) -> Result<Option<serde_json::Value>> {
+    let rows = c.json(http::Method::GET, "/admin/kv").await?;
     Ok(rows.as_array().into_iter().flatten().find(|r| r["store"] == store).cloned())
 }
 
@@ -238,8 +238,9 @@ pub async fn push(a: PushArgs) -> Result<()> {
 /// seconds, MB/s per node, swap milliseconds).
 pub(crate) async fn push_summary(a: &PushArgs) -> Result<serde_json::Value> {
     use indicatif::{ProgressBar, ProgressStyle};
-    let map = fetch_map(&a.common.server).await?;
-    let nodes = store_nodes(&map, &a.store)?;
+    let base = a.common.client()?;
+    let map = fetch_map(&base).await?;
+    let nodes = store_nodes(&base, &map, &a.store)?;
     let rows = all(nodes.iter().map(|(_, u)| store_row(u, &a.store))).await;
     let mut highest = 0;
     let mut previous = Vec::new();
@@ -254,7 +255,7 @@ pub(crate) async fn push_summary(a: &PushArgs) -> Result<serde_json::Value> {
     let body = json!({ "source": a.from, "version": version, "throttle_mb_s": a.throttle_mb_s });
     let path = format!("/admin/kv/{}/fetch", a.store);
     let fetches = all(nodes.iter().map(|(_, u)| {
-        let (c, body, path) = (strata_client::Client::new(u), body.clone(), path.clone());
+        let (c, body, path) = (u.clone(), body.clone(), path.clone());
         async move { c.post_json(&path, &body).await }
     }));
     tokio::pin!(fetches);
@@ -281,9 +282,9 @@ pub(crate) async fn push_summary(a: &PushArgs) -> Result<serde_json::Value> {
     let failed: Vec<String> = nodes.iter().zip(&results).filter_map(|((id, _), r)| r.as_ref().err().map(|e| format!("node {id}: {e}"))).collect();
     if !failed.is_empty() {
         // Nothing swaps; the nodes that fetched drop the version again.
-        let fetched: Vec<&String> = nodes.iter().zip(&results).filter(|(_, r)| r.is_ok()).map(|((_, u), _)| u).collect();
+        let fetched: Vec<&Client> = nodes.iter().zip(&results).filter(|(_, r)| r.is_ok()).map(|((_, u), _)| u).collect();
         let discard = format!("/admin/kv/{}/discard", a.store);
-        for r in all(fetched.iter().map(|u| strata_client::Client::new(u).post_json_owned(discard.clone(), json!({ "version": version })))).await {
+        for r in all(fetched.iter().map(|u| (*u).clone().post_json_owned(discard.clone(), json!({ "version": version })))).await {
             if let Err(e) = r {
                 eprintln!("warning: discarding the fetched version: {e}");
             }
@@ -295,7 +296,7 @@ pub(crate) async fn push_summary(a: &PushArgs) -> Result<serde_json::Value> {
     // Swap everywhere at once; undo on the swapped nodes if any fails.
     let t = std::time::Instant::now();
     let swap = format!("/admin/kv/{}/swap", a.store);
-    let swaps = all(nodes.iter().map(|(_, u)| strata_client::Client::new(u).post_json_owned(swap.clone(), json!({ "version": version })))).await;
+    let swaps = all(nodes.iter().map(|(_, u)| u.clone().post_json_owned(swap.clone(), json!({ "version": version })))).await;
     let swap_ms = t.elapsed().as_secs_f64() * 1e3;
     let bad: Vec<String> = nodes.iter().zip(&swaps).filter_map(|((id, _), r)| r.as_ref().err().map(|e| format!("node {id}: {e}"))).collect();
     if !bad.is_empty() {
@@ -303,7 +304,7 @@ pub(crate) async fn push_summary(a: &PushArgs) -> Result<serde_json::Value> {
         for (((id, u), r), prev) in nodes.iter().zip(&swaps).zip(&previous) {
             if r.is_ok() {
                 let undo = match prev {
-                    Some(p) => strata_client::Client::new(u).post_json_owned(rollback.clone(), json!({ "version": p })).await.map(|_| ()),
+                    Some(p) => u.clone().post_json_owned(rollback.clone(), json!({ "version": p })).await.map(|_| ()),
                     None => Err(strata_client::ClientError::Protocol("no earlier version to go back to".into())),
                 };
                 if let Err(e) = undo {
@@ -325,8 +326,9 @@ pub(crate) async fn push_summary(a: &PushArgs) -> Result<serde_json::Value> {
 /// version (given, or the newest below the live one that every node has);
 /// if a node fails, the others return to the version they had.
 pub async fn rollback_all(store: &str, version: Option<u64>, common: &Common) -> Result<()> {
-    let map = fetch_map(&common.server).await?;
-    let nodes = store_nodes(&map, store)?;
+    let base = common.client()?;
+    let map = fetch_map(&base).await?;
+    let nodes = store_nodes(&base, &map, store)?;
     let rows: Vec<serde_json::Value> = all(nodes.iter().map(|(_, u)| store_row(u, store)))
         .await
         .into_iter()
@@ -347,12 +349,12 @@ pub async fn rollback_all(store: &str, version: Option<u64>, common: &Common) ->
         }
     };
     let path = format!("/admin/kv/{store}/rollback");
-    let res = all(nodes.iter().map(|(_, u)| strata_client::Client::new(u).post_json_owned(path.clone(), json!({ "version": target })))).await;
+    let res = all(nodes.iter().map(|(_, u)| u.clone().post_json_owned(path.clone(), json!({ "version": target })))).await;
     let bad: Vec<String> = nodes.iter().zip(&res).filter_map(|((id, _), r)| r.as_ref().err().map(|e| format!("node {id}: {e}"))).collect();
     if !bad.is_empty() {
         for (((_, u), r), prev) in nodes.iter().zip(&res).zip(&live) {
             if let (Ok(_), Some(p)) = (r, prev) {
-                let _ = strata_client::Client::new(u).post_json_owned(path.clone(), json!({ "version": p })).await;
+                let _ = u.clone().post_json_owned(path.clone(), json!({ "version": p })).await;
             }
         }
         bail!("rollback of {store} to version {target} failed, the others were restored:\n  {}", bad.join("\n  "));
@@ -387,17 +389,25 @@ fn table_with(map: &ClusterMap, owners: &[u64], store: &str) -> Result<Vec<Vec<u
     Ok(m.kv_table(store)?)
 }
 
-fn node_url(map: &ClusterMap, id: u64) -> Result<String> {
-    Ok(format!("http://{}", map.nodes.get(&id).with_context(|| format!("node {id} is not in the map"))?.addr))
+/// A node's URL, with the scheme `base` uses (a cluster whose nodes speak
+/// TLS is reached over `https://` everywhere).
+fn node_url(base: &Client, map: &ClusterMap, id: u64) -> Result<String> {
+    let scheme = if base.base().starts_with("https://") { "https" } else { "http" };
+    Ok(format!("{scheme}://{}", map.nodes.get(&id).with_context(|| format!("node {id} is not in the map"))?.addr))
+}
+
+/// A client of node `id` with `base`'s credentials and trust.
+fn node_client(base: &Client, map: &ClusterMap, id: u64) -> Result<Client> {
+    Ok(base.to(&node_url(base, map, id)?))
 }
 
 /// Waits until every node's map has reached `epoch`.
-async fn map_everywhere(map: &ClusterMap, epoch: u64) -> Result<()> {
+async fn map_everywhere(base: &Client, map: &ClusterMap, epoch: u64) -> Result<()> {
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
     for id in map.nodes.keys() {
-        let url = node_url(map, *id)?;
+        let c = node_client(base, map, *id)?;
         loop {
-            if fetch_map(&url).await.is_ok_and(|m| m.epoch >= epoch) {
+            if fetch_map(&c).await.is_ok_and(|m| m.epoch >= epoch) {
                 break;
             }
             if std::time::Instant::now() > deadline {
@@ -409,8 +419,8 @@ async fn map_everywhere(map: &ClusterMap, epoch: u64) -> Result<()> {
     Ok(())
 }
 
-async fn relayout(url: &str, store: &str, layout: &strata_kv::Layout, version: Option<u64>) -> Result<()> {
-    strata_client::Client::new(url).post_json(&format!("/admin/kv/{store}/relayout"), &json!({ "layout": layout, "version": version })).await?;
+async fn relayout(c: &Client, store: &str, layout: &strata_kv::Layout, version: Option<u64>) -> Result<()> {
+    c.post_json(&format!("/admin/kv/{store}/relayout"), &json!({ "layout": layout, "version": version })).await?;
     Ok(())
 }
 
@@ -422,7 +432,8 @@ async fn relayout(url: &str, store: &str, layout: &strata_kv::Layout, version: O
 /// A failure before the map change undoes the stealers' additions; the
 /// checkpoint file lets a rerun resume after any step.
 pub async fn rebalance(a: RebalanceArgs) -> Result<()> {
-    let mut map = fetch_map(&a.common.server).await?;
+    let base = a.common.client()?;
+    let mut map = fetch_map(&base).await?;
     let node = map.nodes.get(&a.add_node).with_context(|| format!("node {} is not in the cluster map (strata node add)", a.add_node))?;
     let _ = node;
     let checkpoint = a.checkpoint.clone().unwrap_or_else(|| PathBuf::from(format!("strata-rebalance-{}.json", a.add_node)));
@@ -454,13 +465,13 @@ pub async fn rebalance(a: RebalanceArgs) -> Result<()> {
         }
         let mut bytes = 0u64;
         // 1. Stealers copy and take in their new buckets, keeping the old.
-        let mut added: Vec<(String, String, strata_kv::Layout)> = Vec::new();
+        let mut added: Vec<(Client, String, strata_kv::Layout)> = Vec::new();
         let result: Result<()> = async {
             for store in &stores {
                 let (old, new) = (map.kv_table(store)?, table_with(&map, &next, store)?);
                 let version = {
                     let donor = old.iter().flatten().next().copied().context("empty table")?;
-                    store_row(&node_url(&map, u64::from(donor))?, store).await?.and_then(|r| r["live"].as_u64())
+                    store_row(&node_client(&base, &map, u64::from(donor))?, store).await?.and_then(|r| r["live"].as_u64())
                 };
                 let (moves, _) = strata_placement::spock::plan(&old, &new);
                 let mut by_pair: BTreeMap<(u32, u32), Vec<(String, String)>> = BTreeMap::new();
@@ -475,10 +486,10 @@ pub async fn rebalance(a: RebalanceArgs) -> Result<()> {
                     }
                 }
                 for ((stealer, donor), files) in &by_pair {
-                    let r = strata_client::Client::new(&node_url(&map, u64::from(*stealer))?)
+                    let r = node_client(&base, &map, u64::from(*stealer))?
                         .post_json(
                             &format!("/admin/kv/{store}/steal"),
-                            &json!({ "donor": node_url(&map, u64::from(*donor))?, "files": files, "throttle_mb_s": a.throttle_mb_s }),
+                            &json!({ "donor": node_url(&base, &map, u64::from(*donor))?, "files": files, "throttle_mb_s": a.throttle_mb_s }),
                         )
                         .await
                         .with_context(|| format!("node {stealer} stealing from node {donor}"))?;
@@ -488,18 +499,18 @@ pub async fn rebalance(a: RebalanceArgs) -> Result<()> {
                 for s in stealers {
                     let (was, will) = (strata_kv::Layout::for_node(&old, s), strata_kv::Layout::for_node(&new, s));
                     let union = strata_kv::Layout { node: Some(s), ring: will.ring, buckets: was.buckets.union(&will.buckets).copied().collect() };
-                    let url = node_url(&map, u64::from(s))?;
-                    relayout(&url, store, &union, version).await.with_context(|| format!("node {s} taking its new partitions"))?;
-                    added.push((url, store.clone(), was));
+                    let c = node_client(&base, &map, u64::from(s))?;
+                    relayout(&c, store, &union, version).await.with_context(|| format!("node {s} taking its new partitions"))?;
+                    added.push((c, store.clone(), was));
                 }
             }
             Ok(())
         }
         .await;
         if let Err(e) = result {
-            for (url, store, was) in &added {
-                if let Err(u) = relayout(url, store, was, None).await {
-                    eprintln!("warning: undoing on {url}: {u}");
+            for (c, store, was) in &added {
+                if let Err(u) = relayout(c, store, was, None).await {
+                    eprintln!("warning: undoing on {}: {u}", c.base());
                 }
             }
             return Err(e.context(format!("batch {} of {}: nothing changed in the map; rerun to resume", bi + 1, batches.len())));
@@ -507,15 +518,17 @@ pub async fn rebalance(a: RebalanceArgs) -> Result<()> {
         // 2. The map changes; 3. once everyone has it, every node keeps its exact share.
         let out = crate::cluster::propose(&a.common, json!({ "KvSetRing": { "owners": next } })).await?;
         let epoch = out["Applied"]["epoch"].as_u64().unwrap_or(map.epoch + 1);
-        map_everywhere(&map, epoch).await?;
-        let newmap = fetch_map(&a.common.server).await?;
+        map_everywhere(&base, &map, epoch).await?;
+        let newmap = fetch_map(&base).await?;
         for store in &stores {
             let (old, new) = (map.kv_table(store)?, newmap.kv_table(store)?);
             let nodes: std::collections::BTreeSet<u32> = old.iter().chain(new.iter()).flatten().copied().collect();
             for n in nodes {
                 let (was, will) = (strata_kv::Layout::for_node(&old, n), strata_kv::Layout::for_node(&new, n));
                 if was != will {
-                    relayout(&node_url(&newmap, u64::from(n))?, store, &will, None).await.with_context(|| format!("node {n} dropping its old partitions"))?;
+                    relayout(&node_client(&base, &newmap, u64::from(n))?, store, &will, None)
+                        .await
+                        .with_context(|| format!("node {n} dropping its old partitions"))?;
                 }
             }
         }
@@ -564,7 +577,7 @@ pub async fn upload(a: UploadArgs) -> Result<()> {
     if let Ok(s) = indicatif::ProgressStyle::with_template("uploading [{bar:40}] {bytes}/{total_bytes} {bytes_per_sec}") {
         pb.set_style(s.progress_chars("=> "));
     }
-    let client = strata_client::Client::new(&a.common.server);
+    let client = a.common.client()?;
     let mut manifest = BTreeMap::new();
     for (name, path) in &files {
         let f = tokio::fs::File::open(path).await?;
@@ -581,7 +594,7 @@ pub async fn upload(a: UploadArgs) -> Result<()> {
     pb.finish_and_clear();
     let m = strata_server::kv_fetch::Manifest { format: 1, files: manifest };
     let r = client.put_bytes(serde_json::to_vec(&m)?, &strata_client::PutArgs::default()).await?;
-    let host = a.common.server.trim_start_matches("http://").trim_end_matches('/');
+    let host = a.common.server.trim_start_matches("http://").trim_start_matches("https://").trim_end_matches('/');
     let source = format!("strata://{host}/{}", r.id);
     if a.common.json {
         println!("{}", json!({ "source": source, "files": files.len(), "bytes": total }));

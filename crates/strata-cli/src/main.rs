@@ -8,6 +8,7 @@ mod bench_s3;
 mod cluster;
 mod commands;
 mod fault;
+mod identity;
 mod kv;
 mod kv_ring;
 mod s3;
@@ -63,9 +64,14 @@ enum Cmd {
     /// Read-only key-value stores: build versions offline.
     #[command(subcommand)]
     Kv(kv::KvCmd),
-    /// S3 access keys: create, list, delete, grant.
+    /// Access keys (every port's identities): create, list, delete, grant, expire.
     #[command(subcommand)]
-    Key(s3::KeyCmd),
+    Key(identity::KeyCmd),
+    /// Containers of native blobs (Ambry's accounts and containers): create, list.
+    #[command(subcommand)]
+    Container(identity::ContainerCmd),
+    /// The node's log of administrative actions (who, what, when, result).
+    Audit(identity::AuditArgs),
     /// S3 buckets: list, make public.
     #[command(subcommand)]
     Bucket(s3::BucketCmd),
@@ -113,7 +119,9 @@ fn main() -> std::process::ExitCode {
             Cmd::Disk(c) => cluster::disk(c).await,
             Cmd::Partition(c) => cluster::partition(c).await,
             Cmd::Kv(c) => kv::run(c).await,
-            Cmd::Key(c) => s3::key(c).await,
+            Cmd::Key(c) => identity::key(c).await,
+            Cmd::Container(c) => identity::container(c).await,
+            Cmd::Audit(a) => identity::audit(a).await,
             Cmd::Bucket(c) => s3::bucket(c).await,
             Cmd::Bench(a) => bench::run(a).await,
             Cmd::BenchCluster(a) => bench_cluster::run(a).await,

@@ -60,50 +60,6 @@ pub async fn start(
 }
 
 #[derive(clap::Subcommand, Debug)]
-pub enum KeyCmd {
-    /// Creates an access key and prints its id and secret (the secret is shown only now).
-    Create(KeyCreate),
-    /// Lists access keys and their grants (without secrets).
-    List(Common),
-    /// Deletes an access key.
-    Delete(KeyId),
-    /// Grants a key read and/or write on a bucket (`none` revokes).
-    Grant(KeyGrant),
-}
-
-#[derive(clap::Args, Debug)]
-pub struct KeyCreate {
-    #[command(flatten)]
-    common: Common,
-    /// A name for people.
-    #[arg(long, default_value = "")]
-    name: String,
-    /// Every right on every bucket.
-    #[arg(long)]
-    admin: bool,
-}
-
-#[derive(clap::Args, Debug)]
-pub struct KeyId {
-    #[command(flatten)]
-    common: Common,
-    /// Access key id.
-    id: String,
-}
-
-#[derive(clap::Args, Debug)]
-pub struct KeyGrant {
-    #[command(flatten)]
-    common: Common,
-    /// Access key id.
-    id: String,
-    /// Bucket.
-    bucket: String,
-    /// read, write, readwrite or none.
-    rights: String,
-}
-
-#[derive(clap::Subcommand, Debug)]
 pub enum BucketCmd {
     /// Lists buckets with their object counts and bytes.
     List(Common),
@@ -137,60 +93,10 @@ fn print(json_out: bool, v: &serde_json::Value, text: impl FnOnce(&serde_json::V
     Ok(())
 }
 
-pub async fn key(cmd: KeyCmd) -> Result<()> {
-    match cmd {
-        KeyCmd::Create(a) => {
-            let c = Client::new(&a.common.server);
-            let v = c.post_json("/admin/s3/keys", &json!({ "name": a.name, "admin": a.admin })).await?;
-            print(a.common.json, &v, |v| {
-                format!(
-                    "access_key_id:     {}\nsecret_access_key: {}\n(the secret is not shown again)",
-                    v["access_key_id"].as_str().unwrap_or(""),
-                    v["secret_access_key"].as_str().unwrap_or("")
-                )
-            })
-        }
-        KeyCmd::List(c) => {
-            let v = Client::new(&c.server).json(http::Method::GET, "/admin/s3/keys").await?;
-            print(c.json, &v, |v| {
-                let mut out = format!("{:<22} {:<16} {:<6} grants", "access_key_id", "name", "admin");
-                for k in v.as_array().into_iter().flatten() {
-                    let grants: Vec<String> = k["grants"].as_object().into_iter().flatten().map(|(b, g)| format!("{b}:{}", g.as_str().unwrap_or(""))).collect();
-                    out.push_str(&format!(
-                        "\n{:<22} {:<16} {:<6} {}",
-                        k["access_key_id"].as_str().unwrap_or(""),
-                        k["name"].as_str().unwrap_or(""),
-                        k["admin"].as_bool().unwrap_or(false),
-                        grants.join(" ")
-                    ));
-                }
-                out
-            })
-        }
-        KeyCmd::Delete(a) => {
-            let resp = Client::new(&a.common.server).send(http::Method::DELETE, &format!("/admin/s3/keys/{}", a.id), &[], full(Bytes::new())).await?;
-            let v: serde_json::Value = serde_json::from_slice(&resp.bytes().await?)?;
-            print(a.common.json, &v, |_| format!("deleted access key {}", a.id))
-        }
-        KeyCmd::Grant(a) => {
-            let (read, write) = match a.rights.as_str() {
-                "read" => (true, false),
-                "write" => (false, true),
-                "readwrite" | "rw" => (true, true),
-                "none" => (false, false),
-                other => anyhow::bail!("rights must be read, write, readwrite or none, not {other:?}"),
-            };
-            let c = Client::new(&a.common.server);
-            let v = send_json(&c, http::Method::PUT, &format!("/admin/s3/keys/{}/grants/{}", a.id, a.bucket), json!({ "read": read, "write": write })).await?;
-            print(a.common.json, &v, |v| format!("{} on {}: {}", a.id, a.bucket, v["grant"].as_str().unwrap_or("")))
-        }
-    }
-}
-
 pub async fn bucket(cmd: BucketCmd) -> Result<()> {
     match cmd {
         BucketCmd::List(c) => {
-            let v = Client::new(&c.server).json(http::Method::GET, "/admin/s3/buckets").await?;
+            let v = c.client()?.json(http::Method::GET, "/admin/s3/buckets").await?;
             print(c.json, &v, |v| {
                 let mut out = format!("{:<32} {:>10} {:>14} {:<6}", "bucket", "objects", "bytes", "public");
                 for b in v.as_array().into_iter().flatten() {
@@ -206,7 +112,7 @@ pub async fn bucket(cmd: BucketCmd) -> Result<()> {
             })
         }
         BucketCmd::Public(a) => {
-            let c = Client::new(&a.common.server);
+            let c = a.common.client()?;
             let v = send_json(&c, http::Method::PUT, &format!("/admin/s3/buckets/{}/public", a.bucket), json!({ "public": !a.off }))
                 .await
                 .context("setting the bucket's access")?;

@@ -126,9 +126,19 @@ pub struct ServerArgs {
     /// Base domain for virtual-host-style S3 requests (`bucket.DOMAIN`); repeatable.
     #[arg(long = "s3-domain", default_value = "localhost")]
     pub s3_domains: Vec<String>,
-    /// Region the S3 API reports.
-    #[arg(long, default_value = "us-east-1")]
+    /// Region the S3 API reports, and that signatures on both ports are scoped to.
+    #[arg(long, alias = "region", default_value = "us-east-1")]
     pub s3_region: String,
+    /// Authentication on the HTTP port: `required` (every request but
+    /// /health signed by an access key with the right), or `off` (anyone
+    /// may do anything: only to measure what authentication costs, and
+    /// refused unless the port listens on loopback).
+    #[arg(long, default_value = "required")]
+    pub auth: String,
+    /// A bearer token that may read /metrics (for Prometheus, which does
+    /// not sign requests); admin keys may always.
+    #[arg(long, env = "STRATA_METRICS_TOKEN", hide_env_values = true)]
+    pub metrics_token: Option<String>,
 }
 
 /// Parses `1=127.0.0.1:7001,2=...`.
@@ -195,7 +205,20 @@ impl ServerArgs {
             s3_listen: Some("off".into()),
             s3_domains: vec!["localhost".into()],
             s3_region: "us-east-1".into(),
+            auth: "required".into(),
+            metrics_token: None,
         }
+    }
+
+    /// How the HTTP port authenticates; `off` only on a loopback address.
+    pub fn auth_config(&self, listen: std::net::SocketAddr) -> Result<strata_server::AuthConfig> {
+        let mode = match self.auth.as_str() {
+            "required" => strata_server::AuthMode::Required,
+            "off" if listen.ip().is_loopback() => strata_server::AuthMode::Off,
+            "off" => anyhow::bail!("--auth off is only for benchmarks on loopback; {listen} is reachable from elsewhere"),
+            other => anyhow::bail!("--auth must be required or off, not {other:?}"),
+        };
+        Ok(strata_server::AuthConfig { mode, region: self.s3_region.clone(), metrics_token: self.metrics_token.clone() })
     }
 
     /// The engine configuration these flags describe.
@@ -310,7 +333,8 @@ async fn run_cluster(args: ServerArgs, node_id: u64) -> Result<()> {
         engine: args.engine_config()?,
         intra_period: Duration::from_millis(args.intra_replication_ms.max(1)),
         inter_period: Duration::from_millis(args.inter_replication_ms.max(1)),
-        names_learner: args.s3_listen.as_deref().is_some_and(|l| l != "off"),
+        // Every node holds the names: they are every port's identities.
+        names_learner: true,
     };
     let node = strata_server::ClusterNode::start(config, clock.clone()).await?;
     let fd = FailureDetectorConfig { wait_ms: args.failure_wait_ms, ..FailureDetectorConfig::default() };
@@ -328,23 +352,25 @@ async fn run_cluster(args: ServerArgs, node_id: u64) -> Result<()> {
     let rconfig = args.router_config()?;
     let router = Arc::new(Router::new(Arc::new(view), rconfig, clock, None));
     let kv = strata_server::KvStores::open(args.data_dir.join("kv")).context("opening the read-only stores")?;
-    // S3 on a cluster: names live in the metadata service's Raft state
-    // machine; a member reads its own copy, a node outside the group its
-    // learner's (both after a read index from the leader).
+    // Names (and with them access keys) live in the metadata service's Raft
+    // state machine; a member reads its own copy, a node outside the group
+    // its learner's (both after a read index from the leader).
     let s3_listen = args.s3_listen.clone().filter(|l| l != "off");
-    let names: Option<Arc<dyn strata_names::NameIndex>> = match (&s3_listen, node.raft_node()) {
-        (Some(_), Some(raft)) => Some(Arc::new(strata_cluster::meta::RaftNames::new(raft))),
-        (Some(_), None) => anyhow::bail!("--s3-listen on a cluster needs the metadata group's log (this node runs neither a member nor a learner)"),
-        (None, _) => None,
-    };
+    let raft = node.raft_node().context("a cluster node runs a member or a learner of the metadata group")?;
+    let names: Arc<dyn strata_names::NameIndex> = Arc::new(strata_cluster::meta::RaftNames::new(raft));
     let limits = args.limits()?;
-    let state = strata_server::AppState::clustered(router, node.clone(), detector, kv, names.clone());
+    let ids = strata_server::Identities {
+        names: names.clone(),
+        config: args.auth_config(listener.local_addr()?)?,
+        audit_path: Some(args.data_dir.join("audit.log")),
+    };
+    let state = strata_server::AppState::clustered(router, node.clone(), detector, kv, ids);
     strata_server::spawn_compactor(node.disks.clone(), Duration::from_secs(args.compaction_interval_secs.max(1)));
     strata_server::spawn_space_monitor(node.disks.clone());
     state.scrub.spawn(args.scrub_config());
     state.sweep.spawn(args.sweep_config());
     println!("Strata node {node_id} is serving http://{} (data in {})", listener.local_addr()?, args.data_dir.display());
-    if let (Some(listen), Some(names)) = (&s3_listen, names) {
+    if let Some(listen) = &s3_listen {
         let s3_addr = crate::s3::start(listen, args.s3_domains.clone(), args.s3_region.clone(), state.clone(), names, limits).await?;
         println!("S3 API on http://{s3_addr} (names replicated by the metadata group; make keys with strata key create)");
     }
@@ -355,6 +381,29 @@ async fn run_cluster(args: ServerArgs, node_id: u64) -> Result<()> {
     let d = node.disks.clone();
     tokio::task::spawn_blocking(move || d.close()).await?;
     Ok(())
+}
+
+/// An in-process benchmark node's identities: the embedded names under
+/// `data_dir` with its admin key (returned, for the load generator to sign
+/// with), authentication required, an audit log.
+pub async fn bench_identities(data_dir: &std::path::Path, listen: std::net::SocketAddr) -> Result<(strata_server::Identities, strata_client::Credentials)> {
+    let (names, (id, secret)) = crate::s3::open_names(data_dir).await?;
+    let config = ServerArgs::for_bench(data_dir.to_owned()).auth_config(listen)?;
+    let ids = strata_server::Identities { names, config, audit_path: Some(data_dir.join("audit.log")) };
+    Ok((ids, strata_client::Credentials { access_key_id: id, secret_access_key: secret }))
+}
+
+/// Writes the admin key to `<data>/admin.credentials` (owner-only) unless
+/// the file already holds it; returns the path.
+fn write_admin_credentials(data_dir: &std::path::Path, id: &str, secret: &str) -> Result<PathBuf> {
+    let path = data_dir.join("admin.credentials");
+    let creds = strata_client::Credentials { access_key_id: id.to_owned(), secret_access_key: secret.to_owned() };
+    if strata_auth::credentials::load(&path).is_ok_and(|c| c == creds) {
+        return Ok(path);
+    }
+    let text = strata_auth::credentials::render(&creds, "the admin access key this node made on its first start");
+    strata_auth::credentials::write_private(&path, text.as_bytes()).context("writing the admin credentials")?;
+    Ok(path)
 }
 
 async fn shutdown_signal() {
@@ -377,15 +426,24 @@ pub async fn run(args: ServerArgs) -> Result<()> {
     let kv = strata_server::KvStores::open(args.data_dir.join("kv")).context("opening the read-only stores")?;
     let s3_listen = args.s3_listen.clone().unwrap_or_else(|| "127.0.0.1:8081".into());
     let s3 = s3_listen != "off";
-    let (names, key) = if s3 { crate::s3::open_names(&args.data_dir).await.map(|(n, k)| (Some(n), Some(k)))? } else { (None, None) };
+    // The names hold every port's access keys: open them whether or not S3 is on.
+    let (names, (id, secret)) = crate::s3::open_names(&args.data_dir).await?;
+    let creds_path = write_admin_credentials(&args.data_dir, &id, &secret)?;
+    strata_server::kv_fetch::set_node_identity(strata_client::ClientOptions {
+        credentials: Some(strata_client::Credentials { access_key_id: id.clone(), secret_access_key: secret.clone() }),
+        region: Some(args.s3_region.clone()),
+        ..Default::default()
+    });
     let limits = args.limits()?;
-    let state = strata_server::AppState::new(router, disks.clone(), kv, names.clone());
+    let ids = strata_server::Identities { names: names.clone(), config: args.auth_config(addr)?, audit_path: Some(args.data_dir.join("audit.log")) };
+    let state = strata_server::AppState::new(router, disks.clone(), kv, ids);
     strata_server::spawn_compactor(disks.clone(), Duration::from_secs(args.compaction_interval_secs.max(1)));
     strata_server::spawn_space_monitor(disks.clone());
     state.scrub.spawn(args.scrub_config());
     state.sweep.spawn(args.sweep_config());
     println!("Strata is serving http://{addr} (data in {}, {} partitions)", args.data_dir.display(), store.replicas().len());
-    if let (Some(names), Some((id, secret))) = (names, key) {
+    println!("Admin access key in {} (the strata CLI finds it there; more keys: strata key create)", creds_path.display());
+    if s3 {
         let s3_addr = crate::s3::start(&s3_listen, args.s3_domains.clone(), args.s3_region.clone(), state.clone(), names, limits).await?;
         println!("S3 API on http://{s3_addr} (region {}); access key for it (admin):", args.s3_region);
         println!("  AWS_ACCESS_KEY_ID={id} AWS_SECRET_ACCESS_KEY={secret}");
@@ -394,8 +452,10 @@ pub async fn run(args: ServerArgs) -> Result<()> {
     println!("Try it:");
     println!("  strata put README.md                      # prints the new blob id");
     println!("  strata get <ID> -o copy.md");
-    println!("  curl -sS -X POST --data-binary @README.md http://{addr}/");
-    println!("  curl -sS http://{addr}/metrics | head");
+    println!(
+        "  curl -sS --aws-sigv4 aws:amz:{}:s3 --user \"$AWS_ACCESS_KEY_ID:$AWS_SECRET_ACCESS_KEY\" -H 'x-amz-content-sha256: UNSIGNED-PAYLOAD' --data-binary @README.md http://{addr}/",
+        args.s3_region
+    );
     println!("Stop with Ctrl-C.");
     strata_server::serve(listener, state, limits, shutdown_signal()).await?;
     let s = store.clone();

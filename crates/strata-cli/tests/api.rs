@@ -37,10 +37,10 @@ async fn live_blobs(node: &Node) -> Vec<(String, String)> {
 
 /// Sends a raw HTTP/1.1 request whose body is shorter than its Content-Length
 /// (possibly empty) and returns the raw response.
-async fn short_body(url: &str, declared: usize, sent: &[u8]) -> String {
-    let addr = url.trim_start_matches("http://");
+async fn short_body(node: &Node, declared: usize, sent: &[u8]) -> String {
+    let addr = node.url.trim_start_matches("http://");
     let mut s = tokio::net::TcpStream::connect(addr).await.expect("connect");
-    let head = format!("POST / HTTP/1.1\r\nHost: {addr}\r\nContent-Length: {declared}\r\n\r\n");
+    let head = format!("POST / HTTP/1.1\r\nHost: {addr}\r\n{}Content-Length: {declared}\r\n\r\n", node.auth_lines("POST", "/"));
     s.write_all(head.as_bytes()).await.expect("write head");
     s.write_all(sent).await.expect("write body");
     s.shutdown().await.expect("half-close");
@@ -51,10 +51,11 @@ async fn short_body(url: &str, declared: usize, sent: &[u8]) -> String {
 
 /// `GET /health` then `GET /{id}` pipelined on one connection; the raw
 /// bytes of both answers.
-async fn get_after_other_request(url: &str, id: &str) -> Vec<u8> {
-    let addr = url.trim_start_matches("http://");
+async fn get_after_other_request(node: &Node, id: &str) -> Vec<u8> {
+    let addr = node.url.trim_start_matches("http://");
     let mut s = tokio::net::TcpStream::connect(addr).await.expect("connect");
-    let reqs = format!("GET /health HTTP/1.1\r\nHost: {addr}\r\n\r\nGET /{id} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n");
+    let auth = node.auth_lines("GET", &format!("/{id}"));
+    let reqs = format!("GET /health HTTP/1.1\r\nHost: {addr}\r\n\r\nGET /{id} HTTP/1.1\r\nHost: {addr}\r\n{auth}Connection: close\r\n\r\n");
     s.write_all(reqs.as_bytes()).await.expect("write requests");
     let mut resp = Vec::new();
     tokio::time::timeout(Duration::from_secs(10), s.read_to_end(&mut resp)).await.expect("answers within 10 s").expect("read answers");
@@ -79,6 +80,7 @@ async fn operations_and_bad_input() {
         owner: Some("team-a".into()),
         meta: vec![("color".into(), "blue".into()), ("lang".into(), "ünïcode ✓".into())],
         policy: None,
+        container: None,
     };
     let data = content(1, 1000);
     let id = c.put_bytes(data.clone(), &args).await.expect("put").id;
@@ -87,9 +89,9 @@ async fn operations_and_bad_input() {
     // the requests: its first request is not a blob GET, so hyper owns it,
     // and the blob GET after it is a regular one. A fresh connection that
     // only GETs stays on the sendfile path.
-    assert!(get_after_other_request(&node.url, &id).await.ends_with(&data[..]), "the blob after /health on one connection");
+    assert!(get_after_other_request(&node, &id).await.ends_with(&data[..]), "the blob after /health on one connection");
     assert_eq!(sendfile_count().await, before, "a connection handed to hyper stays with hyper");
-    let reader = strata_client::Client::new(&node.url);
+    let reader = node.client.to(&node.url);
     for _ in 0..3 {
         let plain = reader.get(&id, None).await.expect("get");
         assert_eq!(plain.head.headers["x-strata-meta-color"], "blue", "the sendfile path sends the same headers");
@@ -160,7 +162,7 @@ async fn operations_and_bad_input() {
     let raw = {
         let addr = node.url.trim_start_matches("http://");
         let mut s = tokio::net::TcpStream::connect(addr).await.expect("connect");
-        let mut req = format!("POST / HTTP/1.1\r\nHost: {addr}\r\nContent-Length: 1\r\nx-strata-meta-bin: ").into_bytes();
+        let mut req = format!("POST / HTTP/1.1\r\nHost: {addr}\r\n{}Content-Length: 1\r\nx-strata-meta-bin: ", node.auth_lines("POST", "/")).into_bytes();
         req.extend_from_slice(b"\xff\xfe\r\nConnection: close\r\n\r\nx");
         s.write_all(&req).await.expect("write");
         let mut resp = Vec::new();
@@ -173,12 +175,12 @@ async fn operations_and_bad_input() {
     let before = live_blobs(&node).await;
     // The 413 comes from the declared length alone, before any body is read
     // (a client that keeps writing may see its connection closed instead).
-    let declared = short_body(&node.url, 3 << 20, &[]).await;
+    let declared = short_body(&node, 3 << 20, &[]).await;
     assert!(declared.starts_with("HTTP/1.1 413") && declared.contains("BlobTooLarge"), "{declared}");
     let stream = futures_util::stream::iter((0..48).map(|_| Ok::<_, std::io::Error>(Bytes::from(vec![1u8; 64 << 10]))));
     assert_eq!(api_err(c.put(strata_client::streaming(stream), None, &PutArgs::default()).await), (413, "BlobTooLarge".into()));
     // A body shorter than its Content-Length, long enough that chunks were written.
-    let resp = short_body(&node.url, 1 << 20, &vec![7u8; 200 << 10]).await;
+    let resp = short_body(&node, 1 << 20, &vec![7u8; 200 << 10]).await;
     assert!(resp.starts_with("HTTP/1.1 400") && resp.contains("IncompleteBody"), "{resp}");
     assert_eq!(live_blobs(&node).await, before, "a failed put must leave no live blob or chunk behind");
 

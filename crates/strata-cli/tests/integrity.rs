@@ -111,7 +111,7 @@ async fn a_damaged_chunk_never_passes_for_a_whole_blob() {
         };
         let addr = node.url.trim_start_matches("http://").to_string();
         let mut s = std::net::TcpStream::connect(&addr).expect("connect");
-        write!(s, "GET /{id} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n").expect("send");
+        write!(s, "GET /{id} HTTP/1.1\r\nHost: {addr}\r\n{}Connection: close\r\n\r\n", node.auth_lines("GET", &format!("/{id}"))).expect("send");
         let mut resp = Vec::new();
         // A reset (the server cutting the response) may end the read early.
         let read = s.read_to_end(&mut resp);
@@ -155,15 +155,19 @@ async fn the_scrubber_finds_bit_rot_that_recovery_cannot_see() {
     for i in 0..20u64 {
         ids.push(node.client.put_bytes(content(i, 50_000), &PutArgs::default()).await.expect("put").id);
     }
-    let scrub = |url: String| {
-        let out =
-            std::process::Command::new(env!("CARGO_BIN_EXE_strata")).args(["scrub", "now", "--wait", "--server", &url]).output().expect("run strata scrub");
+    let creds = node.credentials();
+    let scrub = move |url: String, creds: std::path::PathBuf| {
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_strata"))
+            .args(["scrub", "now", "--wait", "--server", &url])
+            .env("STRATA_CREDENTIALS", &creds)
+            .output()
+            .expect("run strata scrub");
         assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
         String::from_utf8_lossy(&out.stdout).into_owned()
     };
     let clean = tokio::task::spawn_blocking({
-        let url = node.url.clone();
-        move || scrub(url)
+        let (url, creds) = (node.url.clone(), creds.clone());
+        move || scrub(url, creds)
     })
     .await
     .expect("scrub");
@@ -185,7 +189,7 @@ async fn the_scrubber_finds_bit_rot_that_recovery_cannot_see() {
     assert_eq!(metric(&node, "strata_replica_damaged_ranges").await, 0.0, "recovery did not read the indexed record");
     let report = tokio::task::spawn_blocking({
         let url = node.url.clone();
-        move || scrub(url)
+        move || scrub(url, creds)
     })
     .await
     .expect("scrub");

@@ -84,7 +84,7 @@ async fn serve_swap_rollback_and_bad_input() {
 
     // A connection that only GETs is answered straight from the socket
     // (op kv_get in the metrics); a miss on it still gets the handler's 404.
-    let fresh = strata_client::Client::new(&node.url);
+    let fresh = node.client.to(&node.url);
     let path = format!("/kv/scores/{}", b64(&42u32.to_be_bytes()));
     let r = fresh.send(Method::GET, &path, &[], full(bytes::Bytes::new())).await.unwrap();
     assert_eq!(r.head.headers["x-strata-kv-version"], n1.to_string().as_str());

@@ -49,8 +49,9 @@ async fn slow_heads_idle_connections_and_ambiguous_lengths_are_cut_off() {
     let (answer, took) = read_until_closed(&mut s, Duration::from_secs(10));
     assert!(answer.is_empty() && took < Duration::from_secs(5), "{answer:?} after {took:?}");
     // Idle after a request that hyper served: closed by hyper's timer.
+    let signed_post = |body: &str, extra: &str| format!("POST / HTTP/1.1\r\nHost: {addr}\r\n{}{extra}\r\n{body}", node.auth_lines("POST", "/"));
     let mut s = TcpStream::connect(&addr).expect("connect");
-    s.write_all(b"POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\n\r\nhi").expect("send");
+    s.write_all(signed_post("hi", "Content-Length: 2\r\n").as_bytes()).expect("send");
     let (answer, took) = read_until_closed(&mut s, Duration::from_secs(10));
     assert!(answer.starts_with("HTTP/1.1 201"), "{answer:?}");
     assert!(took < Duration::from_secs(5), "kept idle for {took:?}");
@@ -68,9 +69,9 @@ async fn slow_heads_idle_connections_and_ambiguous_lengths_are_cut_off() {
     // On a later request of a kept-alive connection hyper reads the body
     // as chunked (never by the Content-Length) and closes the connection.
     let mut s = TcpStream::connect(&addr).expect("connect");
-    s.write_all(b"POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\n\r\nok").expect("send");
-    s.write_all(smuggle).expect("send");
-    s.write_all(b"POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 3\r\n\r\nbad").expect("send");
+    s.write_all(signed_post("ok", "Content-Length: 2\r\n").as_bytes()).expect("send");
+    s.write_all(signed_post("2\r\nab\r\n0\r\n\r\n", "Transfer-Encoding: chunked\r\nContent-Length: 5\r\n").as_bytes()).expect("send");
+    s.write_all(signed_post("bad", "Content-Length: 3\r\n").as_bytes()).expect("send");
     let (answer, _) = read_until_closed(&mut s, Duration::from_secs(10));
     assert_eq!(answer.matches("HTTP/1.1 201").count(), 2, "{answer:?}");
     assert!(answer.contains("\"size\":2}") && answer.contains("connection: close"), "{answer:?}");

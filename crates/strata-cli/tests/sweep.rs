@@ -24,6 +24,7 @@ async fn live_chunks(node: &Node, partitions: u64) -> usize {
 fn sweep_now(node: &Node) -> serde_json::Value {
     let out = std::process::Command::new(env!("CARGO_BIN_EXE_strata"))
         .args(["sweep", "now", "--wait", "--json", "--server", &node.url])
+        .env("STRATA_CREDENTIALS", node.credentials())
         .output()
         .expect("run strata sweep");
     assert!(out.status.success(), "strata sweep now failed: {}", String::from_utf8_lossy(&out.stderr));
@@ -58,7 +59,7 @@ async fn chunks_of_a_put_cut_by_kill_9_are_freed_after_the_grace_period_and_noth
     // then the process dies before any composite lists them.
     let addr = node.url.trim_start_matches("http://").to_string();
     let mut s = std::net::TcpStream::connect(&addr).expect("connect");
-    write!(s, "POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 1000000\r\n\r\n").expect("head");
+    write!(s, "POST / HTTP/1.1\r\nHost: {addr}\r\n{}Content-Length: 1000000\r\n\r\n", node.auth_lines("POST", "/")).expect("head");
     s.write_all(&content(9, 1_000_000)[..400_000]).expect("body");
     let deadline = Instant::now() + Duration::from_secs(20);
     while live_chunks(&node, 2).await < acknowledged_chunks + 6 {

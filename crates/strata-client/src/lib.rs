@@ -1,5 +1,8 @@
 //! A Rust client for Strata's HTTP API, used by the CLI, the benchmark and
-//! the integration tests. Streams bodies both ways; pools connections.
+//! the integration tests. Streams bodies both ways; pools connections;
+//! signs every request with SigV4 when it has credentials, and speaks
+//! `https://` with the roots (and, for a node or a holder of the cluster
+//! secret, the client certificate) its [`ClientOptions`] give.
 //! Must not depend on any server-side crate: it speaks only HTTP.
 
 use bytes::Bytes;
@@ -10,6 +13,60 @@ use hyper::body::{Frame, Incoming};
 use hyper_util::client::legacy::Client as HyperClient;
 use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::rt::TokioExecutor;
+use std::sync::Arc;
+use strata_auth::sigv4::{RequestView, Signer, UNSIGNED_PAYLOAD};
+use strata_types::Clock;
+
+pub use strata_auth::Credentials;
+
+/// How a client authenticates and what it trusts.
+#[derive(Clone, Default)]
+pub struct ClientOptions {
+    /// The access key it signs with (none: unsigned requests).
+    pub credentials: Option<Credentials>,
+    /// The region signatures are scoped to (default `us-east-1`).
+    pub region: Option<String>,
+    /// The TLS configuration for `https://` (none: the system's roots).
+    pub tls: Option<Arc<rustls::ClientConfig>>,
+    /// The server name to verify instead of the URL's host (a node's
+    /// certificate names [`strata_auth::CLUSTER_SERVER_NAME`]).
+    pub server_name: Option<String>,
+}
+
+impl std::fmt::Debug for ClientOptions {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ClientOptions")
+            .field("credentials", &self.credentials)
+            .field("region", &self.region)
+            .field("tls", &self.tls.is_some())
+            .field("server_name", &self.server_name)
+            .finish()
+    }
+}
+
+type Connector = hyper_rustls::HttpsConnector<HttpConnector>;
+
+fn connector(opts: &ClientOptions) -> Connector {
+    let mut http = HttpConnector::new();
+    http.set_nodelay(true);
+    http.enforce_http(false);
+    let tls = match &opts.tls {
+        Some(t) => (**t).clone(),
+        None => strata_auth::tls::client_config(strata_auth::tls::system_roots(), None).map(|c| (*c).clone()).unwrap_or_else(|_| {
+            rustls::ClientConfig::builder_with_provider(Arc::new(rustls::crypto::ring::default_provider()))
+                .with_safe_default_protocol_versions()
+                .expect("ring supports the default protocol versions")
+                .with_root_certificates(rustls::RootCertStore::empty())
+                .with_no_client_auth()
+        }),
+    };
+    let b = hyper_rustls::HttpsConnectorBuilder::new().with_tls_config(tls).https_or_http();
+    let b = match opts.server_name.as_deref().map(rustls::pki_types::ServerName::try_from) {
+        Some(Ok(name)) => b.with_server_name_resolver(hyper_rustls::FixedServerNameResolver::new(name.to_owned())),
+        _ => b,
+    };
+    b.enable_http1().wrap_connector(http)
+}
 
 /// A request body.
 pub type Body = BoxBody<Bytes, std::io::Error>;
@@ -68,6 +125,8 @@ pub struct PutArgs {
     /// Acks the put needs (`one`, `majority`, `all` or a count), instead of
     /// the cluster's put policy.
     pub policy: Option<String>,
+    /// The container, `account/container` (default: `default/default`).
+    pub container: Option<String>,
 }
 
 /// A response whose body has not been read yet.
@@ -97,7 +156,9 @@ impl Response {
 #[derive(Clone)]
 pub struct Client {
     base: String,
-    http: HyperClient<HttpConnector, Body>,
+    http: HyperClient<Connector, Body>,
+    signer: Option<Arc<Signer>>,
+    opts: ClientOptions,
 }
 
 /// A body from bytes in memory.
@@ -134,12 +195,28 @@ where
 }
 
 impl Client {
-    /// A client for `base`, e.g. `http://127.0.0.1:8080`.
+    /// An unsigned client for `base`, e.g. `http://127.0.0.1:8080`.
     pub fn new(base: &str) -> Self {
-        let mut c = HttpConnector::new();
-        c.set_nodelay(true);
-        let http = HyperClient::builder(TokioExecutor::new()).pool_max_idle_per_host(256).build(c);
-        Self { base: base.trim_end_matches('/').to_string(), http }
+        Self::with_options(base, &ClientOptions::default())
+    }
+
+    /// A client for `base` that signs and trusts as `opts` says.
+    pub fn with_options(base: &str, opts: &ClientOptions) -> Self {
+        let http = HyperClient::builder(TokioExecutor::new()).pool_max_idle_per_host(256).build(connector(opts));
+        let region = opts.region.as_deref().unwrap_or("us-east-1");
+        let signer = opts.credentials.clone().map(|c| Arc::new(Signer::new(c, region, strata_auth::SERVICE)));
+        Self { base: base.trim_end_matches('/').to_string(), http, signer, opts: opts.clone() }
+    }
+
+    /// A client for another server with the same credentials and trust
+    /// (each node of a cluster).
+    pub fn to(&self, base: &str) -> Self {
+        Self::with_options(base, &self.opts)
+    }
+
+    /// The options this client was made with.
+    pub fn options(&self) -> &ClientOptions {
+        &self.opts
     }
 
     /// The server URL.
@@ -149,9 +226,23 @@ impl Client {
 
     /// Sends a request; error statuses become [`ClientError::Api`].
     pub async fn send(&self, method: Method, path: &str, headers: &[(&str, String)], body: Body) -> Result<Response, ClientError> {
-        let mut req = Request::builder().method(method).uri(format!("{}{}", self.base, path));
+        let uri: http::Uri = format!("{}{}", self.base, path).parse().map_err(|e: http::uri::InvalidUri| ClientError::Protocol(e.to_string()))?;
+        let mut req = Request::builder().method(method.clone()).uri(uri.clone());
         for (k, v) in headers {
             req = req.header(*k, v);
+        }
+        if let Some(signer) = &self.signer {
+            let host = uri.authority().map(|a| a.as_str().to_owned()).unwrap_or_default();
+            let mut signed: Vec<(&str, &[u8])> =
+                headers.iter().filter(|(k, _)| !k.eq_ignore_ascii_case("content-length")).map(|(k, v)| (*k, v.as_bytes())).collect();
+            signed.push(("host", host.as_bytes()));
+            let view = RequestView { method: method.as_str(), path: uri.path(), query: uri.query().unwrap_or(""), headers: &signed };
+            let sig = signer.sign(&view, UNSIGNED_PAYLOAD, strata_types::SystemClock.now_ms() / 1000);
+            req = req
+                .header(http::header::HOST, &host)
+                .header("x-amz-date", sig.amz_date)
+                .header("x-amz-content-sha256", sig.content_sha256)
+                .header(http::header::AUTHORIZATION, sig.authorization);
         }
         let req = req.body(body).map_err(|e| ClientError::Protocol(e.to_string()))?;
         let resp = self.http.request(req).await.map_err(|e| ClientError::Transport(format!("{e:?}")))?;
@@ -185,6 +276,9 @@ impl Client {
         }
         if let Some(p) = &args.policy {
             h.push(("x-strata-policy", p.clone()));
+        }
+        if let Some(c) = &args.container {
+            h.push(("x-strata-container", c.clone()));
         }
         let meta: Vec<(String, String)> = args.meta.iter().map(|(k, v)| (format!("x-strata-meta-{k}"), v.clone())).collect();
         for (k, v) in &meta {

@@ -93,16 +93,28 @@ pub(crate) fn check_scope(scope: &Scope, region: &str) -> S3Result<()> {
     Ok(())
 }
 
+/// A refusal of the rights model as S3 reports it.
+fn denied(d: strata_names::Denied) -> s3s::S3Error {
+    let msg = d.to_string();
+    let code = match d {
+        strata_names::Denied::NoSuchKey(_) => s3s::S3ErrorCode::InvalidAccessKeyId,
+        strata_names::Denied::Expired { .. } => s3s::S3ErrorCode::ExpiredToken,
+        strata_names::Denied::Missing { .. } => s3s::S3ErrorCode::AccessDenied,
+    };
+    s3s::S3Error::with_message(code, msg)
+}
+
 /// Grants and public buckets, and the signature's scope.
 pub struct KeyAccess {
     names: Arc<dyn NameIndex>,
     region: String,
+    clock: Arc<dyn strata_types::Clock>,
 }
 
 impl KeyAccess {
-    /// Over `names`, for a service in `region`.
-    pub fn new(names: Arc<dyn NameIndex>, region: String) -> Self {
-        Self { names, region }
+    /// Over `names`, for a service in `region`, deciding expiry by `clock`.
+    pub fn new(names: Arc<dyn NameIndex>, region: String, clock: Arc<dyn strata_types::Clock>) -> Self {
+        Self { names, region, clock }
     }
 }
 
@@ -130,20 +142,16 @@ impl S3Access for KeyAccess {
                     Err(s3_error!(AccessDenied, "anonymous {op} is not allowed here: sign the request with an access key"))
                 };
             };
-            let key = s.keys.get(&who).ok_or_else(|| s3_error!(InvalidAccessKeyId))?;
+            let now = self.clock.now_ms();
+            s.identity(&who, now).map_err(denied)?;
             let Some(bucket) = bucket else { return Ok(()) }; // ListBuckets filters by grant itself.
             if op == "CreateBucket" || !s.buckets.contains_key(&bucket) {
                 // Creating gives the creator its grant; a missing bucket
                 // gets its NoSuchBucket from the operation.
                 return Ok(());
             }
-            let g = key.grant(&bucket);
-            let ok = if is_read(op) { g.read } else { g.write };
-            if ok {
-                Ok(())
-            } else {
-                Err(s3_error!(AccessDenied, "access key {who} has no {} grant on bucket {bucket}", if is_read(op) { "read" } else { "write" }))
-            }
+            let right = if is_read(op) { strata_names::Right::BucketRead(&bucket) } else { strata_names::Right::BucketWrite(&bucket) };
+            s.check(&who, right, now).map_err(denied)
         })
     }
 }

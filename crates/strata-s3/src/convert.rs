@@ -23,6 +23,8 @@ pub(crate) fn name_err(e: NameError) -> S3Error {
         NameError::NoSuchAccessKey(_) => S3ErrorCode::InvalidAccessKeyId,
         NameError::AccessKeyExists(_) => S3ErrorCode::InvalidArgument,
         NameError::Unavailable(_) => S3ErrorCode::ServiceUnavailable,
+        // Containers are the native API's; S3 never names one.
+        NameError::InvalidName(_) | NameError::ContainerExists(_) | NameError::NoSuchContainer(_) => S3ErrorCode::InvalidArgument,
     };
     S3Error::with_message(code, msg)
 }

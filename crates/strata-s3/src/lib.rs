@@ -93,10 +93,10 @@ impl StrataS3 {
 pub fn service(router: Arc<Router>, names: Arc<dyn NameIndex>, clock: Arc<dyn Clock>, opts: S3Options, observer: Option<Observer>) -> S3Service {
     let domains = opts.domains.clone();
     let region = opts.region.clone();
-    let s3 = StrataS3 { router, names: names.clone(), clock, opts, observer };
+    let s3 = StrataS3 { router, names: names.clone(), clock: clock.clone(), opts, observer };
     let mut b = S3ServiceBuilder::new(s3);
     b.set_auth(KeyAuth::new(names.clone()));
-    b.set_access(KeyAccess::new(names, region));
+    b.set_access(KeyAccess::new(names, region, clock));
     b.set_host(VirtualHosts::new(domains));
     b.build()
 }

@@ -10,6 +10,7 @@
 //! served correctly but without sendfile.
 
 use crate::AppState;
+use crate::auth::ConnInfo;
 use crate::handlers::set_blob_headers;
 use crate::limits::{Ended, Limits, Ticket};
 use bytes::{Buf, Bytes, BytesMut};
@@ -52,11 +53,12 @@ pub async fn serve(
     loop {
         tokio::select! {
             r = listener.accept() => match r {
-                Ok((stream, _)) => {
+                Ok((stream, remote)) => {
                     let _ = stream.set_nodelay(true);
                     match gate.admit() {
                         Some(ticket) => {
-                            let conn = Conn { state: state.clone(), service: service.clone(), watcher: graceful.watcher(), stop: stop_rx.clone(), ticket, limits };
+                            let info = ConnInfo { remote: Some(remote), peer: false };
+                            let conn = Conn { state: state.clone(), service: service.clone(), watcher: graceful.watcher(), stop: stop_rx.clone(), ticket, limits, info };
                             tasks.spawn(conn.run(stream));
                         }
                         None => {
@@ -251,11 +253,25 @@ struct Conn {
     stop: watch::Receiver<bool>,
     ticket: Ticket,
     limits: Limits,
+    info: ConnInfo,
+}
+
+/// `service` with the connection's facts in every request's extensions,
+/// where the authentication middleware finds them.
+fn with_conn_info(
+    service: Service,
+    info: ConnInfo,
+) -> impl hyper::service::Service<http::Request<hyper::body::Incoming>, Response = axum::response::Response, Error = std::convert::Infallible, Future: Send> + Clone
+{
+    hyper::service::service_fn(move |mut req: http::Request<hyper::body::Incoming>| {
+        req.extensions_mut().insert(info);
+        hyper::service::Service::call(&service, req)
+    })
 }
 
 impl Conn {
     async fn run(self, mut stream: TcpStream) {
-        let Conn { state, service, watcher, mut stop, ticket, limits } = self;
+        let Conn { state, service, watcher, mut stop, ticket, limits, info } = self;
         let mut buf = BytesMut::with_capacity(4096);
         loop {
             // Waiting for a head: the gate may evict this connection for a
@@ -270,6 +286,10 @@ impl Conn {
                             return;
                         }
                         Head::Fast { id, len } => break Some((id, len)),
+                        Head::Kv { store, key, len } if !allowed(&state, &buf[..len], info, KvRead(&store)) => {
+                            let _ = key;
+                            break None;
+                        }
                         Head::Kv { store, key, len } => match fast_kv(&mut stream, &state, &store, &key).await {
                             Fast::Served => {
                                 buf.advance(len);
@@ -303,7 +323,7 @@ impl Conn {
                 }
             };
             ticket.set_waiting(false);
-            if let Some((id, len)) = fast {
+            if let Some((id, len)) = fast.filter(|(id, len)| allowed(&state, &buf[..*len], info, BlobRead(id))) {
                 match fast_get(&mut stream, &state, &id).await {
                     Fast::Served => {
                         buf.advance(len);
@@ -318,7 +338,7 @@ impl Conn {
             let conn = hyper::server::conn::http1::Builder::new()
                 .timer(hyper_util::rt::TokioTimer::new())
                 .header_read_timeout(limits.header_timeout)
-                .serve_connection(io, service);
+                .serve_connection(io, with_conn_info(service, info));
             if let Err(e) = watcher.watch(conn).await {
                 if e.is_timeout() {
                     ticket.timed_out();
@@ -328,6 +348,30 @@ impl Conn {
             return;
         }
     }
+}
+
+/// What a fast-path GET reads.
+enum FastNeed<'a> {
+    BlobRead(&'a str),
+    KvRead(&'a str),
+}
+use FastNeed::{BlobRead, KvRead};
+
+/// Whether the fast path may serve the GET whose head is `head`: signed by
+/// a key with the right (or authentication off). Anything else goes to the
+/// full path, whose middleware answers the refusal.
+fn allowed(state: &AppState, head: &[u8], info: ConnInfo, need: FastNeed<'_>) -> bool {
+    let need = match need {
+        BlobRead(id) => match BlobId::parse(id) {
+            Ok(id) => crate::auth::Need::Right(crate::auth::OwnedRight::BlobRead(id.container())),
+            Err(_) => return false,
+        },
+        KvRead(store) => match strata_auth::sigv4::percent_decode(store) {
+            Some(s) => crate::auth::Need::Right(crate::auth::OwnedRight::KvRead(s)),
+            None => return false,
+        },
+    };
+    state.auth.allows_fast(head, info, &need)
 }
 
 /// Serves a read-only store lookup that finds its key straight from the

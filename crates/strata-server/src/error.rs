@@ -105,6 +105,26 @@ pub enum ApiError {
     /// An internal failure outside the router.
     #[error("internal error: {0}")]
     Internal(String),
+    /// A protected endpoint asked without a signature.
+    #[error(
+        "this endpoint needs a signed request: sign it with an access key (SigV4; the strata CLI finds the admin key a single node writes to its data directory's admin.credentials)"
+    )]
+    Unauthenticated,
+    /// A signature that is malformed, stale or wrong.
+    #[error(transparent)]
+    Signature(#[from] strata_auth::SigError),
+    /// The access key does not exist, expired, or lacks the right.
+    #[error(transparent)]
+    Denied(#[from] strata_names::Denied),
+    /// An endpoint for the cluster's nodes only (replica RPCs, Raft).
+    #[error("only the cluster's nodes may call this endpoint (a TLS client certificate from the cluster's CA is needed)")]
+    NodesOnly,
+    /// A JSON body over the limit.
+    #[error("the request body is larger than {max} bytes")]
+    BodyTooLarge {
+        /// The limit.
+        max: usize,
+    },
 }
 
 impl From<crate::kv_fetch::FetchError> for ApiError {
@@ -163,13 +183,46 @@ impl ApiError {
                     N::BucketExists { .. } => (StatusCode::CONFLICT, "BucketAlreadyExists"),
                     N::BucketNotEmpty(_) => (StatusCode::CONFLICT, "BucketNotEmpty"),
                     N::Unavailable(_) => (StatusCode::SERVICE_UNAVAILABLE, "NamesUnavailable"),
-                    _ => (StatusCode::BAD_REQUEST, "BadRequest"),
+                    N::NoSuchKey { .. } => (StatusCode::NOT_FOUND, "NoSuchKey"),
+                    N::NoSuchUpload(_) => (StatusCode::NOT_FOUND, "NoSuchUpload"),
+                    N::PreconditionFailed(_) => (StatusCode::PRECONDITION_FAILED, "PreconditionFailed"),
+                    N::InvalidPart(_) => (StatusCode::BAD_REQUEST, "InvalidPart"),
+                    N::KeyTooLong(_) => (StatusCode::BAD_REQUEST, "KeyTooLongError"),
+                    N::InvalidName(_) => (StatusCode::BAD_REQUEST, "InvalidName"),
+                    N::ContainerExists(_) => (StatusCode::CONFLICT, "ContainerExists"),
+                    N::NoSuchContainer(_) => (StatusCode::NOT_FOUND, "NoSuchContainer"),
                 }
             }
             Self::NotAMetadataMember => (StatusCode::BAD_REQUEST, "NotAMetadataMember"),
             Self::AlreadyInitialized => (StatusCode::CONFLICT, "AlreadyInitialized"),
             Self::MetaUnavailable(_) => (StatusCode::SERVICE_UNAVAILABLE, "MetaUnavailable"),
             Self::Internal(_) => (StatusCode::INTERNAL_SERVER_ERROR, "InternalError"),
+            Self::Unauthenticated => (StatusCode::UNAUTHORIZED, "AuthenticationRequired"),
+            Self::Signature(e) => {
+                use strata_auth::SigError as E;
+                let s = match e {
+                    E::Malformed { .. }
+                    | E::Algorithm(_)
+                    | E::Region { .. }
+                    | E::Service { .. }
+                    | E::ExpiresOutOfRange(_)
+                    | E::UnsignedHeader(_)
+                    | E::PayloadHashRequired => StatusCode::BAD_REQUEST,
+                    E::Skewed { .. } | E::Expired { .. } | E::Mismatch => StatusCode::FORBIDDEN,
+                };
+                (s, e.code())
+            }
+            Self::Denied(d) => {
+                use strata_names::Denied as D;
+                let code = match d {
+                    D::NoSuchKey(_) => "InvalidAccessKeyId",
+                    D::Expired { .. } => "ExpiredToken",
+                    D::Missing { .. } => "AccessDenied",
+                };
+                (StatusCode::FORBIDDEN, code)
+            }
+            Self::NodesOnly => (StatusCode::FORBIDDEN, "NodesOnly"),
+            Self::BodyTooLarge { .. } => (StatusCode::PAYLOAD_TOO_LARGE, "BodyTooLarge"),
         }
     }
 }
@@ -183,6 +236,9 @@ impl IntoResponse for ApiError {
             && let Ok(v) = HeaderValue::from_str(&format!("bytes */{size}"))
         {
             resp.headers_mut().insert(header::CONTENT_RANGE, v);
+        }
+        if status == StatusCode::UNAUTHORIZED {
+            resp.headers_mut().insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("AWS4-HMAC-SHA256"));
         }
         if status == StatusCode::SERVICE_UNAVAILABLE {
             resp.headers_mut().insert(header::RETRY_AFTER, HeaderValue::from_static("1"));

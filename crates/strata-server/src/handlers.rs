@@ -27,6 +27,7 @@ pub(crate) fn routes() -> Router<Arc<AppState>> {
         .route("/admin/compact", post(compact))
         .route("/admin/scrub", get(scrub_status).post(scrub_now))
         .route("/admin/sweep", get(sweep_status).post(sweep_now))
+        .route("/admin/audit", get(audit))
         .route("/{id}", get(get_blob).head(head_blob).delete(delete_blob))
         .route("/{id}/info", get(blob_info))
         .route("/{id}/ttl", put(update_ttl))
@@ -78,7 +79,7 @@ fn parse_policy(h: &HeaderMap) -> Result<Option<strata_router::Policy>, ApiError
     }
 }
 
-fn put_options(h: &HeaderMap) -> Result<PutOptions, ApiError> {
+fn put_options(h: &HeaderMap, container: strata_types::ContainerRef) -> Result<PutOptions, ApiError> {
     let mut meta = Vec::new();
     let mut meta_bytes = 0;
     for (name, value) in h {
@@ -107,13 +108,15 @@ fn put_options(h: &HeaderMap) -> Result<PutOptions, ApiError> {
         owner,
         meta,
         policy: parse_policy(h)?,
+        container,
     })
 }
 
 async fn put_blob(State(st): S, headers: HeaderMap, body: Body) -> Response {
     let t = Instant::now();
     let r = async {
-        let opts = put_options(&headers)?;
+        let container = strata_names::read(&*st.names, |s| crate::auth::put_container(headers.get("x-strata-container").map(HeaderValue::as_bytes), s))?;
+        let opts = put_options(&headers, container)?;
         let max = st.router.config().blob_bytes_max;
         if let Some(len) = header_str(&headers, "content-length")? {
             let len: u64 = len.parse().map_err(|_| ApiError::BadHeader { name: "content-length".into(), reason: "not a number".into() })?;
@@ -147,7 +150,7 @@ pub(crate) fn fuzz_headers(h: &HeaderMap) {
     let _ = parse_range(h);
     let _ = parse_ttl(h);
     let _ = parse_policy(h);
-    let _ = put_options(h);
+    let _ = put_options(h, strata_types::ContainerRef::DEFAULT);
 }
 
 fn parse_range(h: &HeaderMap) -> Result<Option<ByteRange>, ApiError> {
@@ -411,6 +414,20 @@ async fn sweep_now(State(st): S) -> Response {
     }
     .await;
     done(&st, "admin_sweep", t, r)
+}
+
+#[derive(serde::Deserialize)]
+struct AuditQuery {
+    limit: Option<usize>,
+}
+
+/// The last entries of this node's audit log (`?limit=N`, default 100).
+async fn audit(State(st): S, axum::extract::Query(q): axum::extract::Query<AuditQuery>) -> Response {
+    let Some(log) = st.auth.audit() else { return Json(serde_json::json!({ "entries": [], "damaged_lines": 0, "kept": false })).into_response() };
+    match log.tail(q.limit.unwrap_or(100)) {
+        Ok((entries, damaged)) => Json(serde_json::json!({ "entries": entries, "damaged_lines": damaged, "kept": true })).into_response(),
+        Err(e) => ApiError::Internal(format!("reading the audit log: {e}")).into_response(),
+    }
 }
 
 async fn compact(State(st): S) -> Response {

@@ -47,6 +47,28 @@ pub enum Source {
         /// The folder's files.
         ids: std::collections::BTreeMap<String, String>,
     },
+    /// A node's live version of a store (a rebalance's donor), read with
+    /// this node's identity.
+    Node(String),
+}
+
+/// The identity this node presents when it reads Strata endpoints itself
+/// (a `strata://` manifest's blobs, a donor's chunk files): on a cluster its
+/// certificate from the cluster's CA, on a single node its admin key.
+static NODE_IDENTITY: std::sync::OnceLock<strata_client::ClientOptions> = std::sync::OnceLock::new();
+
+/// Sets [`NODE_IDENTITY`] (once, at start; later calls are ignored).
+pub fn set_node_identity(opts: strata_client::ClientOptions) {
+    let _ = NODE_IDENTITY.set(opts);
+}
+
+fn node_client(base: &str) -> strata_client::Client {
+    strata_client::Client::with_options(base, NODE_IDENTITY.get().unwrap_or(&strata_client::ClientOptions::default()))
+}
+
+/// `https` when this node talks TLS to its peers, else `http`.
+pub fn node_scheme() -> &'static str {
+    if NODE_IDENTITY.get().is_some_and(|o| o.tls.is_some()) { "https" } else { "http" }
 }
 
 /// The manifest `strata kv upload` stores: the build's files by path
@@ -89,7 +111,7 @@ impl Source {
             if host.is_empty() || id.is_empty() || id.contains('/') {
                 return Err(FetchError::Source(format!("{s}: expected strata://host:port/<manifest blob id>")));
             }
-            return Ok(Self::Strata { base: format!("http://{host}"), manifest: id.to_string() });
+            return Ok(Self::Strata { base: format!("{}://{host}", node_scheme()), manifest: id.to_string() });
         }
         if s.starts_with("https://") {
             return Ok(Self::Http(s.trim_end_matches('/').to_string()));
@@ -109,7 +131,7 @@ impl Source {
             (Self::Dir(d), Some(s)) => Self::Dir(d.join(s)),
             (Self::Http(u), Some(s)) => Self::Http(format!("{u}/{s}")),
             (Self::Strata { base, manifest }, sub) => {
-                let whole = Self::Http(base.clone());
+                let whole = Self::Blobs { base: base.clone(), ids: [(manifest.clone(), manifest.clone())].into() };
                 let text = read_all(&whole, manifest).await?;
                 let m: Manifest = serde_json::from_slice(&text).map_err(|e| FetchError::Source(format!("blob {manifest} is not a build manifest: {e}")))?;
                 let ids = m
@@ -133,6 +155,7 @@ impl Source {
             Self::Http(u) => format!("{u}/{file}"),
             Self::Strata { base, manifest } => format!("{base}/{manifest} ({file})"),
             Self::Blobs { base, ids } => format!("{base}/{} ({file})", ids.get(file).map_or("<not in the manifest>", String::as_str)),
+            Self::Node(u) => format!("{u}/{file}"),
         }
     }
 }
@@ -220,7 +243,11 @@ async fn open(src: &Source, file: &str, offset: u64) -> Result<(Reader, bool), F
         Source::Strata { .. } => Err(t("a manifest is read through its folder".into())),
         Source::Blobs { base, ids } => {
             let id = ids.get(file).ok_or_else(|| t("not in the manifest".into()))?;
-            Box::pin(open(&Source::Http(base.clone()), id, offset)).await
+            open_strata(&node_client(base), &format!("/{id}"), offset).await.map_err(t)
+        }
+        Source::Node(u) => {
+            let (base, path) = split_url(u);
+            open_strata(&node_client(base), &format!("{path}/{file}"), offset).await.map_err(t)
         }
         Source::Http(u) if u.starts_with("https://") => {
             let client = https_client().map_err(t)?;
@@ -238,16 +265,24 @@ async fn open(src: &Source, file: &str, offset: u64) -> Result<(Reader, bool), F
             Ok((Reader::Https(r.into_body()), from_offset))
         }
         Source::Http(u) => {
-            let rest = u.strip_prefix("http://").unwrap_or(u);
-            let (host, path) = rest.split_at(rest.find('/').unwrap_or(rest.len()));
-            let client = strata_client::Client::new(&format!("http://{host}"));
-            let headers: Vec<(&str, String)> = if offset > 0 { vec![("range", format!("bytes={offset}-"))] } else { vec![] };
-            let r =
-                client.send(http::Method::GET, &format!("{path}/{file}"), &headers, strata_client::full(Bytes::new())).await.map_err(|e| t(e.to_string()))?;
-            let from_offset = offset == 0 || r.head.status == http::StatusCode::PARTIAL_CONTENT;
-            Ok((Reader::Stream(Box::pin(r.into_stream().map(|r| r.map_err(|e| e.to_string())))), from_offset))
+            let (base, path) = split_url(u);
+            open_strata(&strata_client::Client::new(base), &format!("{path}/{file}"), offset).await.map_err(t)
         }
     }
+}
+
+/// `scheme://host` and the path of a URL.
+fn split_url(u: &str) -> (&str, &str) {
+    let after = u.find("://").map_or(0, |i| i + 3);
+    u.split_at(u[after..].find('/').map_or(u.len(), |i| after + i))
+}
+
+/// GETs `path` through a Strata client, from `offset`.
+async fn open_strata(client: &strata_client::Client, path: &str, offset: u64) -> Result<(Reader, bool), String> {
+    let headers: Vec<(&str, String)> = if offset > 0 { vec![("range", format!("bytes={offset}-"))] } else { vec![] };
+    let r = client.send(http::Method::GET, path, &headers, strata_client::full(Bytes::new())).await.map_err(|e| e.to_string())?;
+    let from_offset = offset == 0 || r.head.status == http::StatusCode::PARTIAL_CONTENT;
+    Ok((Reader::Stream(Box::pin(r.into_stream().map(|r| r.map_err(|e| e.to_string())))), from_offset))
 }
 
 /// Reads a small file whole (the metadata).
@@ -382,7 +417,7 @@ async fn copy_list(
 /// The files wait in the store's steal directory for `relayout`.
 pub async fn steal(store: Arc<ReadOnlyStore>, donor: &str, files: &[(String, String)], mb_per_sec: Option<f64>) -> Result<u64, FetchError> {
     let name = store.def().name.clone();
-    let src = Source::parse(&format!("{}/admin/kv/{name}/live", donor.trim_end_matches('/')))?;
+    let src = Source::Node(format!("{}/admin/kv/{name}/live", donor.trim_end_matches('/')));
     let text = read_all(&src, strata_kv::version::METADATA_FILE).await?;
     let meta = Metadata::parse(&text, Path::new(&src.show(strata_kv::version::METADATA_FILE)))?;
     if meta.store != *store.def() {
@@ -415,6 +450,8 @@ mod tests {
         assert_eq!(Source::parse("http://h:1/x/").unwrap(), Source::Http("http://h:1/x".into()));
         assert_eq!(Source::parse("https://h/x/").unwrap(), Source::Http("https://h/x".into()));
         assert_eq!(Source::parse("strata://h:1/abc").unwrap(), Source::Strata { base: "http://h:1".into(), manifest: "abc".into() });
+        assert_eq!(split_url("https://h:1/a/b"), ("https://h:1", "/a/b"));
+        assert_eq!(split_url("http://h:1"), ("http://h:1", ""));
         assert!(Source::parse("strata://h:1").is_err());
     }
 }

@@ -7,28 +7,31 @@
 //! Must not depend on: the CLI. It embeds the router; storage is reached only
 //! through the router, except the admin endpoints that report on the store.
 
+pub mod audit;
+pub mod auth;
 mod cluster;
 mod cluster_api;
 mod conn;
 mod disks;
 mod error;
 mod handlers;
+mod identity_api;
 mod kv_api;
 pub mod kv_fetch;
 pub mod limits;
 mod metrics;
 mod replication;
-mod s3_admin;
 mod scrub;
 mod sweep;
 
+pub use auth::{AuthConfig, AuthMode, ConnInfo, Principal};
 pub use cluster::{ClusterConfig, ClusterError, ClusterNode};
 pub use disks::Disks;
 pub use error::ApiError;
+pub use identity_api::new_access_key;
 pub use kv_api::KvStores;
 pub use metrics::Metrics;
 pub use replication::{PairLag, Replication};
-pub use s3_admin::new_access_key;
 pub use scrub::{ScrubConfig, ScrubStatus, Scrubber};
 pub use sweep::{SweepConfig, SweepStatus, Sweeper};
 
@@ -53,21 +56,37 @@ pub struct AppState {
     pub router_detector: Option<Arc<strata_router::FailureDetector>>,
     /// Read-only key-value stores.
     pub kv: Arc<KvStores>,
-    /// Named blobs and access keys (the S3 API's metadata), when S3 is on.
-    pub names: Option<Arc<dyn strata_names::NameIndex>>,
+    /// Named blobs, access keys and their rights, containers: the S3
+    /// API's metadata and every port's identities.
+    pub names: Arc<dyn strata_names::NameIndex>,
+    /// Who may do what on the HTTP port.
+    pub auth: Arc<auth::Auth>,
     /// The scrubber over the node's replicas (started with [`Scrubber::spawn`]).
     pub scrub: Arc<Scrubber>,
     /// The orphan sweep (started with [`Sweeper::spawn`]).
     pub sweep: Arc<Sweeper>,
 }
 
+/// What identifies requests: the name index's keys, how the port
+/// authenticates, and where administrative actions are logged.
+pub struct Identities {
+    /// Access keys, rights and containers.
+    pub names: Arc<dyn strata_names::NameIndex>,
+    /// Required or off, the region, the metrics token.
+    pub config: AuthConfig,
+    /// The audit log's file (`<data>/audit.log`); `None` keeps none.
+    pub audit_path: Option<std::path::PathBuf>,
+}
+
 impl AppState {
     /// State for a router over a node's stores.
-    pub fn new(router: Arc<Router>, disks: Arc<Disks>, kv: Arc<KvStores>, names: Option<Arc<dyn strata_names::NameIndex>>) -> Arc<Self> {
+    pub fn new(router: Arc<Router>, disks: Arc<Disks>, kv: Arc<KvStores>, ids: Identities) -> Arc<Self> {
+        let names = ids.names.clone();
+        let auth = Arc::new(auth::Auth::new(names.clone(), ids.config, router.clock().clone(), ids.audit_path.map(audit::AuditLog::new), None));
         let scrub = Scrubber::new(disks.clone(), None, router.clock().clone());
-        let sweep = Sweeper::new(router.clone(), names.clone(), None);
-        let metrics = Metrics::new(disks.clone(), router.clone(), None, kv.clone(), names.clone(), scrub.clone(), sweep.clone());
-        Arc::new(Self { router, disks, metrics, cluster: None, router_detector: None, kv, names, scrub, sweep })
+        let sweep = Sweeper::new(router.clone(), Some(names.clone()), None);
+        let metrics = Metrics::new(disks.clone(), router.clone(), None, kv.clone(), Some(names.clone()), scrub.clone(), sweep.clone());
+        Arc::new(Self { router, disks, metrics, cluster: None, router_detector: None, kv, names, auth, scrub, sweep })
     }
 
     /// State for a cluster node, its router and the router's failure detector.
@@ -76,19 +95,34 @@ impl AppState {
         node: Arc<ClusterNode>,
         detector: Arc<strata_router::FailureDetector>,
         kv: Arc<KvStores>,
-        names: Option<Arc<dyn strata_names::NameIndex>>,
+        ids: Identities,
     ) -> Arc<Self> {
+        let names = ids.names.clone();
+        let audit = ids.audit_path.map(audit::AuditLog::new);
+        let auth = Arc::new(auth::Auth::new(names.clone(), ids.config, node.clock().clone(), audit, Some(node.id())));
         let scrub = Scrubber::new(node.disks.clone(), Some(node.clone()), node.clock().clone());
-        let sweep = Sweeper::new(router.clone(), names.clone(), Some(node.clone()));
-        let metrics =
-            Metrics::new(node.disks.clone(), router.clone(), Some((node.clone(), detector.clone())), kv.clone(), names.clone(), scrub.clone(), sweep.clone());
-        Arc::new(Self { router, disks: node.disks.clone(), metrics, cluster: Some(node), router_detector: Some(detector), kv, names, scrub, sweep })
+        let sweep = Sweeper::new(router.clone(), Some(names.clone()), Some(node.clone()));
+        let metrics = Metrics::new(
+            node.disks.clone(),
+            router.clone(),
+            Some((node.clone(), detector.clone())),
+            kv.clone(),
+            Some(names.clone()),
+            scrub.clone(),
+            sweep.clone(),
+        );
+        Arc::new(Self { router, disks: node.disks.clone(), metrics, cluster: Some(node), router_detector: Some(detector), kv, names, auth, scrub, sweep })
     }
 }
 
-/// The axum application.
+/// The axum application: every route behind the authentication middleware.
 pub fn app(state: Arc<AppState>) -> axum::Router {
-    handlers::routes().merge(cluster_api::routes()).merge(kv_api::routes()).merge(s3_admin::routes()).with_state(state)
+    handlers::routes()
+        .merge(cluster_api::routes())
+        .merge(kv_api::routes())
+        .merge(identity_api::routes())
+        .layer(axum::middleware::from_fn_with_state(state.clone(), auth::middleware))
+        .with_state(state)
 }
 
 pub use conn::{serve, serve_service};

@@ -75,14 +75,62 @@ impl Node {
                 panic!("strata server did not start; log:\n{log}");
             }
         };
-        let url = first.split_whitespace().find(|w| w.starts_with("http://")).expect("banner names the URL").to_string();
-        let client = Client::new(&url);
+        let url = first.split_whitespace().find(|w| w.starts_with("http://") || w.starts_with("https://")).expect("banner names the URL").to_string();
+        // The server wrote its admin key before it printed the banner.
+        let client = Client::with_options(&url, &admin_options(data_dir));
         let deadline = Instant::now() + Duration::from_secs(30);
         while client.json(http::Method::GET, "/health").await.is_err() {
             assert!(Instant::now() < deadline, "server never became healthy");
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
         Node { child, url, client, data_dir: data_dir.to_owned(), stdout: printed }
+    }
+
+    /// The node's admin credentials file.
+    pub fn credentials(&self) -> PathBuf {
+        self.data_dir.join("admin.credentials")
+    }
+
+    /// Runs `strata ARGS --server URL` as this node's admin; returns (success, stdout + stderr).
+    pub fn cli(&self, args: &[&str]) -> (bool, String) {
+        let out = Command::new(env!("CARGO_BIN_EXE_strata"))
+            .args(args)
+            .args(["--server", &self.url])
+            .env("STRATA_CREDENTIALS", self.credentials())
+            .output()
+            .expect("run strata");
+        (out.status.success(), format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr)))
+    }
+
+    /// The header lines (each ending in CRLF) that sign a raw request for
+    /// `method` `path` (query included) as this node's admin: `host` and the
+    /// SigV4 headers, the payload unsigned. For tests that write requests
+    /// by hand.
+    pub fn auth_lines(&self, method: &str, path: &str) -> String {
+        let creds = strata_auth::credentials::load(&self.credentials()).expect("admin credentials");
+        let host = self.url.trim_start_matches("http://").trim_start_matches("https://");
+        let (p, q) = path.split_once('?').unwrap_or((path, ""));
+        let headers: [(&str, &[u8]); 1] = [("host", host.as_bytes())];
+        let view = strata_auth::RequestView { method, path: p, query: q, headers: &headers };
+        let now = strata_types::Clock::now_ms(&strata_types::SystemClock) / 1000;
+        let sig = strata_auth::sigv4::sign(
+            &view,
+            strata_auth::sigv4::UNSIGNED_PAYLOAD,
+            &creds,
+            strata_auth::Scope { region: "us-east-1", service: strata_auth::SERVICE },
+            now,
+        );
+        format!("x-amz-date: {}\r\nx-amz-content-sha256: {}\r\nAuthorization: {}\r\n", sig.amz_date, sig.content_sha256, sig.authorization)
+    }
+
+    /// A client that sends unsigned requests.
+    pub fn anonymous(&self) -> Client {
+        Client::new(&self.url)
+    }
+
+    /// A client signing as `creds`.
+    pub fn client_as(&self, creds: strata_client::Credentials) -> Client {
+        Client::with_options(&self.url, &strata_client::ClientOptions { credentials: Some(creds), ..Default::default() })
     }
 
     /// Waits for a stdout line containing `needle` and returns it.
@@ -116,6 +164,12 @@ impl Drop for Node {
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
+}
+
+/// Client options signing as the admin key a node wrote to `data_dir`.
+pub fn admin_options(data_dir: &Path) -> strata_client::ClientOptions {
+    let creds = strata_auth::credentials::load(&data_dir.join("admin.credentials")).expect("the server wrote its admin credentials");
+    strata_client::ClientOptions { credentials: Some(creds), ..Default::default() }
 }
 
 /// Deterministic, self-describing blob content: a 16-byte header
