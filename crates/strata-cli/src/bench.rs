@@ -378,7 +378,7 @@ pub async fn run(a: BenchArgs) -> Result<()> {
     let (ids, creds) = crate::server::bench_identities(&server_args.data_dir, addr).await?;
     let state = strata_server::AppState::new(router, strata_server::Disks::single(store.clone()), kv, ids);
     let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
-    let server = tokio::spawn(strata_server::serve(listener, state, strata_server::limits::Limits::default(), async move {
+    let server = tokio::spawn(strata_server::serve(listener, state, strata_server::limits::Limits::default(), None, async move {
         let _ = stop_rx.await;
     }));
     let client = Client::with_options(&format!("http://{addr}"), &strata_client::ClientOptions { credentials: Some(creds.clone()), ..Default::default() });

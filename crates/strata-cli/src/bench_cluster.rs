@@ -51,6 +51,10 @@ pub(crate) struct Nodes {
     addrs: Vec<String>,
     dirs: Vec<PathBuf>,
     net: u8,
+    /// The cluster secret the nodes run with; the benchmark acts as a
+    /// holder of it (mutual TLS) to administer and load them.
+    secret: PathBuf,
+    opts: strata_client::ClientOptions,
 }
 
 impl Nodes {
@@ -58,12 +62,14 @@ impl Nodes {
         format!("127.0.{net}.{i}:7000")
     }
 
-    fn spawn(net: u8, i: usize, dir: &Path) -> Result<Child> {
+    fn spawn(net: u8, i: usize, dir: &Path, secret: &Path) -> Result<Child> {
         let exe = std::env::current_exe().context("finding the strata binary")?;
         let log = std::fs::File::create(dir.with_extension("log"))?;
         Command::new(exe)
             .args(["server", "--data-dir"])
             .arg(dir)
+            .arg("--cluster-secret")
+            .arg(secret)
             .args(["--listen", &Self::addr(net, i), "--node-id", &i.to_string(), "--meta", &format!("1={}", Self::addr(net, 1))])
             .args(["--outbound-ip", &format!("127.0.{net}.{i}"), "--intra-replication-ms", "20", "--disk-reserve", "0"])
             // Every node shares this machine's memory.
@@ -78,12 +84,16 @@ impl Nodes {
     /// Starts `n` nodes in one zone; `partitions` per node for blobs (0: none).
     pub(crate) async fn start(root: &Path, n: usize, partitions: u32) -> Result<Nodes> {
         let net = 100 + n as u8;
-        let mut nodes = Nodes { procs: Vec::new(), addrs: Vec::new(), dirs: Vec::new(), net };
+        let secret_path = root.join(format!("c{n}.secret"));
+        let secret = strata_auth::ClusterSecret::generate()?;
+        strata_auth::credentials::write_private(&secret_path, &secret.to_file())?;
+        let opts = crate::identity::AuthArgs { cluster_secret: Some(secret_path.clone()), ..Default::default() }.options()?;
+        let mut nodes = Nodes { procs: Vec::new(), addrs: Vec::new(), dirs: Vec::new(), net, secret: secret_path, opts };
         for i in 1..=n {
             let dir = root.join(format!("c{n}-node{i}"));
             let _ = std::fs::remove_dir_all(&dir);
             std::fs::create_dir_all(&dir)?;
-            nodes.procs.push(Self::spawn(net, i, &dir)?);
+            nodes.procs.push(Self::spawn(net, i, &dir, &nodes.secret)?);
             nodes.addrs.push(Self::addr(net, i));
             nodes.dirs.push(dir);
         }
@@ -117,12 +127,12 @@ impl Nodes {
     }
 
     pub(crate) fn client(&self, i: usize) -> Client {
-        Client::new(&format!("http://{}", self.addrs[i]))
+        Client::with_options(&format!("https://{}", self.addrs[i]), &self.opts)
     }
 
     /// How a CLI command reaches these nodes.
     pub(crate) fn auth(&self) -> crate::identity::AuthArgs {
-        crate::identity::AuthArgs::default()
+        crate::identity::AuthArgs { cluster_secret: Some(self.secret.clone()), ..Default::default() }
     }
 
     fn kill(&mut self, i: usize) {
@@ -246,7 +256,14 @@ pub async fn run(a: BenchClusterArgs) -> Result<()> {
         let lag_max = Arc::new((AtomicU64::new(0), AtomicU64::new(0)));
         let sampler = {
             let (sampling, lag_max) = (sampling.clone(), lag_max.clone());
-            let probe = Nodes { procs: Vec::new(), addrs: nodes.addrs.clone(), dirs: Vec::new(), net: nodes.net };
+            let probe = Nodes {
+                procs: Vec::new(),
+                addrs: nodes.addrs.clone(),
+                dirs: Vec::new(),
+                net: nodes.net,
+                secret: nodes.secret.clone(),
+                opts: nodes.opts.clone(),
+            };
             tokio::spawn(async move {
                 while sampling.load(Ordering::Relaxed) == 1 {
                     let (b, s, _) = lag(&probe).await;
@@ -321,7 +338,7 @@ pub async fn run(a: BenchClusterArgs) -> Result<()> {
             std::fs::remove_dir_all(&nodes.dirs[victim])?;
             std::fs::create_dir_all(&nodes.dirs[victim])?;
             let t = Instant::now();
-            nodes.procs[victim] = Nodes::spawn(nodes.net, victim + 1, &nodes.dirs[victim])?;
+            nodes.procs[victim] = Nodes::spawn(nodes.net, victim + 1, &nodes.dirs[victim], &nodes.secret)?;
             wait_healthy(&nodes.client(victim)).await?;
             let deadline = t + Duration::from_secs(600);
             loop {

@@ -345,7 +345,7 @@ pub async fn run(a: BenchKvArgs) -> Result<()> {
         let signer = Some(Arc::new(strata_auth::Signer::new(creds, "us-east-1", strata_auth::SERVICE)));
         let state = strata_server::AppState::new(router, strata_server::Disks::single(router_store), kv, ids);
         let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
-        let srv = tokio::spawn(strata_server::serve(listener, state, strata_server::limits::Limits::default(), async move {
+        let srv = tokio::spawn(strata_server::serve(listener, state, strata_server::limits::Limits::default(), None, async move {
             let _ = stop_rx.await;
         }));
         let b64 = |k: u64| base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(key(k));

@@ -9,12 +9,34 @@ use std::collections::BTreeMap;
 
 #[derive(clap::Subcommand, Debug)]
 pub enum ClusterCmd {
-    /// Initializes the metadata group with the members given to the node's `--meta` (once, on one member).
-    Init(Common),
+    /// Creates a cluster secret (the cluster's certificate authority) for every node's --cluster-secret.
+    Secret(SecretArgs),
+    /// Initializes the metadata group with the members given to the node's `--meta` (once, on one member,
+    /// with --cluster-secret) and makes the cluster's first admin key.
+    Init(InitArgs),
     /// Shows zones, nodes, disks, partitions, the metadata group and replica lag.
     Status(Common),
     /// Sets the cluster's default quorum policies (`one`, `majority`, `all` or a count); unnamed ones keep their value.
     Policy(PolicyArgs),
+}
+
+#[derive(clap::Args, Debug)]
+pub struct SecretArgs {
+    /// Where to write it (readable only by you; give a copy to each node and to no one else).
+    #[arg(long, default_value = "cluster.secret")]
+    pub out: std::path::PathBuf,
+    /// Where to write the CA certificate clients trust (--ca-file); not secret.
+    #[arg(long, default_value = "cluster-ca.pem")]
+    pub ca_out: std::path::PathBuf,
+}
+
+#[derive(clap::Args, Debug)]
+pub struct InitArgs {
+    /// Where to write the cluster's first admin key (readable only by you).
+    #[arg(long, default_value = "admin.credentials")]
+    pub save: std::path::PathBuf,
+    #[command(flatten)]
+    pub common: Common,
 }
 
 #[derive(clap::Args, Debug)]
@@ -161,12 +183,31 @@ fn report(common: &Common, out: &Value, what: &str) {
 
 pub async fn cluster(cmd: ClusterCmd) -> Result<()> {
     match cmd {
-        ClusterCmd::Init(c) => {
+        ClusterCmd::Secret(a) => {
+            if a.out.exists() {
+                bail!("{} exists: a cluster keeps its secret (delete the file first to make another cluster's)", a.out.display());
+            }
+            let secret = strata_auth::ClusterSecret::generate()?;
+            strata_auth::credentials::write_private(&a.out, &secret.to_file())?;
+            std::fs::write(&a.ca_out, secret.ca_cert_pem())?;
+            println!("cluster {} secret in {} (give it to every node: --cluster-secret; keep it from everyone else)", secret.cluster_id(), a.out.display());
+            println!("its CA certificate in {} (clients: --ca-file or STRATA_CA_FILE)", a.ca_out.display());
+            Ok(())
+        }
+        ClusterCmd::Init(a) => {
+            let c = &a.common;
             let out = c.client()?.post_json("/admin/cluster/init", &json!({})).await?;
+            let key = &out["admin_key"];
+            if let (Some(id), Some(secret)) = (key["access_key_id"].as_str(), key["secret_access_key"].as_str()) {
+                let creds = strata_client::Credentials { access_key_id: id.into(), secret_access_key: secret.into() };
+                let text = strata_auth::credentials::render(&creds, "the cluster's first admin key, made by strata cluster init");
+                strata_auth::credentials::write_private(&a.save, text.as_bytes())?;
+            }
             if c.json {
                 println!("{out}");
             } else {
                 println!("metadata group initialized with members {}", out["members"]);
+                println!("admin access key {} in {} (use it with STRATA_CREDENTIALS)", key["access_key_id"].as_str().unwrap_or("?"), a.save.display());
             }
             Ok(())
         }

@@ -41,6 +41,7 @@ pub async fn start(
     state: Arc<strata_server::AppState>,
     names: Arc<dyn NameIndex>,
     limits: strata_server::limits::Limits,
+    tls: Option<(Arc<rustls::ServerConfig>, Arc<strata_server::AppState>)>,
 ) -> Result<std::net::SocketAddr> {
     let listener = tokio::net::TcpListener::bind(listen).await.with_context(|| format!("binding the S3 listener {listen}"))?;
     let addr = listener.local_addr()?;
@@ -52,7 +53,7 @@ pub async fn start(
     strata_s3::spawn_expiry_sweeper(state.router.clone(), names, clock, std::time::Duration::from_secs(60));
     let gate = state.metrics.connection_gate(limits.max_connections);
     tokio::spawn(async move {
-        if let Err(e) = strata_server::serve_service(listener, svc, gate, limits, std::future::pending()).await {
+        if let Err(e) = strata_server::serve_service(listener, svc, gate, limits, tls, std::future::pending()).await {
             tracing::error!(error = %e, "the S3 listener stopped");
         }
     });

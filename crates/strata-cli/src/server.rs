@@ -139,6 +139,22 @@ pub struct ServerArgs {
     /// not sign requests); admin keys may always.
     #[arg(long, env = "STRATA_METRICS_TOKEN", hide_env_values = true)]
     pub metrics_token: Option<String>,
+    /// TLS on the HTTP and S3 ports: the certificate chain (PEM), with --tls-key.
+    #[arg(long, requires = "tls_key")]
+    pub tls_cert: Option<PathBuf>,
+    /// The private key of --tls-cert (PEM).
+    #[arg(long, requires = "tls_cert")]
+    pub tls_key: Option<PathBuf>,
+    /// TLS with a self-signed certificate for localhost and the listen
+    /// address, made once in `<data>/tls/` (clients trust
+    /// `<data>/tls/cert.pem` with --ca-file): for tests and trials.
+    #[arg(long, conflicts_with = "tls_cert")]
+    pub tls_self_signed: bool,
+    /// Cluster mode: the cluster secret (`strata cluster secret`). Nodes
+    /// talk mutual TLS with certificates from it; a process without it can
+    /// neither join nor read a replica. Required with --node-id.
+    #[arg(long, env = "STRATA_CLUSTER_SECRET")]
+    pub cluster_secret: Option<PathBuf>,
 }
 
 /// Parses `1=127.0.0.1:7001,2=...`.
@@ -207,7 +223,35 @@ impl ServerArgs {
             s3_region: "us-east-1".into(),
             auth: "required".into(),
             metrics_token: None,
+            tls_cert: None,
+            tls_key: None,
+            tls_self_signed: false,
+            cluster_secret: None,
         }
+    }
+
+    /// The client-facing TLS identity, if any: `--tls-cert`/`--tls-key`, or
+    /// the self-signed one (made on first use) for the listen address.
+    fn public_tls(&self, listen: std::net::SocketAddr) -> Result<Option<strata_auth::Identity>> {
+        if let (Some(cert), Some(key)) = (&self.tls_cert, &self.tls_key) {
+            return Ok(Some(strata_auth::Identity::from_pem_files(cert, key)?));
+        }
+        if !self.tls_self_signed {
+            return Ok(None);
+        }
+        let dir = self.data_dir.join("tls");
+        let (cert, key) = (dir.join("cert.pem"), dir.join("key.pem"));
+        if !cert.exists() || !key.exists() {
+            std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
+            let mut names = vec!["localhost".to_string(), "127.0.0.1".to_string(), "::1".to_string()];
+            if !listen.ip().is_unspecified() && !names.contains(&listen.ip().to_string()) {
+                names.push(listen.ip().to_string());
+            }
+            let (c, k) = strata_auth::tls::self_signed(&names)?;
+            strata_auth::credentials::write_private(&key, k.as_bytes())?;
+            std::fs::write(&cert, c).with_context(|| format!("writing {}", cert.display()))?;
+        }
+        Ok(Some(strata_auth::Identity::from_pem_files(&cert, &key)?))
     }
 
     /// How the HTTP port authenticates; `off` only on a loopback address.
@@ -326,6 +370,24 @@ async fn run_cluster(args: ServerArgs, node_id: u64) -> Result<()> {
         strata_cluster::meta::set_outbound_ip(ip);
     }
     let listener = tokio::net::TcpListener::bind(&args.listen).await.with_context(|| format!("binding {}", args.listen))?;
+    let listen = listener.local_addr()?;
+    // The cluster's transport: mutual TLS with certificates of the
+    // cluster's CA, minted at every start from the shared secret.
+    let secret_path = args.cluster_secret.as_deref().context("a cluster node needs --cluster-secret (make one with strata cluster secret)")?;
+    let secret = strata_auth::ClusterSecret::load(secret_path)?;
+    let mut names = vec![strata_auth::CLUSTER_SERVER_NAME.to_string(), "localhost".into()];
+    names.extend([Some(listen.ip()), args.outbound_ip].into_iter().flatten().filter(|ip| !ip.is_unspecified()).map(|ip| ip.to_string()));
+    let node_identity = secret.mint(&names)?;
+    let peer_tls = strata_auth::tls::client_config(secret.roots()?, Some(&node_identity))?;
+    strata_cluster::meta::set_cluster_tls(peer_tls.clone());
+    strata_server::kv_fetch::set_node_identity(strata_client::ClientOptions {
+        tls: Some(peer_tls),
+        server_name: Some(strata_auth::CLUSTER_SERVER_NAME.into()),
+        ..Default::default()
+    });
+    let public = args.public_tls(listen)?;
+    let tls = strata_auth::tls::server_config(public.as_ref(), Some((&node_identity, &secret)))?;
+    tracing::info!(cluster = secret.cluster_id(), "cluster transport: mutual TLS");
     let config = strata_server::ClusterConfig {
         node_id,
         data_dir: args.data_dir.clone(),
@@ -369,12 +431,13 @@ async fn run_cluster(args: ServerArgs, node_id: u64) -> Result<()> {
     strata_server::spawn_space_monitor(node.disks.clone());
     state.scrub.spawn(args.scrub_config());
     state.sweep.spawn(args.sweep_config());
-    println!("Strata node {node_id} is serving http://{} (data in {})", listener.local_addr()?, args.data_dir.display());
-    if let Some(listen) = &s3_listen {
-        let s3_addr = crate::s3::start(listen, args.s3_domains.clone(), args.s3_region.clone(), state.clone(), names, limits).await?;
-        println!("S3 API on http://{s3_addr} (names replicated by the metadata group; make keys with strata key create)");
+    println!("Strata node {node_id} is serving https://{listen} (data in {}; cluster {})", args.data_dir.display(), secret.cluster_id());
+    if let Some(s3) = &s3_listen {
+        let s3_addr =
+            crate::s3::start(s3, args.s3_domains.clone(), args.s3_region.clone(), state.clone(), names, limits, Some((tls.clone(), state.clone()))).await?;
+        println!("S3 API on https://{s3_addr} (names replicated by the metadata group; make keys with strata key create)");
     }
-    strata_server::serve(listener, state, limits, shutdown_signal()).await?;
+    strata_server::serve(listener, state, limits, Some(tls), shutdown_signal()).await?;
     if let Some(meta) = &node.meta {
         meta.shutdown().await;
     }
@@ -437,27 +500,36 @@ pub async fn run(args: ServerArgs) -> Result<()> {
     let limits = args.limits()?;
     let ids = strata_server::Identities { names: names.clone(), config: args.auth_config(addr)?, audit_path: Some(args.data_dir.join("audit.log")) };
     let state = strata_server::AppState::new(router, disks.clone(), kv, ids);
+    let tls = match args.public_tls(addr)? {
+        Some(identity) => Some(strata_auth::tls::server_config(Some(&identity), None)?),
+        None => None,
+    };
+    let scheme = if tls.is_some() { "https" } else { "http" };
     strata_server::spawn_compactor(disks.clone(), Duration::from_secs(args.compaction_interval_secs.max(1)));
     strata_server::spawn_space_monitor(disks.clone());
     state.scrub.spawn(args.scrub_config());
     state.sweep.spawn(args.sweep_config());
-    println!("Strata is serving http://{addr} (data in {}, {} partitions)", args.data_dir.display(), store.replicas().len());
+    println!("Strata is serving {scheme}://{addr} (data in {}, {} partitions)", args.data_dir.display(), store.replicas().len());
     println!("Admin access key in {} (the strata CLI finds it there; more keys: strata key create)", creds_path.display());
+    if args.tls_self_signed {
+        println!("TLS with a self-signed certificate: clients trust {} (--ca-file)", args.data_dir.join("tls/cert.pem").display());
+    }
     if s3 {
-        let s3_addr = crate::s3::start(&s3_listen, args.s3_domains.clone(), args.s3_region.clone(), state.clone(), names, limits).await?;
-        println!("S3 API on http://{s3_addr} (region {}); access key for it (admin):", args.s3_region);
+        let s3_tls = tls.clone().map(|t| (t, state.clone()));
+        let s3_addr = crate::s3::start(&s3_listen, args.s3_domains.clone(), args.s3_region.clone(), state.clone(), names, limits, s3_tls).await?;
+        println!("S3 API on {scheme}://{s3_addr} (region {}); access key for it (admin):", args.s3_region);
         println!("  AWS_ACCESS_KEY_ID={id} AWS_SECRET_ACCESS_KEY={secret}");
-        println!("  aws --endpoint-url http://{s3_addr} s3 mb s3://demo   # more keys: strata key create");
+        println!("  aws --endpoint-url {scheme}://{s3_addr} s3 mb s3://demo   # more keys: strata key create");
     }
     println!("Try it:");
     println!("  strata put README.md                      # prints the new blob id");
     println!("  strata get <ID> -o copy.md");
     println!(
-        "  curl -sS --aws-sigv4 aws:amz:{}:s3 --user \"$AWS_ACCESS_KEY_ID:$AWS_SECRET_ACCESS_KEY\" -H 'x-amz-content-sha256: UNSIGNED-PAYLOAD' --data-binary @README.md http://{addr}/",
+        "  curl -sS --aws-sigv4 aws:amz:{}:s3 --user \"$AWS_ACCESS_KEY_ID:$AWS_SECRET_ACCESS_KEY\" -H 'x-amz-content-sha256: UNSIGNED-PAYLOAD' --data-binary @README.md {scheme}://{addr}/",
         args.s3_region
     );
     println!("Stop with Ctrl-C.");
-    strata_server::serve(listener, state, limits, shutdown_signal()).await?;
+    strata_server::serve(listener, state, limits, tls, shutdown_signal()).await?;
     let s = store.clone();
     tokio::task::spawn_blocking(move || s.close()).await?;
     Ok(())

@@ -451,9 +451,11 @@ async fn the_orphan_sweep_frees_a_cut_puts_chunks_in_every_zone_and_stops_while_
     let kept_id = put(&c.client(1), &kept, Some("all")).await;
     // A put cut off after two of its 1 MiB chunks: node 1 dies before a
     // composite lists them; replication has copied them to the others.
-    let mut s = std::net::TcpStream::connect(c.real(1)).expect("connect");
-    std::io::Write::write_all(&mut s, b"POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 5000000\r\n\r\n").expect("head");
-    std::io::Write::write_all(&mut s, &content(2, 5_000_000)[..2_500_000]).expect("body");
+    // (The body declares 5 MB, sends half and then nothing more.)
+    let half = bytes::Bytes::from(content(2, 5_000_000)[..2_500_000].to_vec());
+    let stalled = futures_util::StreamExt::chain(futures_util::stream::iter([Ok::<_, std::io::Error>(half)]), futures_util::stream::pending());
+    let cut = c.client(1);
+    let s = tokio::spawn(async move { cut.put(strata_client::streaming(stalled), Some(5_000_000), &PutArgs::default()).await });
     let deadline = Instant::now() + Duration::from_secs(30);
     while live_chunks(&c, 1, 2).await < 3 + 2 {
         assert!(Instant::now() < deadline, "the cut put's chunks were never written");
@@ -466,7 +468,7 @@ async fn the_orphan_sweep_frees_a_cut_puts_chunks_in_every_zone_and_stops_while_
     }
     let killed = Instant::now();
     c.kill9(1);
-    drop(s);
+    assert!(s.await.expect("the put task").is_err(), "a put cut off by kill -9 was acknowledged");
 
     let st = sweep_now(&c, 2).await;
     assert!(st["stopped"].as_str().is_some_and(|w| w.contains("listing partition")), "{st}");

@@ -35,7 +35,18 @@ fn addr(n: u8) -> String {
 }
 
 fn url(n: u8) -> String {
-    format!("http://{}", addr(n))
+    format!("https://{}", addr(n))
+}
+
+/// The cluster secret of this test's cluster, and client options acting
+/// as a holder of it.
+fn secret() -> &'static (PathBuf, strata_client::ClientOptions) {
+    static SECRET: std::sync::OnceLock<(PathBuf, strata_client::ClientOptions)> = std::sync::OnceLock::new();
+    SECRET.get_or_init(|| common::cluster_secret(&tempfile::Builder::new().prefix("strata-kv-secret").tempdir().expect("tempdir").keep()))
+}
+
+fn client(n: u8) -> Client {
+    Client::with_options(&url(n), &secret().1)
 }
 
 struct Cluster {
@@ -51,7 +62,7 @@ impl Cluster {
             c.spawn(n).await;
         }
         let deadline = Instant::now() + Duration::from_secs(30);
-        while let Err(e) = Client::new(&url(1)).post_json("/admin/cluster/init", &serde_json::json!({})).await {
+        while let Err(e) = client(1).post_json("/admin/cluster/init", &serde_json::json!({})).await {
             assert!(Instant::now() < deadline, "init failed: {e}");
             tokio::time::sleep(Duration::from_millis(200)).await;
         }
@@ -69,7 +80,7 @@ impl Cluster {
     async fn command(&self, cmd: serde_json::Value) {
         let deadline = Instant::now() + Duration::from_secs(30);
         loop {
-            match Client::new(&url(1)).post_json("/admin/cluster/command", &cmd).await {
+            match client(1).post_json("/admin/cluster/command", &cmd).await {
                 Ok(v) if v.get("Refused").is_none() => break,
                 other => assert!(Instant::now() < deadline, "{cmd}: {other:?}"),
             }
@@ -85,6 +96,8 @@ impl Cluster {
             .arg(self.dir.join(format!("n{n}")))
             .args(["--listen", &addr(n), "--node-id", &n.to_string(), "--meta", &meta.join(",")])
             .args(["--outbound-ip", &format!("127.{OCTET}.0.{n}")])
+            .arg("--cluster-secret")
+            .arg(&secret().0)
             .args(["--replica-capacity", "256MiB", "--disk-reserve", "0", "--segment-size", "16MiB"])
             .args(["--tail-cache", "32MiB"])
             .env("STRATA_LOG", "warn")
@@ -94,7 +107,7 @@ impl Cluster {
             .expect("spawn strata");
         self.procs.insert(n, child);
         let deadline = Instant::now() + Duration::from_secs(60);
-        while Client::new(&url(n)).json(http::Method::GET, "/health").await.is_err() {
+        while client(n).json(http::Method::GET, "/health").await.is_err() {
             assert!(Instant::now() < deadline, "node {n} never became healthy");
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
@@ -136,7 +149,13 @@ fn input(path: &Path, version: u32) {
 }
 
 fn cli(args: &[&str]) -> (bool, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_strata")).args(args).arg("--server").arg(url(1)).output().expect("run strata");
+    let out = Command::new(env!("CARGO_BIN_EXE_strata"))
+        .args(args)
+        .arg("--server")
+        .arg(url(1))
+        .env("STRATA_CLUSTER_SECRET", &secret().0)
+        .output()
+        .expect("run strata");
     (out.status.success(), format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr)))
 }
 
@@ -146,7 +165,7 @@ fn b64(k: &[u8]) -> String {
 
 /// The nodes holding each key's partition, from the cluster map.
 async fn owners_of_keys() -> Vec<Vec<u8>> {
-    let r = Client::new(&url(1)).send(http::Method::GET, "/meta/v1/map", &[], strata_client::full(bytes::Bytes::new())).await.unwrap();
+    let r = client(1).send(http::Method::GET, "/meta/v1/map", &[], strata_client::full(bytes::Bytes::new())).await.unwrap();
     let map = strata_cluster::decode_map(&r.bytes().await.unwrap()).unwrap();
     let table = map.kv_table("people").unwrap();
     (0..RECORDS)
@@ -169,7 +188,7 @@ fn readers() -> (Arc<AtomicBool>, Arc<AtomicU64>, Vec<tokio::task::JoinHandle<u6
             let (stop, reads) = (stop.clone(), reads.clone());
             tokio::spawn(async move {
                 let proximity: Vec<String> = if r == 0 { vec!["z1".into(), "z2".into()] } else { vec!["z3".into(), "z1".into()] };
-                let router = strata_router::KvRouter::connect(vec![url(1)], proximity).await.expect("router");
+                let router = strata_router::KvRouter::connect(vec![url(1)], proximity, secret().1.clone()).await.expect("router");
                 let mut seen = 0u64;
                 let mut i = r * 997;
                 while !stop.load(Ordering::Relaxed) {
@@ -192,7 +211,7 @@ fn readers() -> (Arc<AtomicBool>, Arc<AtomicU64>, Vec<tokio::task::JoinHandle<u6
 /// GET a key from a node: (status, version header, body).
 async fn get(n: u8, i: u32) -> Result<(u16, u64, Vec<u8>), String> {
     let path = format!("/kv/people/{}", b64(format!("k{i}").as_bytes()));
-    match Client::new(&url(n)).send(http::Method::GET, &path, &[], strata_client::full(bytes::Bytes::new())).await {
+    match client(n).send(http::Method::GET, &path, &[], strata_client::full(bytes::Bytes::new())).await {
         Ok(r) => {
             let v = r.head.headers.get("x-strata-kv-version").and_then(|v| v.to_str().ok()?.parse().ok()).unwrap_or(0);
             Ok((r.head.status.as_u16(), v, r.bytes().await.map_err(|e| e.to_string())?.to_vec()))
@@ -265,7 +284,7 @@ async fn push_swap_rollback_and_a_failed_fetch_across_a_three_zone_cluster() {
     assert!(!ok);
     assert!(log.contains("node 4") && log.contains("corrupt") && log.contains("nothing swapped"), "{log}");
     for n in 1..=NODES {
-        let rows = Client::new(&url(n)).json(http::Method::GET, "/admin/kv").await.unwrap();
+        let rows = client(n).json(http::Method::GET, "/admin/kv").await.unwrap();
         let row = rows.as_array().unwrap().iter().find(|r| r["store"] == "people").unwrap().clone();
         assert_eq!(row["live"], 2, "node {n}");
         assert_eq!(row["versions"], serde_json::json!([1, 2]), "node {n} kept no version 3");

@@ -34,6 +34,7 @@ async fn boto3_and_the_aws_cli_work_unchanged() {
         .env("STRATA_S3", &endpoint)
         .env("STRATA_URL", &node.url)
         .env("STRATA_BIN", env!("CARGO_BIN_EXE_strata"))
+        .env("STRATA_CREDENTIALS", node.credentials())
         .env("STRATA_S3_DOMAIN", "s3.strata.test")
         .env("AWS_ACCESS_KEY_ID", &ak)
         .env("AWS_SECRET_ACCESS_KEY", &sk)
@@ -96,6 +97,11 @@ async fn names_are_consistent_across_a_cluster() {
     let dir = tempfile::tempdir().unwrap();
     let addr = |n: u8, port: u16| format!("127.81.0.{n}:{port}");
     let meta: Vec<String> = (1..=3).map(|n| format!("{n}={}", addr(n, 7000))).collect();
+    // The nodes' ports speak TLS with certificates of the cluster's CA;
+    // boto3 trusts it through AWS_CA_BUNDLE.
+    let (secret_path, opts) = common::cluster_secret(dir.path());
+    let ca = dir.path().join("cluster-ca.pem");
+    std::fs::write(&ca, strata_auth::ClusterSecret::load(&secret_path).unwrap().ca_cert_pem()).unwrap();
     let mut procs = Vec::new();
     for n in 1..=4u8 {
         let log = std::fs::File::create(dir.path().join(format!("n{n}.log"))).unwrap();
@@ -104,6 +110,8 @@ async fn names_are_consistent_across_a_cluster() {
             .arg(dir.path().join(format!("n{n}")))
             .args(["--listen", &addr(n, 7000), "--node-id", &n.to_string(), "--meta", &meta.join(",")])
             .args(["--outbound-ip", &format!("127.81.0.{n}"), "--s3-listen", &addr(n, 7001)])
+            .arg("--cluster-secret")
+            .arg(&secret_path)
             .args(["--chunk-size", "1MiB", "--segment-size", "16MiB", "--disk-reserve", "0", "--replica-capacity", "256MiB"])
             .args(["--tail-cache", "32MiB"])
             .env("STRATA_LOG", "warn")
@@ -113,7 +121,7 @@ async fn names_are_consistent_across_a_cluster() {
             .expect("spawn strata");
         procs.push(ScopedChild(child));
     }
-    let client = |n: u8| Client::new(&format!("http://{}", addr(n, 7000)));
+    let client = |n: u8| Client::with_options(&format!("https://{}", addr(n, 7000)), &opts);
     let deadline = std::time::Instant::now() + Duration::from_secs(60);
     while client(1).post_json("/admin/cluster/init", &serde_json::json!({})).await.is_err() {
         assert!(std::time::Instant::now() < deadline, "the metadata group did not form");
@@ -149,20 +157,22 @@ async fn names_are_consistent_across_a_cluster() {
     }
     // A key made through node 2 works on every node.
     let out = Command::new(env!("CARGO_BIN_EXE_strata"))
-        .args(["key", "create", "--admin", "--json", "--server", &format!("http://{}", addr(2, 7000))])
+        .args(["key", "create", "--admin", "--json", "--server", &format!("https://{}", addr(2, 7000))])
+        .env("STRATA_CLUSTER_SECRET", &secret_path)
         .output()
         .expect("strata key create");
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let key: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     let (ak, sk) = (key["access_key_id"].as_str().unwrap().to_owned(), key["secret_access_key"].as_str().unwrap().to_owned());
     // The learner first: it creates the bucket and starts the upload.
-    let endpoints: Vec<String> = [4, 1, 2, 3].iter().map(|&n| format!("http://{}", addr(n, 7001))).collect();
+    let endpoints: Vec<String> = [4, 1, 2, 3].iter().map(|&n| format!("https://{}", addr(n, 7001))).collect();
     let run = |mode: &str, endpoints: &[String]| {
         let out = python("cluster.py")
             .arg(mode)
             .env("STRATA_S3_ENDPOINTS", endpoints.join(","))
             .env("AWS_ACCESS_KEY_ID", &ak)
             .env("AWS_SECRET_ACCESS_KEY", &sk)
+            .env("AWS_CA_BUNDLE", &ca)
             .output()
             .expect("run python");
         let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
@@ -186,7 +196,7 @@ async fn names_are_consistent_across_a_cluster() {
     let leader = status["meta"]["leader"].as_u64().expect("a leader") as u8;
     assert!((1..=3).contains(&leader), "{status}");
     drop(procs.remove(leader as usize - 1));
-    let left: Vec<String> = [4, 1, 2, 3].iter().filter(|&&n| n != leader).map(|&n| format!("http://{}", addr(n, 7001))).collect();
+    let left: Vec<String> = [4, 1, 2, 3].iter().filter(|&&n| n != leader).map(|&n| format!("https://{}", addr(n, 7001))).collect();
     run("after-kill", &left);
 }
 

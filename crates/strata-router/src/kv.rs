@@ -63,6 +63,9 @@ const SWAP_WAIT: Duration = Duration::from_secs(2);
 pub struct KvRouter {
     seeds: Vec<String>,
     proximity: Vec<String>,
+    /// How the router signs (it needs a key with read on the stores) and
+    /// whom it trusts.
+    opts: strata_client::ClientOptions,
     map: RwLock<Arc<ClusterMap>>,
     floors: Mutex<HashMap<String, u64>>,
     clients: Mutex<HashMap<NodeId, strata_client::Client>>,
@@ -79,9 +82,10 @@ enum Answer {
 impl KvRouter {
     /// A router that reads the map from the first of `seeds` (node URLs)
     /// that answers, and asks replicas in the order of the zone proximity
-    /// list `proximity` (its own zone first).
-    pub async fn connect(seeds: Vec<String>, proximity: Vec<String>) -> Result<Self, KvRouteError> {
-        let r = Self { seeds, proximity, map: RwLock::new(Arc::new(ClusterMap::default())), floors: Mutex::default(), clients: Mutex::default() };
+    /// list `proximity` (its own zone first), signing and trusting as
+    /// `opts` says (nodes are reached with the seeds' scheme).
+    pub async fn connect(seeds: Vec<String>, proximity: Vec<String>, opts: strata_client::ClientOptions) -> Result<Self, KvRouteError> {
+        let r = Self { seeds, proximity, opts, map: RwLock::new(Arc::new(ClusterMap::default())), floors: Mutex::default(), clients: Mutex::default() };
         r.refresh().await?;
         Ok(r)
     }
@@ -94,10 +98,10 @@ impl KvRouter {
     /// Re-reads the map from the seeds or any node of the current map.
     pub async fn refresh(&self) -> Result<(), KvRouteError> {
         let mut urls = self.seeds.clone();
-        urls.extend(self.map().nodes.values().map(|n| format!("http://{}", n.addr)));
+        urls.extend(self.map().nodes.values().map(|n| format!("{}://{}", self.scheme(), n.addr)));
         let mut errors = Vec::new();
         for u in urls {
-            let c = strata_client::Client::new(&u);
+            let c = strata_client::Client::with_options(&u, &self.opts);
             let got = async {
                 let r = c.send(http::Method::GET, "/meta/v1/map", &[], strata_client::full(Bytes::new())).await.map_err(|e| e.to_string())?;
                 decode_map(&r.bytes().await.map_err(|e| e.to_string())?).map_err(|e| e.to_string())
@@ -117,9 +121,14 @@ impl KvRouter {
         Err(KvRouteError::NoMap(errors.join("; ")))
     }
 
+    /// The seeds' scheme: a cluster whose nodes speak TLS is https everywhere.
+    fn scheme(&self) -> &'static str {
+        if self.seeds.iter().any(|s| s.starts_with("https://")) { "https" } else { "http" }
+    }
+
     fn client(&self, node: NodeId, addr: &str) -> strata_client::Client {
         let mut g = self.clients.lock().unwrap_or_else(|p| p.into_inner());
-        g.entry(node).or_insert_with(|| strata_client::Client::new(&format!("http://{addr}"))).clone()
+        g.entry(node).or_insert_with(|| strata_client::Client::with_options(&format!("{}://{addr}", self.scheme()), &self.opts)).clone()
     }
 
     async fn ask(&self, node: NodeId, addr: &str, store: &str, key: &[u8], floor: u64) -> Answer {

@@ -282,7 +282,7 @@ impl ClusterNode {
         let body = serde_json::to_vec(&cmd).map_err(|e| ClusterError::NoMeta(e.to_string()))?;
         let mut last = String::from("no metadata members configured");
         for addr in self.config.meta_peers.values() {
-            let req = http::Request::post(format!("http://{addr}/admin/cluster/command"))
+            let req = http::Request::post(format!("{}://{addr}/admin/cluster/command", strata_cluster::meta::scheme()))
                 .header(http::header::CONTENT_TYPE, "application/json")
                 .body(http_body_util::Full::new(bytes::Bytes::from(body.clone())))
                 .map_err(|e| ClusterError::NoMeta(e.to_string()))?;

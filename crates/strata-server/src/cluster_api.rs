@@ -74,16 +74,36 @@ async fn status(State(st): S) -> Response {
     .into_response()
 }
 
+/// Initializes the metadata group and makes the cluster's first admin key
+/// (there is no key before: only a holder of the cluster secret gets here).
 async fn init(State(st): S) -> Response {
     let Some(n) = st.cluster.clone() else { return not_clustered() };
     let Some(meta) = n.meta.clone() else {
         return ApiError::NotAMetadataMember.into_response();
     };
     match meta.initialize(n.config.meta_peers.clone()).await {
-        Ok(()) => Json(serde_json::json!({ "initialized": true, "members": n.config.meta_peers })).into_response(),
-        Err(strata_cluster::meta::MetaError::AlreadyInitialized) => ApiError::AlreadyInitialized.into_response(),
-        Err(e) => ApiError::MetaUnavailable(e.to_string()).into_response(),
+        Ok(()) => {}
+        Err(strata_cluster::meta::MetaError::AlreadyInitialized) => return ApiError::AlreadyInitialized.into_response(),
+        Err(e) => return ApiError::MetaUnavailable(e.to_string()).into_response(),
     }
+    // The group elects its leader in a moment; until then a proposal fails.
+    let key = crate::new_access_key("admin", true, st.router.clock().now_ms());
+    let made = serde_json::json!({ "access_key_id": key.id, "secret_access_key": key.secret, "name": key.name, "admin": true });
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    loop {
+        match st.names.apply(strata_names::NameOp::CreateKey { key: key.clone() }).await {
+            // A retry of a proposal that did commit: the key is there.
+            Ok(_) | Err(strata_names::NameError::AccessKeyExists(_)) => break,
+            Err(e) if std::time::Instant::now() > deadline => {
+                return ApiError::MetaUnavailable(format!(
+                    "initialized, but the first admin key could not be made ({e}): make one with strata key create --admin --cluster-secret"
+                ))
+                .into_response();
+            }
+            Err(_) => tokio::time::sleep(std::time::Duration::from_millis(100)).await,
+        }
+    }
+    Json(serde_json::json!({ "initialized": true, "members": n.config.meta_peers, "admin_key": made })).into_response()
 }
 
 async fn command(State(st): S, body: Bytes) -> Response {

@@ -36,13 +36,18 @@ const DRAIN_TIMEOUT: Duration = Duration::from_secs(10);
 
 type Service = TowerToHyperService<axum::Router>;
 
-/// Accepts connections until `shutdown` resolves, then drains them.
+/// Accepts connections until `shutdown` resolves, then drains them. With
+/// `tls`, every connection is TLS (no sendfile fast path: the bytes must be
+/// encrypted in user space), and one that presents a certificate of the
+/// cluster's CA is a node's.
 pub async fn serve(
     listener: TcpListener,
     state: Arc<AppState>,
     limits: Limits,
+    tls: Option<Arc<rustls::ServerConfig>>,
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,
 ) -> io::Result<()> {
+    let acceptor = tls.map(tokio_rustls::TlsAcceptor::from);
     let service = TowerToHyperService::new(crate::app(state.clone()));
     let graceful = GracefulShutdown::new();
     let (stop_tx, stop_rx) = watch::channel(false);
@@ -55,13 +60,21 @@ pub async fn serve(
             r = listener.accept() => match r {
                 Ok((stream, remote)) => {
                     let _ = stream.set_nodelay(true);
-                    match gate.admit() {
-                        Some(ticket) => {
+                    match (gate.admit(), &acceptor) {
+                        (Some(ticket), Some(acceptor)) => {
+                            let (service, watcher, state, acceptor) = (service.clone(), graceful.watcher(), state.clone(), acceptor.clone());
+                            tasks.spawn(async move {
+                                let Some((tls, peer)) = handshake(acceptor, stream, remote, &ticket, &state).await else { return };
+                                let info = ConnInfo { remote: Some(remote), peer };
+                                serve_hyper(tls, ticket, limits, with_conn_info(service, info), Some(watcher)).await;
+                            });
+                        }
+                        (Some(ticket), None) => {
                             let info = ConnInfo { remote: Some(remote), peer: false };
                             let conn = Conn { state: state.clone(), service: service.clone(), watcher: graceful.watcher(), stop: stop_rx.clone(), ticket, limits, info };
                             tasks.spawn(conn.run(stream));
                         }
-                        None => {
+                        (None, _) => {
                             gate.refused.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
                             tasks.spawn(crate::limits::refuse(stream, limits.max_connections));
                         }
@@ -92,12 +105,14 @@ pub async fn serve(
 
 /// Serves `service` (the S3 API) on `listener` under `limits`, until
 /// `shutdown` resolves: the same gate, head timeout and refusal of
-/// `Transfer-Encoding` with `Content-Length` as the node's own port.
+/// `Transfer-Encoding` with `Content-Length` as the node's own port, and
+/// TLS with `tls`.
 pub async fn serve_service<S, B>(
     listener: TcpListener,
     service: S,
     gate: Arc<crate::limits::Gate>,
     limits: Limits,
+    tls: Option<(Arc<rustls::ServerConfig>, Arc<AppState>)>,
     shutdown: impl std::future::Future<Output = ()>,
 ) -> io::Result<()>
 where
@@ -109,11 +124,12 @@ where
     B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
 {
     gate.spawn_reaper(limits.header_timeout);
+    let tls = tls.map(|(config, state)| (tokio_rustls::TlsAcceptor::from(config), state));
     tokio::pin!(shutdown);
     loop {
-        let stream = tokio::select! {
+        let (stream, remote) = tokio::select! {
             r = listener.accept() => match r {
-                Ok((stream, _)) => stream,
+                Ok(accepted) => accepted,
                 Err(e) => {
                     tracing::warn!(error = %e, "accept failed");
                     tokio::time::sleep(Duration::from_millis(50)).await;
@@ -129,51 +145,108 @@ where
             continue;
         };
         let service = service.clone();
+        let tls = tls.clone();
         tokio::spawn(async move {
-            // Evictable until the first head is in: a connection that never
-            // sends one is the first to make room.
-            ticket.set_waiting(true);
-            let mut stream = stream;
-            let mut buf = BytesMut::with_capacity(4096);
-            loop {
-                match parse_head(&buf) {
-                    Head::Smuggle => {
-                        let _ = stream.write_all(crate::limits::te_and_cl_response().as_bytes()).await;
-                        return;
-                    }
-                    Head::Partial if buf.len() < HEAD_BYTES_MAX => {}
-                    _ if !buf.is_empty() => break,
-                    _ => {}
-                }
-                tokio::select! {
-                    r = stream.read_buf(&mut buf) => match r {
-                        Ok(0) | Err(_) => return,
-                        Ok(_) => {}
-                    },
-                    why = ticket.ended() => {
-                        if why == Ended::TimedOut && !buf.is_empty() {
-                            let _ = stream.write_all(crate::limits::head_timeout_response().as_bytes()).await;
-                        }
-                        return;
+            match tls {
+                Some((acceptor, state)) => {
+                    if let Some((stream, _)) = handshake(acceptor, stream, remote, &ticket, &state).await {
+                        serve_hyper(stream, ticket, limits, service, None).await;
                     }
                 }
+                None => serve_hyper(stream, ticket, limits, service, None).await,
             }
-            ticket.set_waiting(false);
-            // hyper's head timeout also covers the wait for later requests.
-            let conn = hyper::server::conn::http1::Builder::new()
-                .timer(hyper_util::rt::TokioTimer::new())
-                .header_read_timeout(limits.header_timeout)
-                .keep_alive(true)
-                .serve_connection(TokioIo::new(Rewind { pre: buf.freeze(), inner: stream }), service);
-            if let Err(e) = conn.await {
-                if e.is_timeout() {
-                    ticket.timed_out();
-                }
-                tracing::debug!(error = %e, "S3 connection ended");
-            }
-            drop(ticket);
         });
     }
+}
+
+/// The TLS handshake of a new connection, within the head timeout (and
+/// evictable like a connection waiting for its head). A failed one is
+/// logged with the client's address: a node with another cluster's
+/// secret shows here. Returns the stream and whether the client presented
+/// a certificate of the cluster's CA.
+async fn handshake(
+    acceptor: tokio_rustls::TlsAcceptor,
+    stream: TcpStream,
+    remote: std::net::SocketAddr,
+    ticket: &Ticket,
+    state: &AppState,
+) -> Option<(tokio_rustls::server::TlsStream<TcpStream>, bool)> {
+    ticket.set_waiting(true);
+    let result = tokio::select! {
+        r = acceptor.accept(stream) => r,
+        _ = ticket.ended() => return None,
+    };
+    match result {
+        Ok(tls) => {
+            let peer = tls.get_ref().1.peer_certificates().is_some_and(|c| !c.is_empty());
+            Some((tls, peer))
+        }
+        Err(e) => {
+            state.metrics.tls_handshake_failures.inc();
+            tracing::warn!(%remote, error = %e, "TLS handshake refused");
+            None
+        }
+    }
+}
+
+/// Serves one connection through hyper: waits for its first head
+/// (evictable, within the head timeout), refuses `Transfer-Encoding` with
+/// `Content-Length`, then hands it to hyper, whose head timeout covers the
+/// waits for later requests.
+async fn serve_hyper<IO, S, B>(mut stream: IO, ticket: Ticket, limits: Limits, service: S, watcher: Option<Watcher>)
+where
+    IO: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+    S: hyper::service::Service<http::Request<hyper::body::Incoming>, Response = http::Response<B>> + Send + 'static,
+    S::Future: Send + 'static,
+    S::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+    B: hyper::body::Body + Send + 'static,
+    B::Data: Send,
+    B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+{
+    // Evictable until the first head is in: a connection that never
+    // sends one is the first to make room.
+    ticket.set_waiting(true);
+    let mut buf = BytesMut::with_capacity(4096);
+    loop {
+        match parse_head(&buf) {
+            Head::Smuggle => {
+                let _ = stream.write_all(crate::limits::te_and_cl_response().as_bytes()).await;
+                return;
+            }
+            Head::Partial if buf.len() < HEAD_BYTES_MAX => {}
+            _ if !buf.is_empty() => break,
+            _ => {}
+        }
+        tokio::select! {
+            r = stream.read_buf(&mut buf) => match r {
+                Ok(0) | Err(_) => return,
+                Ok(_) => {}
+            },
+            why = ticket.ended() => {
+                if why == Ended::TimedOut && !buf.is_empty() {
+                    let _ = stream.write_all(crate::limits::head_timeout_response().as_bytes()).await;
+                }
+                return;
+            }
+        }
+    }
+    ticket.set_waiting(false);
+    let conn = hyper::server::conn::http1::Builder::new()
+        .timer(hyper_util::rt::TokioTimer::new())
+        .header_read_timeout(limits.header_timeout)
+        .keep_alive(true)
+        .serve_connection(TokioIo::new(Rewind { pre: buf.freeze(), inner: stream }), service);
+    let r = match watcher {
+        Some(w) => w.watch(conn).await,
+        None => conn.await,
+    };
+    if let Err(e) = r {
+        if e.is_timeout() {
+            ticket.timed_out();
+        }
+        tracing::debug!(error = %e, "connection ended");
+    }
+    drop(ticket);
 }
 
 enum Head {
@@ -443,12 +516,12 @@ async fn fast_get(stream: &mut TcpStream, state: &AppState, id: &str) -> Fast {
 }
 
 /// Replays bytes already read from a connection before reading more.
-struct Rewind {
+struct Rewind<IO> {
     pre: Bytes,
-    inner: TcpStream,
+    inner: IO,
 }
 
-impl AsyncRead for Rewind {
+impl<IO: AsyncRead + Unpin> AsyncRead for Rewind<IO> {
     fn poll_read(mut self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &mut ReadBuf<'_>) -> Poll<io::Result<()>> {
         if !self.pre.is_empty() {
             let n = self.pre.len().min(buf.remaining());
@@ -460,7 +533,7 @@ impl AsyncRead for Rewind {
     }
 }
 
-impl AsyncWrite for Rewind {
+impl<IO: AsyncWrite + Unpin> AsyncWrite for Rewind<IO> {
     fn poll_write(mut self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &[u8]) -> Poll<io::Result<usize>> {
         Pin::new(&mut self.inner).poll_write(cx, buf)
     }

@@ -47,6 +47,9 @@ pub struct Metrics {
     pub bytes_sent: Counter,
     /// GETs answered with sendfile(2) on the fast path.
     pub sendfile_responses: Counter,
+    /// TLS handshakes refused (a client without a trusted certificate, a
+    /// node of another cluster, a plain-HTTP client on a TLS port).
+    pub tls_handshake_failures: Counter,
     /// The connection gate every port of the node shares (one budget of
     /// open files).
     gate: Arc<std::sync::OnceLock<Arc<crate::limits::Gate>>>,
@@ -69,11 +72,13 @@ impl Metrics {
         let bytes_received = Counter::default();
         let bytes_sent = Counter::default();
         let sendfile_responses = Counter::default();
+        let tls_handshake_failures = Counter::default();
         registry.register("strata_http_requests", "HTTP requests by operation and status", requests.clone());
         registry.register("strata_http_request_duration_seconds", "HTTP request latency by operation (to the response head)", latency.clone());
         registry.register("strata_http_blob_bytes_received", "Blob bytes received in put bodies", bytes_received.clone());
         registry.register("strata_http_blob_bytes_sent", "Blob bytes sent in get bodies", bytes_sent.clone());
         registry.register("strata_http_sendfile_responses", "GETs answered with sendfile(2), bypassing user space", sendfile_responses.clone());
+        registry.register("strata_tls_handshake_failures", "TLS handshakes refused on the node's ports", tls_handshake_failures.clone());
         registry.register_collector(Box::new(EngineCollector(store)));
         registry.register_collector(Box::new(KvCollector(kv)));
         registry.register_collector(Box::new(ClusterCollector { router, cluster }));
@@ -88,7 +93,7 @@ impl Metrics {
         }
         let gate = Arc::default();
         registry.register_collector(Box::new(GateCollector(Arc::clone(&gate))));
-        Self { registry, requests, latency, s3_requests, s3_latency, bytes_received, bytes_sent, sendfile_responses, gate }
+        Self { registry, requests, latency, s3_requests, s3_latency, bytes_received, bytes_sent, sendfile_responses, tls_handshake_failures, gate }
     }
 
     /// The connection gate of the node's ports (HTTP and S3 share one),

@@ -88,6 +88,10 @@ struct Cluster {
     procs: BTreeMap<u8, Child>,
     proxy: Arc<Proxy>,
     extra: Vec<String>,
+    /// The cluster secret every node is started with.
+    secret: PathBuf,
+    /// How the test talks to nodes: as a holder of the secret (mutual TLS).
+    opts: strata_client::ClientOptions,
 }
 
 impl Cluster {
@@ -106,7 +110,7 @@ impl Cluster {
         format!("127.{}.1.{n}:{PORT}", self.octet)
     }
     fn client(&self, n: u8) -> Client {
-        Client::new(&format!("http://{}", self.real(n)))
+        Client::with_options(&format!("https://{}", self.real(n)), &self.opts)
     }
 
     fn spawn(&mut self, n: u8) {
@@ -118,6 +122,8 @@ impl Cluster {
             .arg(&data)
             .args(["--listen", &self.real(n), "--node-id", &n.to_string(), "--meta", &meta.join(",")])
             .args(["--outbound-ip", &format!("127.{}.0.{n}", self.octet)])
+            .arg("--cluster-secret")
+            .arg(&self.secret)
             .args(["--chunk-size", "1MiB", "--segment-size", "16MiB", "--disk-reserve", "0", "--failure-wait-ms", "1000"])
             .args(if self.extra.iter().any(|a| a == "--replica-capacity") { &[][..] } else { &["--replica-capacity", "256MiB"][..] })
             // Several nodes share this machine: a small tail cache each.
@@ -190,7 +196,8 @@ impl Cluster {
     async fn start_zones(octet: u8, per_zone: u8, partitions: u32, extra: &[&str]) -> Cluster {
         let dir = tempfile::Builder::new().prefix("strata-cluster").tempdir().expect("tempdir").keep();
         let proxy = Proxy::start(octet, per_zone).await;
-        let mut c = Cluster { octet, per_zone, dir, procs: BTreeMap::new(), proxy, extra: extra.iter().map(|s| s.to_string()).collect() };
+        let (secret, opts) = common::cluster_secret(&dir);
+        let mut c = Cluster { octet, per_zone, dir, procs: BTreeMap::new(), proxy, extra: extra.iter().map(|s| s.to_string()).collect(), secret, opts };
         for n in c.nodes() {
             c.spawn(n);
         }

@@ -166,6 +166,22 @@ impl Drop for Node {
     }
 }
 
+/// A new cluster secret in `dir` (`cluster.secret`), and client options
+/// that act as a node of that cluster (mutual TLS, its CA trusted).
+pub fn cluster_secret(dir: &Path) -> (PathBuf, strata_client::ClientOptions) {
+    let secret = strata_auth::ClusterSecret::generate().expect("a cluster secret");
+    let path = dir.join("cluster.secret");
+    strata_auth::credentials::write_private(&path, &secret.to_file()).expect("write the cluster secret");
+    (path, secret_options(&secret))
+}
+
+/// Client options acting as a holder of `secret`.
+pub fn secret_options(secret: &strata_auth::ClusterSecret) -> strata_client::ClientOptions {
+    let me = secret.mint(&["test-harness".into()]).expect("a client certificate");
+    let tls = strata_auth::tls::client_config(secret.roots().expect("roots"), Some(&me)).expect("TLS config");
+    strata_client::ClientOptions { tls: Some(tls), server_name: Some(strata_auth::CLUSTER_SERVER_NAME.into()), ..Default::default() }
+}
+
 /// Client options signing as the admin key a node wrote to `data_dir`.
 pub fn admin_options(data_dir: &Path) -> strata_client::ClientOptions {
     let creds = strata_auth::credentials::load(&data_dir.join("admin.credentials")).expect("the server wrote its admin credentials");

@@ -65,7 +65,7 @@ impl MapFeed {
 
 /// Fetches and checks the map from one member.
 pub async fn fetch_map(http: &HttpClient, addr: &str) -> Result<ClusterMap, String> {
-    let req = http::Request::get(format!("http://{addr}/meta/v1/map")).body(Full::new(Bytes::new())).map_err(|e| e.to_string())?;
+    let req = http::Request::get(format!("{}://{addr}/meta/v1/map", super::scheme())).body(Full::new(Bytes::new())).map_err(|e| e.to_string())?;
     let resp = tokio::time::timeout(Duration::from_secs(3), http.request(req)).await.map_err(|_| "timed out".to_string())?.map_err(|e| e.to_string())?;
     if !resp.status().is_success() {
         return Err(format!("HTTP {}", resp.status()));

@@ -15,7 +15,7 @@ pub use log_store::LogStore;
 pub use names::RaftNames;
 pub use network::{
     HttpClient, KIND_ADD_LEARNER, KIND_APPEND, KIND_PROPOSE, KIND_PROPOSE_INDEXED, KIND_READ_INDEX, KIND_SNAPSHOT, KIND_VOTE, PostError, http_client,
-    post_frame, post_raw, set_outbound_ip,
+    post_frame, post_raw, scheme, set_cluster_tls, set_outbound_ip,
 };
 pub use service::{MetaConfig, MetaError, MetaService, MetaStatus};
 pub use state_machine::StateMachine;

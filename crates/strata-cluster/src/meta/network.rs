@@ -32,10 +32,26 @@ pub const KIND_PROPOSE_INDEXED: u16 = 0x15;
 /// an error from a member that is not the leader).
 pub const KIND_ADD_LEARNER: u16 = 0x16;
 
-/// The HTTP client nodes use to talk to each other.
-pub type HttpClient = hyper_util::client::legacy::Client<hyper_util::client::legacy::connect::HttpConnector, Full<Bytes>>;
+/// The HTTP client nodes use to talk to each other: TLS with the cluster's
+/// certificates once [`set_cluster_tls`] was called, plain HTTP before.
+pub type HttpClient = hyper_util::client::legacy::Client<hyper_rustls::HttpsConnector<hyper_util::client::legacy::connect::HttpConnector>, Full<Bytes>>;
 
 static OUTBOUND_IP: std::sync::OnceLock<std::net::IpAddr> = std::sync::OnceLock::new();
+static CLUSTER_TLS: std::sync::OnceLock<std::sync::Arc<rustls::ClientConfig>> = std::sync::OnceLock::new();
+
+/// Makes every node-to-node connection of this process mutual TLS with
+/// `config` (the cluster's CA as the only root, this node's certificate as
+/// its identity), asking for [`strata_auth::CLUSTER_SERVER_NAME`]. Call once,
+/// before the first client is made; later calls are ignored.
+pub fn set_cluster_tls(config: std::sync::Arc<rustls::ClientConfig>) {
+    let _ = CLUSTER_TLS.set(config);
+}
+
+/// `https` once the cluster's TLS is set, else `http`: the scheme of every
+/// node-to-node URL.
+pub fn scheme() -> &'static str {
+    if CLUSTER_TLS.get().is_some() { "https" } else { "http" }
+}
 
 /// Makes every node-to-node connection of this process leave from `ip`
 /// (a multi-homed host, or nodes sharing one host on 127.0.0.x). Call once,
@@ -50,7 +66,24 @@ pub fn http_client() -> HttpClient {
     c.set_local_address(OUTBOUND_IP.get().copied());
     c.set_connect_timeout(Some(Duration::from_secs(1)));
     c.set_nodelay(true);
-    hyper_util::client::legacy::Client::builder(hyper_util::rt::TokioExecutor::new()).pool_idle_timeout(Duration::from_secs(30)).build(c)
+    c.enforce_http(false);
+    let tls = match CLUSTER_TLS.get() {
+        Some(t) => (**t).clone(),
+        // No cluster TLS: plain HTTP only (no root is trusted).
+        None => rustls::ClientConfig::builder_with_provider(std::sync::Arc::new(rustls::crypto::ring::default_provider()))
+            .with_safe_default_protocol_versions()
+            .expect("ring supports the default protocol versions")
+            .with_root_certificates(rustls::RootCertStore::empty())
+            .with_no_client_auth(),
+    };
+    let name = rustls::pki_types::ServerName::try_from(strata_auth::CLUSTER_SERVER_NAME).expect("a valid DNS name");
+    let conn = hyper_rustls::HttpsConnectorBuilder::new()
+        .with_tls_config(tls)
+        .https_or_http()
+        .with_server_name_resolver(hyper_rustls::FixedServerNameResolver::new(name))
+        .enable_http1()
+        .wrap_connector(c);
+    hyper_util::client::legacy::Client::builder(hyper_util::rt::TokioExecutor::new()).pool_idle_timeout(Duration::from_secs(30)).build(conn)
 }
 
 /// Why a frame exchange failed.
@@ -74,7 +107,7 @@ pub enum PostError {
     },
 }
 
-/// POSTs `payload` as a frame of `kind` to `http://addr{path}` and returns
+/// POSTs `payload` as a frame of `kind` to `https://addr{path}` and returns
 /// the answer's payload, which must be a frame of the same kind.
 pub async fn post_frame(client: &HttpClient, addr: &str, path: &str, kind: u16, payload: &[u8], timeout: Duration) -> Result<Vec<u8>, PostError> {
     let body = post_raw(client, addr, path, encode_frame(kind, payload), timeout).await?;
@@ -86,12 +119,12 @@ pub async fn post_frame(client: &HttpClient, addr: &str, path: &str, kind: u16, 
     Ok(p.to_vec())
 }
 
-/// POSTs `body` (a frame) to `http://addr{path}` and returns the answer's
+/// POSTs `body` (a frame) to `https://addr{path}` and returns the answer's
 /// bytes; a non-2xx status is garbage, no answer in `timeout` unreachable.
 pub async fn post_raw(client: &HttpClient, addr: &str, path: &str, body: Vec<u8>, timeout: Duration) -> Result<Bytes, PostError> {
     let unreachable = |d: String| PostError::Unreachable { addr: addr.to_string(), detail: d };
     let garbage = |d: String| PostError::Garbage { addr: addr.to_string(), detail: d };
-    let req = http::Request::post(format!("http://{addr}{path}"))
+    let req = http::Request::post(format!("{}://{addr}{path}", scheme()))
         .header(http::header::CONTENT_TYPE, "application/x-strata-frame")
         .body(Full::new(Bytes::from(body)))
         .map_err(|e| garbage(e.to_string()))?;
