@@ -581,6 +581,11 @@ impl Signer {
         &self.creds.access_key_id
     }
 
+    /// A presigned URL's query for `req`, as [`presign`] makes it.
+    pub fn presign(&self, req: &RequestView<'_>, now_secs: u64, expires_secs: u64) -> String {
+        presign(req, &self.creds, Scope { region: &self.region, service: &self.service }, now_secs, expires_secs)
+    }
+
     /// Signs `req` as [`sign`] does.
     pub fn sign(&self, req: &RequestView<'_>, payload: &str, now_secs: u64) -> Signature {
         let date = amz_date(now_secs)[..8].to_owned();

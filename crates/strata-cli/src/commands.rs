@@ -87,6 +87,32 @@ pub struct IdArgs {
 }
 
 #[derive(clap::Args, Debug)]
+pub struct PresignArgs {
+    /// Blob id.
+    pub id: String,
+    /// Seconds the URL works (at most 604800, seven days).
+    #[arg(long, default_value_t = 3600)]
+    pub expires: u64,
+    #[command(flatten)]
+    pub common: Common,
+}
+
+/// `strata presign`: a GET URL for a blob that anyone may use until it
+/// expires, signed with the CLI's key (which must be able to read the blob).
+pub async fn presign(a: PresignArgs) -> Result<()> {
+    if !(1..=strata_auth::sigv4::PRESIGNED_EXPIRES_MAX_SECS).contains(&a.expires) {
+        bail!("--expires must be from 1 to {} seconds (seven days)", strata_auth::sigv4::PRESIGNED_EXPIRES_MAX_SECS);
+    }
+    let url = a
+        .common
+        .client()?
+        .presign(&http::Method::GET, &format!("/{}", a.id), a.expires)
+        .context("presigning needs credentials (--credentials or an admin.credentials)")?;
+    println!("{url}");
+    Ok(())
+}
+
+#[derive(clap::Args, Debug)]
 pub struct TtlArgs {
     /// Blob id.
     pub id: String,

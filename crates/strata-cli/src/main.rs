@@ -39,6 +39,8 @@ enum Cmd {
     Delete(commands::IdArgs),
     /// Sets a blob's time to live (seconds from now, or `never`).
     Ttl(commands::TtlArgs),
+    /// Prints a URL that GETs a blob without credentials until it expires (SigV4 presigned).
+    Presign(commands::PresignArgs),
     /// Shows the partitions of a node.
     Partitions(commands::Common),
     /// Runs a compaction pass on a node now.
@@ -110,6 +112,7 @@ fn main() -> std::process::ExitCode {
             Cmd::Info(a) => commands::info(a).await,
             Cmd::Delete(a) => commands::delete(a).await,
             Cmd::Ttl(a) => commands::ttl(a).await,
+            Cmd::Presign(a) => commands::presign(a).await,
             Cmd::Partitions(a) => commands::partitions(a).await,
             Cmd::Compact(a) => commands::compact(a).await,
             Cmd::Scrub(c) => commands::scrub(c).await,

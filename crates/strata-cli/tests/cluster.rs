@@ -491,3 +491,126 @@ async fn the_orphan_sweep_frees_a_cut_puts_chunks_in_every_zone_and_stops_while_
         get_ok(&c.client(n), &kept_id, &kept).await;
     }
 }
+
+/// The cluster's own traffic on README's topology (three zones of one
+/// node): every node-to-node connection the proxy forwards opens with a
+/// TLS handshake and no byte of a blob crosses in clear (the same tap
+/// finds the marker when it is sent in clear, so the check can fail); a
+/// node started with another cluster's secret gets no map and no replica,
+/// and the members log its refused handshakes; a client with the other
+/// secret cannot call a replica RPC, nor can an admin key; a key revoked
+/// through one node is refused by another at once; a key without admin
+/// rights runs no cluster command.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn node_traffic_is_encrypted_a_stranger_cannot_join_and_revocation_is_everywhere_at_once() {
+    let _serial = SERIAL.lock().await;
+    let mut c = Cluster::start_zones(66, 1, 2, &["--intra-replication-ms", "50", "--inter-replication-ms", "100"]).await;
+    let marker: Vec<u8> = format!("PLAINTEXT-{}-MARKER", std::process::id()).into_bytes();
+    c.proxy.tap.lock().unwrap().marker = marker.clone();
+    let data: Vec<u8> = marker.iter().copied().cycle().take(300_000).collect();
+    let id = put(&c.client(1), &data, Some("all")).await;
+    for n in [2, 3] {
+        get_ok(&c.client(n), &id, &data).await;
+        assert!(holds(&c, n, &id).await, "node {n} holds a copy");
+    }
+    {
+        let t = c.proxy.tap.lock().unwrap();
+        assert!(t.connections > 0, "no node-to-node traffic went through the proxy");
+        assert_eq!(
+            t.opened_with_tls,
+            t.connections,
+            "{} of {} connections did not open with a TLS handshake",
+            t.connections - t.opened_with_tls,
+            t.connections
+        );
+        assert_eq!(t.marker_seen, 0, "a blob's bytes crossed between nodes in clear");
+    }
+    // The tap does see bytes sent in clear.
+    {
+        use tokio::io::AsyncWriteExt;
+        let mut clear = TcpStream::connect(c.mapped(1)).await.expect("connect through the proxy");
+        clear.write_all(&marker).await.expect("send");
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while c.proxy.tap.lock().unwrap().marker_seen == 0 {
+            assert!(Instant::now() < deadline, "the tap missed a marker sent in clear");
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+
+    // A node with another cluster's secret: registered in the map (by an
+    // operator's mistake), given replicas, it still gets nothing.
+    std::fs::create_dir_all(c.dir.join("other")).expect("a directory for the other secret");
+    let (other, other_opts) = common::cluster_secret(&c.dir.join("other"));
+    c.spawn_with(4, &other);
+    c.command(1, serde_json::json!({ "AddNode": { "id": 4, "addr": c.real(4), "zone": "z1", "rack": "r9" } })).await;
+    c.command(1, serde_json::json!({ "AddDisk": { "node": 4, "path": "d0", "capacity_bytes": 4u64 << 30 } })).await;
+    let added = c.command(1, serde_json::json!({ "AddPartitions": { "count": 2, "replicas_per_zone": 2, "capacity_bytes": 256u64 << 20 } })).await;
+    let fresh: Vec<u64> = added["PartitionsAdded"]["ids"].as_array().expect("ids").iter().filter_map(|v| v.as_u64()).collect();
+    let map = c.client(1).json(http::Method::GET, "/admin/cluster/status").await.expect("status");
+    let on4 = map["map"]["partitions"]
+        .as_object()
+        .expect("partitions")
+        .values()
+        .filter(|p| p["replicas"].as_array().into_iter().flatten().any(|r| r["node"] == 4))
+        .count();
+    assert!(on4 > 0, "the map gave node 4 no replica: {fresh:?}");
+    let stranger = Client::with_options(&format!("https://{}", c.real(4)), &other_opts);
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    let opened = stranger.json(http::Method::GET, "/admin/partitions").await.expect("node 4 answers its own cluster");
+    assert_eq!(opened.as_array().map_or(0, Vec::len), 0, "node 4 opened replicas from a map it should not have: {opened}");
+    let st = stranger.json(http::Method::GET, "/admin/cluster/status").await.expect("node 4's status");
+    assert_eq!(st["map"]["epoch"], 0, "node 4 got the cluster's map: {st}");
+    let members_log: String = [1u8, 2, 3].iter().map(|&n| c.log(n)).collect();
+    assert!(members_log.contains("TLS handshake refused"), "no member logged node 4's refused handshakes");
+    let metrics = c.client(1).get_text("/metrics").await.expect("metrics");
+    assert!(metric(&metrics, "strata_tls_handshake_failures_total") > 0.0);
+    // Its secret reads no replica of this cluster: the handshake fails.
+    let rpc =
+        Client::with_options(&format!("https://{}", c.real(1)), &other_opts).send(http::Method::POST, "/rpc/v1/read", &[], strata_client::full("x")).await;
+    assert!(matches!(rpc, Err(strata_client::ClientError::Transport(_))), "{:?}", rpc.map(|r| r.head.status));
+    c.kill9(4);
+
+    // Keys: made through node 1, revoked through node 1, refused by node 3 at once.
+    let key = c.client(1).post_json("/admin/keys", &serde_json::json!({ "name": "ops", "admin": true })).await.expect("key");
+    let creds = strata_client::Credentials {
+        access_key_id: key["access_key_id"].as_str().expect("id").into(),
+        secret_access_key: key["secret_access_key"].as_str().expect("secret").into(),
+    };
+    let secret = strata_auth::ClusterSecret::load(&c.secret).expect("secret");
+    let key_opts = strata_client::ClientOptions {
+        credentials: Some(creds.clone()),
+        tls: Some(strata_auth::tls::client_config(secret.roots().expect("roots"), None).expect("tls")),
+        server_name: Some(strata_auth::CLUSTER_SERVER_NAME.into()),
+        ..Default::default()
+    };
+    let as_key = |n: u8| Client::with_options(&format!("https://{}", c.real(n)), &key_opts);
+    get_ok(&as_key(3), &id, &data).await;
+    // An admin key is not a node.
+    match as_key(2).send(http::Method::POST, "/rpc/v1/read", &[], strata_client::full("x")).await {
+        Err(strata_client::ClientError::Api { status: 403, code, .. }) => assert_eq!(code, "NodesOnly"),
+        other => panic!("an admin key called a replica RPC: {:?}", other.map(|r| r.head.status)),
+    }
+    let gone = c.client(1).send(http::Method::DELETE, &format!("/admin/keys/{}", creds.access_key_id), &[], strata_client::full(bytes::Bytes::new())).await;
+    let gone: serde_json::Value = serde_json::from_slice(&gone.expect("revoke").bytes().await.expect("body")).expect("json");
+    assert_eq!(gone["unconfirmed_nodes"], serde_json::json!([4]), "every live node confirmed: {gone}");
+    for n in [3, 2] {
+        match as_key(n).get_bytes(&id).await {
+            Err(strata_client::ClientError::Api { status: 403, code, .. }) => assert_eq!(code, "InvalidAccessKeyId", "node {n}"),
+            other => panic!("node {n} still took a revoked key: {:?}", other.map(|b| b.len())),
+        }
+    }
+    // A key without admin rights runs no cluster command, on any node.
+    let plain = c.client(2).post_json("/admin/keys", &serde_json::json!({ "name": "user" })).await.expect("key");
+    let user_opts = strata_client::ClientOptions {
+        credentials: Some(strata_client::Credentials {
+            access_key_id: plain["access_key_id"].as_str().expect("id").into(),
+            secret_access_key: plain["secret_access_key"].as_str().expect("secret").into(),
+        }),
+        ..key_opts.clone()
+    };
+    let user = Client::with_options(&format!("https://{}", c.real(3)), &user_opts);
+    let refused = user.post_json("/admin/cluster/command", &serde_json::json!({ "SetPartitionState": { "partition": 0, "state": "ReadOnly" } })).await;
+    assert!(matches!(refused, Err(strata_client::ClientError::Api { status: 403, .. })), "{refused:?}");
+    let st = c.client(1).json(http::Method::GET, "/admin/cluster/status").await.expect("status");
+    assert_eq!(st["map"]["partitions"]["0"]["state"], "ReadWrite", "the refused command changed the map");
+}

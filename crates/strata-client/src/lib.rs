@@ -224,6 +224,19 @@ impl Client {
         &self.base
     }
 
+    /// A URL for `method` on `path` that anyone may use for `expires_secs`
+    /// (at most seven days), signed with this client's key: SigV4's
+    /// presigned query. `None` without credentials.
+    pub fn presign(&self, method: &Method, path: &str, expires_secs: u64) -> Option<String> {
+        let signer = self.signer.as_ref()?;
+        let uri: http::Uri = format!("{}{}", self.base, path).parse().ok()?;
+        let host = uri.authority()?.as_str().to_owned();
+        let headers: [(&str, &[u8]); 1] = [("host", host.as_bytes())];
+        let view = RequestView { method: method.as_str(), path: uri.path(), query: uri.query().unwrap_or(""), headers: &headers };
+        let query = signer.presign(&view, strata_types::SystemClock.now_ms() / 1000, expires_secs);
+        Some(format!("{}{}?{query}", self.base, uri.path()))
+    }
+
     /// Sends a request; error statuses become [`ClientError::Api`].
     pub async fn send(&self, method: Method, path: &str, headers: &[(&str, String)], body: Body) -> Result<Response, ClientError> {
         let uri: http::Uri = format!("{}{}", self.base, path).parse().map_err(|e: http::uri::InvalidUri| ClientError::Protocol(e.to_string()))?;

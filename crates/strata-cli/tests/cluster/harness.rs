@@ -16,17 +16,66 @@ fn zone_of(node: u8, per_zone: u8) -> u8 {
 }
 
 /// The proxy in front of every node: forwards `127.x.1.N` to `127.x.0.N`,
-/// refusing and breaking connections across a cut zone.
+/// refusing and breaking connections across a cut zone, and looking at
+/// every byte it forwards ([`Tap`]).
 struct Proxy {
     octet: u8,
     per_zone: u8,
     cut: Arc<Mutex<Option<u8>>>,
     conns: Arc<Mutex<Vec<(u8, u8, tokio::task::AbortHandle)>>>,
+    tap: Arc<Mutex<Tap>>,
+}
+
+/// What the proxy saw on the wire between nodes (and anyone else who
+/// connects through it): whether each connection opened with a TLS
+/// handshake record, and whether a marker ever crossed in clear.
+#[derive(Default)]
+struct Tap {
+    connections: u64,
+    opened_with_tls: u64,
+    marker: Vec<u8>,
+    marker_seen: u64,
+}
+
+/// Forwards `from` to `to`, showing every byte to the tap.
+async fn forward(mut from: tokio::net::tcp::OwnedReadHalf, mut to: tokio::net::tcp::OwnedWriteHalf, tap: Arc<Mutex<Tap>>, first: bool) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut buf = vec![0u8; 64 << 10];
+    // The last bytes of the previous read, so a marker split across reads is found.
+    let mut carry: Vec<u8> = Vec::new();
+    let mut opened = !first;
+    loop {
+        let n = match from.read(&mut buf).await {
+            Ok(0) | Err(_) => break,
+            Ok(n) => n,
+        };
+        {
+            let mut t = tap.lock().unwrap();
+            if !opened {
+                opened = true;
+                // A TLS record of type handshake (22), version 3.x.
+                if buf[0] == 0x16 && n > 1 && buf[1] == 0x03 {
+                    t.opened_with_tls += 1;
+                }
+            }
+            if !t.marker.is_empty() {
+                carry.extend_from_slice(&buf[..n]);
+                let m = t.marker.clone();
+                t.marker_seen += carry.windows(m.len()).filter(|w| *w == &m[..]).count() as u64;
+                let keep = carry.len().saturating_sub(m.len() - 1);
+                carry.drain(..keep);
+            }
+        }
+        if to.write_all(&buf[..n]).await.is_err() {
+            break;
+        }
+    }
+    let _ = to.shutdown().await;
 }
 
 impl Proxy {
     async fn start(octet: u8, per_zone: u8) -> Arc<Self> {
-        let p = Arc::new(Self { octet, per_zone, cut: Arc::new(Mutex::new(None)), conns: Arc::new(Mutex::new(Vec::new())) });
+        let p = Arc::new(Self { octet, per_zone, cut: Arc::new(Mutex::new(None)), conns: Arc::new(Mutex::new(Vec::new())), tap: Arc::default() });
         for n in 1..=3 * per_zone {
             let l = TcpListener::bind((format!("127.{octet}.1.{n}"), PORT)).await.expect("bind proxy");
             let p = p.clone();
@@ -44,10 +93,14 @@ impl Proxy {
                         continue;
                     }
                     let upstream = format!("127.{}.0.{n}:{PORT}", p.octet);
+                    let tap = p.tap.clone();
+                    tap.lock().unwrap().connections += 1;
                     let task = tokio::spawn(async move {
-                        let mut inbound = inbound;
-                        if let Ok(mut out) = TcpStream::connect(&upstream).await {
-                            let _ = tokio::io::copy_bidirectional(&mut inbound, &mut out).await;
+                        if let Ok(out) = TcpStream::connect(&upstream).await {
+                            let ((in_r, in_w), (out_r, out_w)) = (inbound.into_split(), out.into_split());
+                            let up = forward(in_r, out_w, tap.clone(), true);
+                            let down = forward(out_r, in_w, tap, false);
+                            tokio::join!(up, down);
                         }
                     });
                     let mut conns = p.conns.lock().unwrap();
@@ -114,6 +167,13 @@ impl Cluster {
     }
 
     fn spawn(&mut self, n: u8) {
+        let secret = self.secret.clone();
+        self.spawn_with(n, &secret);
+    }
+
+    /// Starts node `n` with the cluster secret at `secret` (another
+    /// cluster's, to see it refused).
+    fn spawn_with(&mut self, n: u8, secret: &std::path::Path) {
         let meta: Vec<String> = self.meta().iter().map(|&m| format!("{m}={}", self.mapped(m))).collect();
         let data = self.dir.join(format!("n{n}"));
         let log = std::fs::OpenOptions::new().create(true).append(true).open(self.dir.join(format!("n{n}.log"))).expect("log");
@@ -123,7 +183,7 @@ impl Cluster {
             .args(["--listen", &self.real(n), "--node-id", &n.to_string(), "--meta", &meta.join(",")])
             .args(["--outbound-ip", &format!("127.{}.0.{n}", self.octet)])
             .arg("--cluster-secret")
-            .arg(&self.secret)
+            .arg(secret)
             .args(["--chunk-size", "1MiB", "--segment-size", "16MiB", "--disk-reserve", "0", "--failure-wait-ms", "1000"])
             .args(if self.extra.iter().any(|a| a == "--replica-capacity") { &[][..] } else { &["--replica-capacity", "256MiB"][..] })
             // Several nodes share this machine: a small tail cache each.

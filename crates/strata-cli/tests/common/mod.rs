@@ -125,12 +125,12 @@ impl Node {
 
     /// A client that sends unsigned requests.
     pub fn anonymous(&self) -> Client {
-        Client::new(&self.url)
+        Client::with_options(&self.url, &strata_client::ClientOptions { credentials: None, ..self.client.options().clone() })
     }
 
     /// A client signing as `creds`.
     pub fn client_as(&self, creds: strata_client::Credentials) -> Client {
-        Client::with_options(&self.url, &strata_client::ClientOptions { credentials: Some(creds), ..Default::default() })
+        Client::with_options(&self.url, &strata_client::ClientOptions { credentials: Some(creds), ..self.client.options().clone() })
     }
 
     /// Waits for a stdout line containing `needle` and returns it.
@@ -183,9 +183,12 @@ pub fn secret_options(secret: &strata_auth::ClusterSecret) -> strata_client::Cli
 }
 
 /// Client options signing as the admin key a node wrote to `data_dir`.
+/// With `--tls-self-signed`, they trust its certificate.
 pub fn admin_options(data_dir: &Path) -> strata_client::ClientOptions {
     let creds = strata_auth::credentials::load(&data_dir.join("admin.credentials")).expect("the server wrote its admin credentials");
-    strata_client::ClientOptions { credentials: Some(creds), ..Default::default() }
+    let cert = data_dir.join("tls/cert.pem");
+    let tls = cert.exists().then(|| strata_auth::tls::client_config(strata_auth::tls::roots_from_file(&cert).expect("roots"), None).expect("TLS config"));
+    strata_client::ClientOptions { credentials: Some(creds), tls, ..Default::default() }
 }
 
 /// Deterministic, self-describing blob content: a 16-byte header
