@@ -5,7 +5,9 @@
 //! frames, RPC messages, chunk lists, damage lists, fixed headers, the
 //! cluster map codec, read-only store chunk and metadata files, blob ids,
 //! policies, HTTP request heads and native headers, SigV4 scopes, S3
-//! tagging headers), their seed corpus (valid encodings made here, plus the
+//! tagging headers, SigV4 signatures as the HTTP port checks them, route
+//! classification, credentials files, cluster secret files, audit log
+//! lines, the name index's log and snapshot payloads), their seed corpus (valid encodings made here, plus the
 //! files under `corpus/<target>/`), and the fuzzer: seeded byte-level
 //! mutations (bit flips, interesting integers, insertions, deletions,
 //! truncations, splices of two seeds) of the corpus, each input run under

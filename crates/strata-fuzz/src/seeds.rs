@@ -65,7 +65,12 @@ pub(crate) fn rpc_message() -> Vec<Vec<u8>> {
 
 pub(crate) fn chunk_list() -> Vec<Vec<u8>> {
     let chunks = vec![(blob(1), 4096), (blob(2), 4096), (blob(3), 17)];
-    vec![ChunkList { chunk_size: 4096, total_size: 4096 * 2 + 17, chunks }.encode()]
+    let c = strata_types::ContainerRef { account: 3, container: 1 };
+    let in_container: Vec<_> = chunks.iter().map(|(id, n)| (id.in_container(c), *n)).collect();
+    vec![
+        ChunkList { chunk_size: 4096, total_size: 4096 * 2 + 17, chunks }.encode(),
+        ChunkList { chunk_size: 4096, total_size: 4096 * 2 + 17, chunks: in_container }.encode(),
+    ]
 }
 
 pub(crate) fn damage_list() -> Vec<Vec<u8>> {
@@ -122,7 +127,112 @@ pub(crate) fn kv_metadata() -> Vec<Vec<u8>> {
 }
 
 pub(crate) fn blob_id() -> Vec<Vec<u8>> {
-    vec![blob(1).to_bytes().to_vec(), blob(2).to_string().into_bytes()]
+    let other = blob(3).in_container(strata_types::ContainerRef { account: 2, container: 5 });
+    vec![blob(1).to_bytes().to_vec(), blob(2).to_string().into_bytes(), other.to_bytes().to_vec(), other.to_string().into_bytes()]
+}
+
+/// The secret the `sigv4` seeds are signed with.
+pub(crate) const FUZZ_SECRET: &str = "fuzz-secret";
+/// The time they are checked at (seconds since the epoch).
+pub(crate) const FUZZ_NOW: u64 = 1_795_324_022;
+
+pub(crate) fn sigv4() -> Vec<Vec<u8>> {
+    let creds = strata_auth::Credentials { access_key_id: "SKFUZZ".into(), secret_access_key: FUZZ_SECRET.into() };
+    let scope = strata_auth::Scope { region: "us-east-1", service: "s3" };
+    let mut out = Vec::new();
+    let id = blob(1).to_string();
+    for (method, path, query, extra) in
+        [("GET", format!("/{id}"), "", vec![]), ("POST", "/".to_string(), "", vec![("x-strata-ttl", "60")]), ("GET", "/kv/s/a%2Bb".into(), "x=1&a=", vec![])]
+    {
+        let mut headers: Vec<(&str, &[u8])> = vec![("host", b"127.0.0.1:8080")];
+        headers.extend(extra.iter().map(|(k, v)| (*k, v.as_bytes())));
+        let view = strata_auth::RequestView { method, path: &path, query, headers: &headers };
+        let sig = strata_auth::sigv4::sign(&view, strata_auth::sigv4::UNSIGNED_PAYLOAD, &creds, scope, FUZZ_NOW);
+        let target = if query.is_empty() { path.clone() } else { format!("{path}?{query}") };
+        let mut head = format!("{method} {target} HTTP/1.1\r\n");
+        for (k, v) in &headers {
+            head.push_str(&format!("{k}: {}\r\n", String::from_utf8_lossy(v)));
+        }
+        head.push_str(&format!("x-amz-date: {}\r\nx-amz-content-sha256: {}\r\nauthorization: {}\r\n\r\n", sig.amz_date, sig.content_sha256, sig.authorization));
+        out.push(head.into_bytes());
+        let presigned = strata_auth::sigv4::presign(&view, &creds, scope, FUZZ_NOW, 3600);
+        out.push(format!("{method} {path}?{presigned} HTTP/1.1\r\nhost: 127.0.0.1:8080\r\n\r\n").into_bytes());
+    }
+    out
+}
+
+pub(crate) fn route() -> Vec<Vec<u8>> {
+    let id = blob(1).to_string();
+    let other = blob(2).in_container(strata_types::ContainerRef { account: 1, container: 1 }).to_string();
+    [
+        format!("GET /{id}"),
+        format!("DELETE /{other}"),
+        format!("PUT /{id}/ttl"),
+        "POST /".into(),
+        "GET /kv/store/a%2F".into(),
+        "POST /admin/kv/s/swap".into(),
+        "GET /admin/kv/s/live/0_0_0.data".into(),
+        "POST /rpc/v1/write".into(),
+        "GET /meta/v1/map".into(),
+        "GET /health".into(),
+    ]
+    .into_iter()
+    .map(String::into_bytes)
+    .collect()
+}
+
+pub(crate) fn credentials() -> Vec<Vec<u8>> {
+    let creds = strata_auth::Credentials { access_key_id: "SKA".into(), secret_access_key: "s/e+cret".into() };
+    vec![strata_auth::credentials::render(&creds, "a comment").into_bytes(), b"[profile other]\naws_access_key_id = B\naws_secret_access_key = C\n".to_vec()]
+}
+
+pub(crate) fn cluster_secret() -> Vec<Vec<u8>> {
+    match strata_auth::ClusterSecret::generate() {
+        Ok(s) => vec![s.to_file(), s.ca_cert_pem().as_bytes().to_vec()],
+        Err(_) => Vec::new(),
+    }
+}
+
+pub(crate) fn audit_line() -> Vec<Vec<u8>> {
+    let e = strata_server::audit::AuditEntry {
+        v: strata_server::audit::VERSION,
+        time_ms: 1,
+        node: Some(2),
+        who: "key:SKA".into(),
+        remote: Some("127.0.0.1:9".into()),
+        action: "POST /admin/keys".into(),
+        detail: Some(serde_json::json!({ "name": "n" })),
+        status: 200,
+        result: "ok".into(),
+    };
+    vec![strata_server::audit::encode(&e)]
+}
+
+pub(crate) fn name_log() -> Vec<Vec<u8>> {
+    use strata_names::{AccessKey, BlobGrant, KvGrant, NameOp, NameState};
+    let key = AccessKey { id: "SKA".into(), secret: "s".into(), name: "n".into(), created_ms: 1, admin: false, grants: Default::default() };
+    let ops = [
+        NameOp::CreateKey { key: key.clone() },
+        NameOp::CreateContainer { account: "a".into(), container: "c".into(), now_ms: 1 },
+        NameOp::SetBlobGrant {
+            id: "SKA".into(),
+            container: strata_types::ContainerRef { account: 1, container: 1 },
+            grant: BlobGrant { read: true, write: false, delete: true },
+        },
+        NameOp::SetKvGrant { id: "SKA".into(), store: "s".into(), grant: KvGrant { read: true, admin: false } },
+        NameOp::SetKeyExpiry { id: "SKA".into(), expires_ms: 9 },
+    ];
+    let mut state = NameState::default();
+    let mut out = Vec::new();
+    for (i, op) in ops.into_iter().enumerate() {
+        if let Ok(b) = postcard::to_allocvec(&(i as u64, &op)) {
+            out.push(b);
+        }
+        let _ = state.apply(op);
+    }
+    out.extend(postcard::to_allocvec(&(5u64, &state)));
+    out.extend(postcard::to_allocvec(&state));
+    out
 }
 
 pub(crate) fn policy() -> Vec<Vec<u8>> {
@@ -141,7 +251,7 @@ pub(crate) fn http_head() -> Vec<Vec<u8>> {
 
 pub(crate) fn native_headers() -> Vec<Vec<u8>> {
     vec![
-        b"range: bytes=0-10\nx-strata-ttl: 60\nx-strata-policy: all\ncontent-type: text/plain\nx-strata-owner: me\nx-strata-meta-a: b\n".to_vec(),
+        b"range: bytes=0-10\nx-strata-ttl: 60\nx-strata-policy: all\ncontent-type: text/plain\nx-strata-owner: me\nx-strata-meta-a: b\nx-strata-container: a/c\n".to_vec(),
         b"range: bytes=-5\nx-strata-ttl: never\nx-strata-policy: local:2\n".to_vec(),
     ]
 }

@@ -25,6 +25,12 @@ pub(crate) fn all() -> Vec<Target> {
         Target { name: "native_headers", run: native_headers, seeds: seeds::native_headers },
         Target { name: "s3_scope", run: s3_scope, seeds: seeds::s3_scope },
         Target { name: "s3_tagging", run: s3_tagging, seeds: seeds::s3_tagging },
+        Target { name: "sigv4", run: sigv4, seeds: seeds::sigv4 },
+        Target { name: "route", run: route, seeds: seeds::route },
+        Target { name: "credentials", run: credentials, seeds: seeds::credentials },
+        Target { name: "cluster_secret", run: cluster_secret, seeds: seeds::cluster_secret },
+        Target { name: "audit_line", run: strata_server::fuzz::audit_line, seeds: seeds::audit_line },
+        Target { name: "name_log", run: name_log, seeds: seeds::name_log },
         Target { name: "broken", run: broken, seeds: seeds::broken },
     ]
 }
@@ -205,6 +211,59 @@ fn s3_scope(b: &[u8]) {
 
 fn s3_tagging(b: &[u8]) {
     strata_s3::fuzz::tagging(&String::from_utf8_lossy(b));
+}
+
+/// A request head as the HTTP port's authentication sees it: the
+/// signature read from the `Authorization` header or a presigned query,
+/// then checked (canonical request, string to sign, constant-time compare)
+/// against a fixed key at the seeds' time.
+fn sigv4(b: &[u8]) {
+    let mut headers = [httparse::EMPTY_HEADER; 32];
+    let mut req = httparse::Request::new(&mut headers);
+    let (Ok(httparse::Status::Complete(_)), Some(method), Some(target)) = (req.parse(b), req.method, req.path) else { return };
+    let (path, query) = target.split_once('?').unwrap_or((target, ""));
+    let pairs: Vec<(&str, &[u8])> = req.headers.iter().map(|h| (h.name, h.value)).collect();
+    let view = strata_auth::RequestView { method, path, query, headers: &pairs };
+    if let Ok(Some(claim)) = strata_auth::sigv4::claim(&view) {
+        let key = strata_auth::SigningKey::derive(crate::seeds::FUZZ_SECRET, &claim.date, "us-east-1", "s3");
+        let scope = strata_auth::Scope { region: "us-east-1", service: "s3" };
+        let _ = strata_auth::sigv4::verify(&claim, &view, &key, scope, crate::seeds::FUZZ_NOW);
+    }
+}
+
+/// A request line: `METHOD path`.
+fn route(b: &[u8]) {
+    let (method, path) = match b.iter().position(|&c| c == b' ') {
+        Some(i) => (&b[..i], &b[i + 1..]),
+        None => (b, &b""[..]),
+    };
+    strata_server::fuzz::route(method, &String::from_utf8_lossy(path));
+}
+
+fn credentials(b: &[u8]) {
+    let text = String::from_utf8_lossy(b);
+    let _ = strata_auth::credentials::parse(&text, None);
+    let _ = strata_auth::credentials::parse(&text, Some("other"));
+}
+
+fn cluster_secret(b: &[u8]) {
+    let _ = strata_auth::ClusterSecret::parse(b, "fuzz.secret");
+    let _ = strata_auth::tls::roots_from_pem(b, "fuzz.pem");
+}
+
+/// The name index's files and Raft payloads: a log record `(lsn, op)`, a
+/// snapshot `(lsn, state)` and a state, in this version's layout or the
+/// one before.
+fn name_log(b: &[u8]) {
+    let _ = postcard::from_bytes::<(u64, strata_names::NameOp)>(b);
+    let _ = strata_names::NameState::decode_with_lsn(b);
+    if let Ok(s) = strata_names::NameState::decode(b) {
+        // A state that decodes is used: rights are checked against it.
+        for key in s.keys.keys().take(4) {
+            let _ = s.check(key, strata_names::Right::KvRead("s"), 1);
+            let _ = s.check(key, strata_names::Right::BlobRead(strata_types::ContainerRef { account: 1, container: 1 }), 1);
+        }
+    }
 }
 
 /// Deliberately broken: panics one mutation away from its seed, so a

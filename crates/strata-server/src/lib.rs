@@ -135,9 +135,26 @@ pub mod fuzz {
     pub fn http_head(bytes: &[u8]) {
         crate::conn::fuzz_head(bytes);
     }
-    /// The native API's request headers (range, TTL, policy, put options).
+    /// The native API's request headers (range, TTL, policy, put options,
+    /// container).
     pub fn native_headers(headers: &http::HeaderMap) {
         crate::handlers::fuzz_headers(headers);
+        let mut names = strata_names::NameState::default();
+        let _ = names.apply(strata_names::NameOp::CreateContainer { account: "a".into(), container: "c".into(), now_ms: 1 });
+        let _ = crate::auth::put_container(headers.get("x-strata-container").map(http::HeaderValue::as_bytes), &names);
+    }
+
+    /// What a request line needs (the route classification every request
+    /// passes before its handler).
+    pub fn route(method: &[u8], path: &str) {
+        if let Ok(m) = http::Method::from_bytes(method) {
+            let _ = crate::auth::classify(&m, path, None, &strata_names::NameState::default());
+        }
+    }
+
+    /// An audit log line.
+    pub fn audit_line(line: &[u8]) {
+        let _ = crate::audit::decode(line);
     }
 }
 
