@@ -357,8 +357,29 @@ pub fn verify(claim: &Claim, req: &RequestView<'_>, key: &SigningKey, scope: Sco
 }
 
 fn string_to_sign(amz_date: &str, date: &str, region: &str, service: &str, canonical: &str) -> String {
-    let digest = Sha256::digest(canonical.as_bytes());
-    format!("{ALGORITHM}\n{amz_date}\n{date}/{region}/{service}/aws4_request\n{}", hex::encode(digest))
+    let digest: [u8; 32] = Sha256::digest(canonical.as_bytes()).into();
+    // Pushed piece by piece: this runs for every request on both ends.
+    let mut out = String::with_capacity(ALGORITHM.len() + amz_date.len() + date.len() + region.len() + service.len() + 96);
+    for part in [ALGORITHM, "\n", amz_date, "\n", date, "/", region, "/", service, "/aws4_request\n"] {
+        out.push_str(part);
+    }
+    push_hex(&mut out, &digest);
+    out
+}
+
+/// Appends `bytes` as lower-case hex.
+fn push_hex(out: &mut String, bytes: &[u8]) {
+    const HEX: &[u8; 16] = b"0123456789abcdef";
+    for b in bytes {
+        out.push(HEX[usize::from(b >> 4)] as char);
+        out.push(HEX[usize::from(b & 15)] as char);
+    }
+}
+
+fn hex32(bytes: &[u8; 32]) -> String {
+    let mut s = String::with_capacity(64);
+    push_hex(&mut s, bytes);
+    s
 }
 
 /// The canonical request of the specification. With `presigned`, the
@@ -367,7 +388,7 @@ fn canonical_request(req: &RequestView<'_>, signed: &[String], payload: &str, pr
     let mut out = String::with_capacity(256);
     out.push_str(req.method);
     out.push('\n');
-    let path = percent_decode(req.path).ok_or_else(|| malformed("path", "bad percent-encoding"))?;
+    let path = percent_decode_cow(req.path).ok_or_else(|| malformed("path", "bad percent-encoding"))?;
     uri_encode_into(&mut out, if path.is_empty() { "/" } else { &path }, false);
     out.push('\n');
     out.push_str(&canonical_query(req.query, presigned)?);
@@ -414,6 +435,9 @@ fn push_trimmed(out: &mut String, v: &str) {
 }
 
 fn canonical_query(query: &str, presigned: bool) -> Result<String, SigError> {
+    if query.is_empty() {
+        return Ok(String::new());
+    }
     let mut pairs = Vec::new();
     for pair in query.split('&').filter(|p| !p.is_empty()) {
         let (k, v) = pair.split_once('=').unwrap_or((pair, ""));
@@ -434,11 +458,19 @@ fn canonical_query(query: &str, presigned: bool) -> Result<String, SigError> {
 /// Percent-encodes everything but the unreserved characters (and `/` in a
 /// path), upper-case hex, as the specification says.
 pub fn uri_encode_into(out: &mut String, s: &str, encode_slash: bool) {
+    const HEX: &[u8; 16] = b"0123456789ABCDEF";
+    let keep = |b: u8| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.' | b'~') || (b == b'/' && !encode_slash);
+    if s.bytes().all(keep) {
+        out.push_str(s);
+        return;
+    }
     for b in s.bytes() {
-        if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.' | b'~') || (b == b'/' && !encode_slash) {
+        if keep(b) {
             out.push(b as char);
         } else {
-            out.push_str(&format!("%{b:02X}"));
+            out.push('%');
+            out.push(HEX[usize::from(b >> 4)] as char);
+            out.push(HEX[usize::from(b & 15)] as char);
         }
     }
 }
@@ -446,8 +478,13 @@ pub fn uri_encode_into(out: &mut String, s: &str, encode_slash: bool) {
 /// Decodes `%XX` escapes; `None` for a broken escape or bytes that are not
 /// UTF-8. (A `+` stays a `+`.)
 pub fn percent_decode(s: &str) -> Option<String> {
+    percent_decode_cow(s).map(std::borrow::Cow::into_owned)
+}
+
+/// [`percent_decode`], borrowing when there is nothing to decode.
+fn percent_decode_cow(s: &str) -> Option<std::borrow::Cow<'_, str>> {
     if !s.contains('%') {
-        return Some(s.to_owned());
+        return Some(std::borrow::Cow::Borrowed(s));
     }
     let b = s.as_bytes();
     let mut out = Vec::with_capacity(b.len());
@@ -462,7 +499,7 @@ pub fn percent_decode(s: &str) -> Option<String> {
             i += 1;
         }
     }
-    String::from_utf8(out).ok()
+    String::from_utf8(out).ok().map(std::borrow::Cow::Owned)
 }
 
 /// An access key id and its secret.
@@ -526,7 +563,7 @@ fn sign_with(req: &RequestView<'_>, payload: &str, access_key_id: &str, key: &Si
     // The request is ours: every signed name is present and UTF-8 unless
     // the caller passed bytes that are not, which only a test does.
     let canonical = canonical_request(&view, &names, payload, false).unwrap_or_default();
-    let signature = hex::encode(key.sign(&string_to_sign(&amz_date, date, region, service, &canonical)));
+    let signature = hex32(&key.sign(&string_to_sign(&amz_date, date, region, service, &canonical)));
     let authorization =
         format!("{ALGORITHM} Credential={access_key_id}/{date}/{region}/{service}/aws4_request, SignedHeaders={}, Signature={signature}", names.join(";"));
     Signature { authorization, amz_date, content_sha256: payload.to_owned() }
@@ -551,7 +588,7 @@ pub fn presign(req: &RequestView<'_>, creds: &Credentials, scope: Scope<'_>, now
     let view = RequestView { query: &q, headers: &headers, ..*req };
     let canonical = canonical_request(&view, &["host".to_owned()], UNSIGNED_PAYLOAD, true).unwrap_or_default();
     let key = SigningKey::derive(&creds.secret_access_key, date, region, service);
-    let signature = hex::encode(key.sign(&string_to_sign(&amz_date, date, region, service, &canonical)));
+    let signature = hex32(&key.sign(&string_to_sign(&amz_date, date, region, service, &canonical)));
     format!("{q}&X-Amz-Signature={signature}")
 }
 
@@ -561,7 +598,8 @@ pub struct Signer {
     creds: Credentials,
     region: String,
     service: String,
-    key: std::sync::Mutex<Option<(String, SigningKey)>>,
+    /// The signing key and the day (since the epoch) it is for.
+    key: std::sync::Mutex<Option<(u64, SigningKey)>>,
 }
 
 impl std::fmt::Debug for Signer {
@@ -588,14 +626,14 @@ impl Signer {
 
     /// Signs `req` as [`sign`] does.
     pub fn sign(&self, req: &RequestView<'_>, payload: &str, now_secs: u64) -> Signature {
-        let date = amz_date(now_secs)[..8].to_owned();
+        let day = now_secs / 86_400;
         let key = {
             let mut cached = self.key.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
             match cached.as_ref() {
-                Some((d, k)) if *d == date => k.clone(),
+                Some((d, k)) if *d == day => k.clone(),
                 _ => {
-                    let k = SigningKey::derive(&self.creds.secret_access_key, &date, &self.region, &self.service);
-                    *cached = Some((date, k.clone()));
+                    let k = SigningKey::derive(&self.creds.secret_access_key, &amz_date(now_secs)[..8], &self.region, &self.service);
+                    *cached = Some((day, k.clone()));
                     k
                 }
             }
@@ -606,7 +644,7 @@ impl Signer {
 
 /// Hex SHA-256 of `body` (a signed payload hash).
 pub fn payload_sha256(body: &[u8]) -> String {
-    hex::encode(Sha256::digest(body))
+    hex32(&Sha256::digest(body).into())
 }
 
 /// A running SHA-256 of a body, to compare with [`Payload::Sha256`] at its end.
@@ -628,7 +666,22 @@ impl PayloadHasher {
 pub fn amz_date(secs: u64) -> String {
     let (days, rem) = ((secs / 86_400) as i64, secs % 86_400);
     let (y, m, d) = civil_from_days(days);
-    format!("{y:04}{m:02}{d:02}T{:02}{:02}{:02}Z", rem / 3600, rem % 3600 / 60, rem % 60)
+    // Digits by hand: every signed request formats one.
+    let mut b = *b"00000000T000000Z";
+    let mut put = |at: usize, width: usize, v: u64| {
+        let mut v = v;
+        for i in (0..width).rev() {
+            b[at + i] = b'0' + (v % 10) as u8;
+            v /= 10;
+        }
+    };
+    put(0, 4, y.clamp(0, 9999) as u64);
+    put(4, 2, m as u64);
+    put(6, 2, d as u64);
+    put(9, 2, rem / 3600);
+    put(11, 2, rem % 3600 / 60);
+    put(13, 2, rem % 60);
+    String::from_utf8_lossy(&b).into_owned()
 }
 
 /// Seconds since the epoch of a `YYYYMMDDTHHMMSSZ` time; `None` if it is

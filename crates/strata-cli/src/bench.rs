@@ -45,6 +45,14 @@ pub struct BenchArgs {
     /// Keep the data directory.
     #[arg(long)]
     pub keep: bool,
+    /// Also measure what authentication and TLS cost: the same rows against
+    /// nodes with authentication off, with SigV4, and with SigV4 over TLS,
+    /// taking turns, and print the ratios.
+    #[arg(long)]
+    pub security_cost: bool,
+    /// Rounds of the security-cost comparison (the median round is shown).
+    #[arg(long, default_value_t = 3)]
+    pub rounds: usize,
 }
 
 /// Benchmarks besides the blob API's.
@@ -249,18 +257,38 @@ async fn loopback_for(conc: usize, secs: f64) -> Result<f64> {
 /// loopback probe's receiver. A general client's per-frame allocations would
 /// otherwise be charged to the server, since both share this machine's cores.
 pub(crate) struct RawGetter {
-    stream: tokio::net::TcpStream,
+    stream: Box<dyn Stream>,
     host: String,
     buf: Vec<u8>,
     signer: Option<Arc<strata_auth::Signer>>,
 }
 
+/// A connection the getter reads: TCP, or TLS over it.
+pub(crate) trait Stream: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send {}
+impl<T: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send> Stream for T {}
+
 impl RawGetter {
     /// A connection to `addr`, signing each GET with `signer` (SigV4, as
     /// every client does) when given.
     pub(crate) async fn connect(addr: std::net::SocketAddr, signer: Option<Arc<strata_auth::Signer>>) -> Result<Self> {
-        let stream = tokio::net::TcpStream::connect(addr).await?;
-        stream.set_nodelay(true)?;
+        Self::connect_with(addr, signer, None).await
+    }
+
+    /// [`RawGetter::connect`], over TLS with `tls` when given.
+    pub(crate) async fn connect_with(
+        addr: std::net::SocketAddr,
+        signer: Option<Arc<strata_auth::Signer>>,
+        tls: Option<Arc<rustls::ClientConfig>>,
+    ) -> Result<Self> {
+        let tcp = tokio::net::TcpStream::connect(addr).await?;
+        tcp.set_nodelay(true)?;
+        let stream: Box<dyn Stream> = match tls {
+            Some(cfg) => {
+                let name = rustls::pki_types::ServerName::IpAddress(addr.ip().into());
+                Box::new(tokio_rustls::TlsConnector::from(cfg).connect(name, tcp).await?)
+            }
+            None => Box::new(tcp),
+        };
         Ok(Self { stream, host: addr.to_string(), buf: vec![0u8; 1 << 20], signer })
     }
 
@@ -369,70 +397,230 @@ pub async fn run(a: BenchArgs) -> Result<()> {
     let loopback_mbps = loopback_one.max(loopback_many);
     let limits = Limits { disk_write_mbps, disk_write_parallel_mbps, disk_read_mbps, loopback_mbps, loopback_one, loopback_many, streams_max };
 
-    let server_args = ServerArgs { partitions: a.partitions, ..ServerArgs::for_bench(a.data_dir.join("node")) };
-    let _ = std::fs::remove_dir_all(&server_args.data_dir);
-    let (store, router) = open_node(&server_args)?;
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
-    let addr = listener.local_addr()?;
-    let kv = strata_server::KvStores::open(server_args.data_dir.join("kv"))?;
-    let (ids, creds) = crate::server::bench_identities(&server_args.data_dir, addr).await?;
-    let state = strata_server::AppState::new(router, strata_server::Disks::single(store.clone()), kv, ids);
-    let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
-    let server = tokio::spawn(strata_server::serve(listener, state, strata_server::limits::Limits::default(), None, async move {
-        let _ = stop_rx.await;
-    }));
-    let client = Client::with_options(&format!("http://{addr}"), &strata_client::ClientOptions { credentials: Some(creds.clone()), ..Default::default() });
-    let signer = Some(Arc::new(strata_auth::Signer::new(creds, "us-east-1", strata_auth::SERVICE)));
-
+    let target = Target::start(&a.data_dir.join("node"), a.partitions, Security::SigV4, None).await?;
     let mut rows = Vec::new();
     for &size in &a.sizes {
-        let mut payload = vec![0u8; size as usize];
-        rand::rng().fill_bytes(&mut payload);
-        let payload = Bytes::from(payload);
         for &conc in &a.concurrency {
-            eprintln!("PUT {} x{conc} ...", format_size(size));
-            let ids = Arc::new(std::sync::Mutex::new(Vec::new()));
-            let (c, p, i2) = (client.clone(), payload.clone(), ids.clone());
-            let (n, secs, lat) = phase(conc, a.seconds, move |_, _| {
-                let (c, p, ids) = (c.clone(), p.clone(), i2.clone());
-                async move {
-                    let r = c.put_bytes(p, &PutArgs::default()).await?;
-                    ids.lock().map_err(|_| anyhow::anyhow!("poisoned"))?.push(r.id);
-                    Ok(())
-                }
-            })
-            .await?;
-            rows.push(row("PUT", size, conc, n, secs, &lat, "disk write", limits.disk_write_mbps));
-            let ids: Arc<Vec<String>> = Arc::new(std::mem::take(&mut *ids.lock().map_err(|_| anyhow::anyhow!("poisoned"))?));
-            let get_limit = loopback_for(conc, a.net_probe_seconds).await?;
-            eprintln!("GET {} x{conc} (loopback now {get_limit:.0} MB/s) ...", format_size(size));
-            let mut getters = Vec::with_capacity(conc);
-            for _ in 0..conc {
-                getters.push(Arc::new(tokio::sync::Mutex::new(RawGetter::connect(addr, signer.clone()).await?)));
-            }
-            let getters = Arc::new(getters);
-            let (n, secs, lat) = phase(conc, a.seconds, move |w, i| {
-                let (getters, ids) = (getters.clone(), ids.clone());
-                async move {
-                    let id = &ids[(w + i as usize * 7919) % ids.len()];
-                    let n = getters[w].lock().await.get(id).await?;
-                    anyhow::ensure!(n == size, "short read: {n} of {size} bytes");
-                    Ok(())
-                }
-            })
-            .await?;
-            rows.push(row("GET", size, conc, n, secs, &lat, "loopback", get_limit));
+            let get_limit = |conc| loopback_for(conc, a.net_probe_seconds);
+            rows.extend(target.rows(size, conc, a.seconds, limits.disk_write_mbps, get_limit).await?);
         }
     }
-    let _ = stop_tx.send(());
-    let _ = server.await;
-    let s = store.clone();
-    tokio::task::spawn_blocking(move || s.close()).await?;
+    target.stop().await?;
+    if a.security_cost {
+        let cost = security_cost(&a).await?;
+        if !a.keep {
+            let _ = std::fs::remove_dir_all(&a.data_dir);
+        }
+        report(&a, &limits, &rows);
+        report_security(&a, &cost);
+        return Ok(());
+    }
     if !a.keep {
         let _ = std::fs::remove_dir_all(&a.data_dir);
     }
     report(&a, &limits, &rows);
     Ok(())
+}
+
+/// How a benchmarked server authenticates and what its port speaks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+pub(crate) enum Security {
+    /// `--auth off`, plain HTTP: the baseline of the cost.
+    Off,
+    /// Every request signed and checked (the default), plain HTTP.
+    SigV4,
+    /// Signed and checked, over TLS (no sendfile: bytes are encrypted in user space).
+    Tls,
+}
+
+impl Security {
+    fn name(self) -> &'static str {
+        match self {
+            Self::Off => "auth off",
+            Self::SigV4 => "SigV4",
+            Self::Tls => "SigV4+TLS",
+        }
+    }
+}
+
+/// An in-process node under load, and its clients.
+pub(crate) struct Target {
+    addr: std::net::SocketAddr,
+    client: Client,
+    signer: Option<Arc<strata_auth::Signer>>,
+    tls: Option<Arc<rustls::ClientConfig>>,
+    store: Arc<strata_engine::Store>,
+    stop: tokio::sync::oneshot::Sender<()>,
+    server: tokio::task::JoinHandle<std::io::Result<()>>,
+}
+
+impl Target {
+    /// A node with `partitions` in `dir` (wiped), authenticating as
+    /// `security` says; `tail_cache` overrides the default tail cache.
+    pub(crate) async fn start(dir: &Path, partitions: u64, security: Security, tail_cache: Option<&str>) -> Result<Self> {
+        let mut server_args = ServerArgs { partitions, ..ServerArgs::for_bench(dir.to_owned()) };
+        if let Some(t) = tail_cache {
+            server_args.tail_cache = t.into();
+        }
+        if security == Security::Off {
+            server_args.auth = "off".into();
+        }
+        let _ = std::fs::remove_dir_all(&server_args.data_dir);
+        let (store, router) = open_node(&server_args)?;
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+        let addr = listener.local_addr()?;
+        let kv = strata_server::KvStores::open(server_args.data_dir.join("kv"))?;
+        let (mut ids, creds) = crate::server::bench_identities(&server_args.data_dir, addr).await?;
+        ids.config = server_args.auth_config(addr)?;
+        let state = strata_server::AppState::new(router, strata_server::Disks::single(store.clone()), kv, ids);
+        let (server_tls, tls) = if security == Security::Tls {
+            let (cert, key) = strata_auth::tls::self_signed(&["127.0.0.1".into()])?;
+            let (cert_path, key_path) = (dir.join("bench-cert.pem"), dir.join("bench-key.pem"));
+            std::fs::write(&cert_path, &cert)?;
+            std::fs::write(&key_path, &key)?;
+            let identity = strata_auth::Identity::from_pem_files(&cert_path, &key_path)?;
+            let roots = strata_auth::tls::roots_from_pem(cert.as_bytes(), "the benchmark's certificate")?;
+            (Some(strata_auth::tls::server_config(Some(&identity), None)?), Some(strata_auth::tls::client_config(roots, None)?))
+        } else {
+            (None, None)
+        };
+        let (stop, stop_rx) = tokio::sync::oneshot::channel::<()>();
+        let server = tokio::spawn(strata_server::serve(listener, state, strata_server::limits::Limits::default(), server_tls, async move {
+            let _ = stop_rx.await;
+        }));
+        let signed = security != Security::Off;
+        let scheme = if tls.is_some() { "https" } else { "http" };
+        let opts = strata_client::ClientOptions { credentials: signed.then(|| creds.clone()), tls: tls.clone(), ..Default::default() };
+        let client = Client::with_options(&format!("{scheme}://{addr}"), &opts);
+        let signer = signed.then(|| Arc::new(strata_auth::Signer::new(creds, "us-east-1", strata_auth::SERVICE)));
+        Ok(Self { addr, client, signer, tls, store, stop, server })
+    }
+
+    /// PUT then GET of `size` bytes by `conc` clients, `secs` each; GET's
+    /// limit comes from `get_limit` right before it.
+    async fn rows<F, Fut>(&self, size: u64, conc: usize, secs: f64, put_limit: f64, get_limit: F) -> Result<Vec<Row>>
+    where
+        F: FnOnce(usize) -> Fut,
+        Fut: std::future::Future<Output = Result<f64>>,
+    {
+        let mut payload = vec![0u8; size as usize];
+        rand::rng().fill_bytes(&mut payload);
+        let payload = Bytes::from(payload);
+        eprintln!("PUT {} x{conc} ...", format_size(size));
+        let ids = Arc::new(std::sync::Mutex::new(Vec::new()));
+        let (c, p, i2) = (self.client.clone(), payload.clone(), ids.clone());
+        let (n, took, lat) = phase(conc, secs, move |_, _| {
+            let (c, p, ids) = (c.clone(), p.clone(), i2.clone());
+            async move {
+                let r = c.put_bytes(p, &PutArgs::default()).await?;
+                ids.lock().map_err(|_| anyhow::anyhow!("poisoned"))?.push(r.id);
+                Ok(())
+            }
+        })
+        .await?;
+        let put = row("PUT", size, conc, n, took, &lat, "disk write", put_limit);
+        let ids: Arc<Vec<String>> = Arc::new(std::mem::take(&mut *ids.lock().map_err(|_| anyhow::anyhow!("poisoned"))?));
+        let limit = get_limit(conc).await?;
+        eprintln!("GET {} x{conc} (loopback now {limit:.0} MB/s) ...", format_size(size));
+        let mut getters = Vec::with_capacity(conc);
+        for _ in 0..conc {
+            getters.push(Arc::new(tokio::sync::Mutex::new(RawGetter::connect_with(self.addr, self.signer.clone(), self.tls.clone()).await?)));
+        }
+        let getters = Arc::new(getters);
+        let (n, took, lat) = phase(conc, secs, move |w, i| {
+            let (getters, ids) = (getters.clone(), ids.clone());
+            async move {
+                let id = &ids[(w + i as usize * 7919) % ids.len()];
+                let n = getters[w].lock().await.get(id).await?;
+                anyhow::ensure!(n == size, "short read: {n} of {size} bytes");
+                Ok(())
+            }
+        })
+        .await?;
+        Ok(vec![put, row("GET", size, conc, n, took, &lat, "loopback", limit)])
+    }
+
+    async fn stop(self) -> Result<()> {
+        let _ = self.stop.send(());
+        let _ = self.server.await;
+        let s = self.store.clone();
+        tokio::task::spawn_blocking(move || s.close()).await?;
+        Ok(())
+    }
+}
+
+/// One cell of the security-cost table: a row's ops/s under each mode
+/// (the median of the rounds).
+#[derive(serde::Serialize)]
+struct CostRow {
+    op: &'static str,
+    size: u64,
+    concurrency: usize,
+    ops_per_sec: Vec<(Security, f64)>,
+}
+
+/// `--security-cost`: the same rows against nodes with authentication
+/// off, with SigV4, and with SigV4 over TLS, taking turns for `--rounds`
+/// rounds so a noisy stretch of the machine hits all three; the median
+/// round of each. Each turn starts from an empty node (and removes it), so
+/// the rounds do not fill the disk.
+async fn security_cost(a: &BenchArgs) -> Result<Vec<CostRow>> {
+    let modes = [Security::Off, Security::SigV4, Security::Tls];
+    let mut samples: std::collections::BTreeMap<(&'static str, u64, usize, usize), Vec<f64>> = Default::default();
+    for round in 0..a.rounds.max(1) {
+        for (i, m) in modes.iter().enumerate() {
+            eprintln!("round {} of {}: {} ...", round + 1, a.rounds.max(1), m.name());
+            let dir = a.data_dir.join("cost");
+            let t = Target::start(&dir, a.partitions, *m, Some("512MiB")).await?;
+            for &size in &a.sizes {
+                for &conc in &a.concurrency {
+                    for r in t.rows(size, conc, a.seconds, 1.0, |_| async { Ok(1.0) }).await? {
+                        samples.entry((r.op, size, conc, i)).or_default().push(r.ops_per_sec);
+                    }
+                }
+            }
+            t.stop().await?;
+            let _ = std::fs::remove_dir_all(&dir);
+        }
+    }
+    let median = |mut v: Vec<f64>| {
+        v.sort_by(f64::total_cmp);
+        v.get(v.len() / 2).copied().unwrap_or(0.0)
+    };
+    let mut rows = Vec::new();
+    for &size in &a.sizes {
+        for &conc in &a.concurrency {
+            for op in ["PUT", "GET"] {
+                let ops = modes.iter().enumerate().map(|(i, m)| (*m, median(samples.remove(&(op, size, conc, i)).unwrap_or_default()))).collect();
+                rows.push(CostRow { op, size, concurrency: conc, ops_per_sec: ops });
+            }
+        }
+    }
+    Ok(rows)
+}
+
+fn report_security(a: &BenchArgs, rows: &[CostRow]) {
+    if a.json {
+        println!("{}", serde_json::json!({ "security_cost": rows }));
+        return;
+    }
+    println!();
+    println!("cost of authentication and TLS (same run, {} rounds of {} s, median round; ratios to auth off):", a.rounds.max(1), a.seconds);
+    println!("| op  | size  | conc | auth off ops/s | SigV4 ops/s | SigV4+TLS ops/s | SigV4/off | TLS/off |");
+    println!("|-----|-------|------|----------------|-------------|-----------------|-----------|---------|");
+    for r in rows {
+        let get = |m: Security| r.ops_per_sec.iter().find(|(x, _)| *x == m).map_or(0.0, |(_, v)| *v);
+        let (off, sig, tls) = (get(Security::Off), get(Security::SigV4), get(Security::Tls));
+        let ratio = |x: f64| if off > 0.0 { x / off } else { 0.0 };
+        println!(
+            "| {:<3} | {:<5} | {:>4} | {off:>14.0} | {sig:>11.0} | {tls:>15.0} | {:>9.2} | {:>7.2} |",
+            r.op,
+            format_size(r.size),
+            r.concurrency,
+            ratio(sig),
+            ratio(tls)
+        );
+    }
 }
 
 #[allow(clippy::too_many_arguments)]

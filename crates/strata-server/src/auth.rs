@@ -213,7 +213,8 @@ pub struct Auth {
     names: Arc<dyn NameIndex>,
     config: AuthConfig,
     clock: Arc<dyn Clock>,
-    keys: Mutex<HashMap<(String, String), SigningKey>>,
+    /// Signing keys by access key id, with the day (`YYYYMMDD`) each is for.
+    keys: Mutex<HashMap<String, (String, SigningKey)>>,
     audit: Option<AuditLog>,
     node: Option<u64>,
 }
@@ -235,8 +236,9 @@ impl Auth {
     }
 
     fn signing_key(&self, key: &str, date: &str) -> Option<SigningKey> {
-        let cache_key = (key.to_owned(), date.to_owned());
-        if let Some(k) = self.keys.lock().unwrap_or_else(std::sync::PoisonError::into_inner).get(&cache_key) {
+        if let Some((d, k)) = self.keys.lock().unwrap_or_else(std::sync::PoisonError::into_inner).get(key)
+            && d == date
+        {
             // A deleted key is still refused: the caller checks rights
             // against the state after the signature.
             return Some(k.clone());
@@ -247,7 +249,7 @@ impl Auth {
         if cache.len() >= SIGNING_KEYS_MAX {
             cache.clear();
         }
-        cache.insert(cache_key, k.clone());
+        cache.insert(key.to_owned(), (date.to_owned(), k.clone()));
         Some(k)
     }
 
@@ -281,22 +283,14 @@ impl Auth {
         }
     }
 
-    /// The fast path's check: whether the head in `head` (a GET the
-    /// connection loop would serve itself) may be served, without waiting
-    /// for anything. `false` sends it to the full path, which answers any
-    /// refusal properly.
-    pub(crate) fn allows_fast(&self, head: &[u8], conn: ConnInfo, need: &Need) -> bool {
+    /// The fast path's check: whether a GET the connection loop would
+    /// serve itself may be served, without waiting for anything. `false`
+    /// sends it to the full path, which answers any refusal properly.
+    pub(crate) fn allows_view(&self, view: &RequestView<'_>, conn: ConnInfo, need: &Need) -> bool {
         if self.config.mode == AuthMode::Off {
             return true;
         }
-        let mut headers = [httparse::EMPTY_HEADER; 32];
-        let mut req = httparse::Request::new(&mut headers);
-        let Ok(httparse::Status::Complete(_)) = req.parse(head) else { return false };
-        let (Some(method), Some(target)) = (req.method, req.path) else { return false };
-        let (path, query) = target.split_once('?').unwrap_or((target, ""));
-        let pairs: Vec<(&str, &[u8])> = req.headers.iter().map(|h| (h.name, h.value)).collect();
-        let view = RequestView { method, path, query, headers: &pairs };
-        match self.identify(&view, conn) {
+        match self.identify(view, conn) {
             Ok(Some((who, Payload::Unsigned))) => self.allow(&who, need, None).is_ok(),
             _ => false,
         }

@@ -208,7 +208,7 @@ where
     ticket.set_waiting(true);
     let mut buf = BytesMut::with_capacity(4096);
     loop {
-        match parse_head(&buf) {
+        match parse_head(&buf, None) {
             Head::Smuggle => {
                 let _ = stream.write_all(crate::limits::te_and_cl_response().as_bytes()).await;
                 return;
@@ -264,10 +264,24 @@ enum Head {
 
 /// Parses a head as the connection loop does (for fuzzing).
 pub(crate) fn fuzz_head(buf: &[u8]) {
-    let _ = parse_head(buf);
+    let _ = parse_head(buf, None);
 }
 
-fn parse_head(buf: &[u8]) -> Head {
+/// Whether a GET the fast path would serve is allowed: signed by a key
+/// with the right (or authentication off), checked on the head as parsed.
+/// A refused one goes to the full path, whose middleware answers it.
+fn fast_allowed(auth: Option<(&crate::auth::Auth, ConnInfo)>, req: &httparse::Request<'_, '_>, need: crate::auth::Need) -> bool {
+    let Some((auth, info)) = auth else { return true };
+    let (Some(method), Some(target)) = (req.method, req.path) else { return false };
+    let (path, query) = target.split_once('?').unwrap_or((target, ""));
+    let pairs: Vec<(&str, &[u8])> = req.headers.iter().map(|h| (h.name, h.value)).collect();
+    let view = strata_auth::RequestView { method, path, query, headers: &pairs };
+    auth.allows_view(&view, info, &need)
+}
+
+/// Parses a request head. With `auth`, a GET the fast path could serve but
+/// may not is `Other`.
+fn parse_head(buf: &[u8], auth: Option<(&crate::auth::Auth, ConnInfo)>) -> Head {
     let mut headers = [httparse::EMPTY_HEADER; 32];
     let mut req = httparse::Request::new(&mut headers);
     match req.parse(buf) {
@@ -277,7 +291,7 @@ fn parse_head(buf: &[u8]) -> Head {
             }
             let path = req.path.unwrap_or("");
             let get = req.method == Some("GET") && req.version == Some(1) && !path.contains('?');
-            let plain = get && path.len() == 1 + BlobId::TEXT_LEN;
+            let plain = get && BlobId::is_text_len(path.len().saturating_sub(1));
             let simple_headers = req.headers.iter().all(|h| {
                 let n = h.name;
                 !(n.eq_ignore_ascii_case("range")
@@ -291,6 +305,11 @@ fn parse_head(buf: &[u8]) -> Head {
                 return Head::Other;
             }
             if plain {
+                use crate::auth::{Need, OwnedRight};
+                let Ok(id) = BlobId::parse(&path[1..]) else { return Head::Other };
+                if !fast_allowed(auth, &req, Need::Right(OwnedRight::BlobRead(id.container()))) {
+                    return Head::Other;
+                }
                 return Head::Fast { id: path[1..].to_string(), len };
             }
             // A client's version floor is checked by the handler.
@@ -303,6 +322,11 @@ fn parse_head(buf: &[u8]) -> Head {
                 && !key.is_empty()
                 && !key.contains('/')
             {
+                use crate::auth::{Need, OwnedRight};
+                let Some(decoded) = strata_auth::sigv4::percent_decode(store) else { return Head::Other };
+                if !fast_allowed(auth, &req, Need::Right(OwnedRight::KvRead(decoded))) {
+                    return Head::Other;
+                }
                 return Head::Kv { store: store.to_string(), key: key.to_string(), len };
             }
             Head::Other
@@ -353,16 +377,12 @@ impl Conn {
             ticket.set_waiting(true);
             let fast = loop {
                 if !buf.is_empty() {
-                    match parse_head(&buf) {
+                    match parse_head(&buf, Some((&state.auth, info))) {
                         Head::Smuggle => {
                             let _ = stream.write_all(crate::limits::te_and_cl_response().as_bytes()).await;
                             return;
                         }
                         Head::Fast { id, len } => break Some((id, len)),
-                        Head::Kv { store, key, len } if !allowed(&state, &buf[..len], info, KvRead(&store)) => {
-                            let _ = key;
-                            break None;
-                        }
                         Head::Kv { store, key, len } => match fast_kv(&mut stream, &state, &store, &key).await {
                             Fast::Served => {
                                 buf.advance(len);
@@ -396,7 +416,7 @@ impl Conn {
                 }
             };
             ticket.set_waiting(false);
-            if let Some((id, len)) = fast.filter(|(id, len)| allowed(&state, &buf[..*len], info, BlobRead(id))) {
+            if let Some((id, len)) = fast {
                 match fast_get(&mut stream, &state, &id).await {
                     Fast::Served => {
                         buf.advance(len);
@@ -421,30 +441,6 @@ impl Conn {
             return;
         }
     }
-}
-
-/// What a fast-path GET reads.
-enum FastNeed<'a> {
-    BlobRead(&'a str),
-    KvRead(&'a str),
-}
-use FastNeed::{BlobRead, KvRead};
-
-/// Whether the fast path may serve the GET whose head is `head`: signed by
-/// a key with the right (or authentication off). Anything else goes to the
-/// full path, whose middleware answers the refusal.
-fn allowed(state: &AppState, head: &[u8], info: ConnInfo, need: FastNeed<'_>) -> bool {
-    let need = match need {
-        BlobRead(id) => match BlobId::parse(id) {
-            Ok(id) => crate::auth::Need::Right(crate::auth::OwnedRight::BlobRead(id.container())),
-            Err(_) => return false,
-        },
-        KvRead(store) => match strata_auth::sigv4::percent_decode(store) {
-            Some(s) => crate::auth::Need::Right(crate::auth::OwnedRight::KvRead(s)),
-            None => return false,
-        },
-    };
-    state.auth.allows_fast(head, info, &need)
 }
 
 /// Serves a read-only store lookup that finds its key straight from the
@@ -557,10 +553,15 @@ mod tests {
 
     #[test]
     fn only_plain_gets_take_the_fast_path() {
-        let id = "A".repeat(35);
+        let id = BlobId::from_parts(BlobKind::Simple, 3, [7; 16]).to_string();
         let get = format!("GET /{id} HTTP/1.1\r\nHost: x\r\n\r\n");
-        assert!(matches!(parse_head(get.as_bytes()), Head::Fast { len, .. } if len == get.len()));
-        assert!(matches!(parse_head(&get.as_bytes()[..10]), Head::Partial));
+        let in_container = BlobId::from_parts(BlobKind::Simple, 3, [7; 16]).in_container(strata_types::ContainerRef { account: 1, container: 2 });
+        let get2 = format!("GET /{in_container} HTTP/1.1\r\nHost: x\r\n\r\n");
+        assert!(matches!(parse_head(get2.as_bytes(), None), Head::Fast { .. }), "an id of another container is served fast too");
+        let bad = format!("GET /{} HTTP/1.1\r\nHost: x\r\n\r\n", "A".repeat(35));
+        assert!(matches!(parse_head(bad.as_bytes(), None), Head::Other), "a malformed id is the handler's to refuse");
+        assert!(matches!(parse_head(get.as_bytes(), None), Head::Fast { len, .. } if len == get.len()));
+        assert!(matches!(parse_head(&get.as_bytes()[..10], None), Head::Partial));
         for other in [
             format!("GET /{id} HTTP/1.1\r\nRange: bytes=0-1\r\n\r\n"),
             format!("HEAD /{id} HTTP/1.1\r\n\r\n"),
@@ -570,7 +571,7 @@ mod tests {
             "POST / HTTP/1.1\r\nContent-Length: 3\r\n\r\nabc".to_string(),
             "garbage\r\n\r\n".to_string(),
         ] {
-            assert!(matches!(parse_head(other.as_bytes()), Head::Other), "{other:?}");
+            assert!(matches!(parse_head(other.as_bytes(), None), Head::Other), "{other:?}");
         }
     }
 }
