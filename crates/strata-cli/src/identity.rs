@@ -98,13 +98,15 @@ impl AuthArgs {
     }
 }
 
-async fn send_json(c: &Client, method: http::Method, path: &str, body: serde_json::Value) -> Result<serde_json::Value> {
+/// Sends a JSON body and reads a JSON answer.
+pub(crate) async fn send_json(c: &Client, method: http::Method, path: &str, body: serde_json::Value) -> Result<serde_json::Value> {
     let b = serde_json::to_vec(&body)?;
     let resp = c.send(method, path, &[("content-type", "application/json".to_string())], full(Bytes::from(b))).await?;
     Ok(serde_json::from_slice(&resp.bytes().await?)?)
 }
 
-fn print(json_out: bool, v: &serde_json::Value, text: impl FnOnce(&serde_json::Value) -> String) -> Result<()> {
+/// Prints `v` as JSON with `--json`, else as `text` renders it.
+pub(crate) fn print(json_out: bool, v: &serde_json::Value, text: impl FnOnce(&serde_json::Value) -> String) -> Result<()> {
     if json_out {
         println!("{}", serde_json::to_string_pretty(v)?);
     } else {

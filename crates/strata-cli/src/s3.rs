@@ -3,10 +3,9 @@
 
 use crate::commands::Common;
 use anyhow::{Context, Result};
-use bytes::Bytes;
 use serde_json::json;
 use std::sync::Arc;
-use strata_client::{Client, full};
+
 use strata_names::{NameIndex, NameOp};
 use strata_types::Clock;
 
@@ -79,20 +78,7 @@ pub struct BucketPublic {
     off: bool,
 }
 
-async fn send_json(c: &Client, method: http::Method, path: &str, body: serde_json::Value) -> Result<serde_json::Value> {
-    let b = serde_json::to_vec(&body)?;
-    let resp = c.send(method, path, &[("content-type", "application/json".to_string())], full(Bytes::from(b))).await?;
-    Ok(serde_json::from_slice(&resp.bytes().await?)?)
-}
-
-fn print(json_out: bool, v: &serde_json::Value, text: impl FnOnce(&serde_json::Value) -> String) -> Result<()> {
-    if json_out {
-        println!("{}", serde_json::to_string_pretty(v)?);
-    } else {
-        println!("{}", text(v));
-    }
-    Ok(())
-}
+use crate::identity::{print, send_json};
 
 pub async fn bucket(cmd: BucketCmd) -> Result<()> {
     match cmd {

@@ -125,3 +125,39 @@ async fn two_thousand_half_sent_requests_do_not_lock_out_a_real_client_at_1024_o
     let log = std::fs::read_to_string(data.with_extension("log")).unwrap_or_default();
     assert!(!log.contains("accept failed"), "the server ran out of descriptors:\n{}", &log[log.len().saturating_sub(2000)..]);
 }
+
+/// When every connection a node may hold is busy (mid-request, nothing to
+/// evict), a new one is refused at once with 503 `TooManyConnections`,
+/// and it is counted; once one finishes, clients are served again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_full_node_refuses_new_connections_clearly_when_every_one_is_busy() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let node = Node::start(&tmp.path().join("node"), &["--partitions", "1", "--max-connections", "4", "--header-timeout-secs", "30"]).await;
+    let addr = node.url.trim_start_matches("http://").to_string();
+    // Four puts whose bodies never finish: busy, not waiting for a head.
+    let mut busy = Vec::new();
+    for _ in 0..4 {
+        let mut s = TcpStream::connect(&addr).expect("connect");
+        let head = format!("POST / HTTP/1.1\r\nHost: {addr}\r\n{}Content-Length: 1000000\r\n\r\npartial", node.auth_lines("POST", "/"));
+        s.write_all(head.as_bytes()).expect("send");
+        busy.push(s);
+    }
+    std::thread::sleep(Duration::from_millis(500));
+    let mut s = TcpStream::connect(&addr).expect("connect");
+    s.write_all(b"GET /health HTTP/1.1\r\nHost: x\r\n\r\n").expect("send");
+    let (answer, took) = read_until_closed(&mut s, Duration::from_secs(10));
+    assert!(answer.starts_with("HTTP/1.1 503") && answer.contains("TooManyConnections"), "{answer:?}");
+    assert!(took < Duration::from_secs(2), "refused only after {took:?}");
+    drop(busy);
+    // The node serves again once the busy connections are gone.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        if let Ok(v) = node.client.json(http::Method::GET, "/health").await {
+            assert_eq!(v["status"], "ok");
+            break;
+        }
+        assert!(Instant::now() < deadline, "the node never served again");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert!(metric(&node, "strata_connections_refused_total").await >= 1.0);
+}
