@@ -7,7 +7,13 @@
 //! the epoch; nodes, frontends and routers cache the map and refresh it when
 //! a datanode answers "stale epoch".
 //!
-//! Must not depend on: the storage engine, the router, HTTP or the server.
+//! The metadata service's members talk Raft over HTTP with mutual TLS
+//! (`meta::network`: the one node-to-node client, set up once with the
+//! cluster's certificates by `meta::set_cluster_tls`).
+//!
+//! Must not depend on: the router or the server; of the storage engine it
+//! uses only the file helpers (atomic replace), of `strata-auth` only the
+//! cluster's server name.
 
 pub mod codec;
 pub mod kv;

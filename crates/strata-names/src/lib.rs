@@ -1,6 +1,9 @@
 //! Named blobs (Ambry's named-blob front, the metadata behind Strata's S3
 //! API): buckets, object names mapped to blob ids with their properties,
-//! multipart uploads in progress, and access keys with per-bucket grants.
+//! multipart uploads in progress; and the identities of every port: access
+//! keys with their rights (buckets, containers of native blobs, read-only
+//! stores, expiry) and the accounts and containers blob ids name, decided
+//! by one function ([`NameState::check`]).
 //!
 //! All of it is one deterministic state machine, [`NameState`], changed only
 //! by [`NameOp`]s. The [`NameIndex`] trait orders and persists the ops: the

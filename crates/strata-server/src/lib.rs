@@ -3,9 +3,12 @@
 //! `/health`, `/metrics` and `/admin/*`. Errors are mapped to statuses in
 //! exactly one place ([`error::ApiError::into_response`]).
 //!
-//! Owns: HTTP parsing, the error-to-status mapping, request metrics.
-//! Must not depend on: the CLI. It embeds the router; storage is reached only
-//! through the router, except the admin endpoints that report on the store.
+//! Owns: HTTP parsing, TLS on the node's ports, authentication and
+//! authorization of every request of the HTTP port (`auth`), the audit log,
+//! the error-to-status mapping, request metrics.
+//! Must not depend on: the CLI or the S3 crate. It embeds the router;
+//! storage is reached only through the router, except the admin endpoints
+//! that report on the store.
 
 pub mod audit;
 pub mod auth;

@@ -668,6 +668,12 @@ class Auth(unittest.TestCase):
         self.assertEqual(self.s3.get_object(Bucket="readers-own", Key="copy")["Body"].read(), b"secret data")
         strata("key", "delete", ak)
         self.assertEqual(error_of(other.get_object, Bucket="readers-own", Key="copy"), ("InvalidAccessKeyId", 403))
+        # A key that expires stops working on the S3 port too.
+        brief = json.loads(strata("key", "create", "--name", "brief", "--expires-in", "2", "--json"))
+        short_lived = client(ak=brief["access_key_id"], sk=brief["secret_access_key"])
+        short_lived.list_buckets()
+        time.sleep(2.5)
+        self.assertEqual(error_of(short_lived.list_buckets)[0], "ExpiredToken")
 
     def test_public_buckets_allow_anonymous_reads_only(self):
         self.s3.create_bucket(Bucket="open")
