@@ -406,6 +406,8 @@ pub async fn run(a: BenchArgs) -> Result<()> {
         }
     }
     target.stop().await?;
+    // The next measurements start from an empty disk.
+    let _ = std::fs::remove_dir_all(a.data_dir.join("node"));
     if a.security_cost {
         let cost = security_cost(&a).await?;
         if !a.keep {

@@ -215,14 +215,14 @@ pub struct Auth {
     clock: Arc<dyn Clock>,
     /// Signing keys by access key id, with the day (`YYYYMMDD`) each is for.
     keys: Mutex<HashMap<String, (String, SigningKey)>>,
-    audit: Option<AuditLog>,
+    audit: Option<Arc<AuditLog>>,
     node: Option<u64>,
 }
 
 impl Auth {
     /// Over `names`' access keys; with `audit`, administrative actions are logged there.
     pub fn new(names: Arc<dyn NameIndex>, config: AuthConfig, clock: Arc<dyn Clock>, audit: Option<AuditLog>, node: Option<u64>) -> Self {
-        Self { names, config, clock, keys: Mutex::new(HashMap::new()), audit, node }
+        Self { names, config, clock, keys: Mutex::new(HashMap::new()), audit: audit.map(Arc::new), node }
     }
 
     /// The configuration.
@@ -231,7 +231,7 @@ impl Auth {
     }
 
     /// The audit log, if kept.
-    pub fn audit(&self) -> Option<&AuditLog> {
+    pub fn audit(&self) -> Option<&Arc<AuditLog>> {
         self.audit.as_ref()
     }
 
@@ -397,7 +397,7 @@ pub(crate) async fn middleware(State(st): State<Arc<AppState>>, req: Request, ne
             let who = if conn.peer { Principal::Peer } else { sigv4_who(&parts) };
             let resp = ApiError::from(r).into_response();
             if parts.uri.path().starts_with("/admin/") {
-                st.auth.record(&who, conn, action, None, resp.status().as_u16());
+                st.auth.record(&who, conn, action, None, resp.status().as_u16()).await;
             }
             return resp;
         }
@@ -427,7 +427,7 @@ pub(crate) async fn middleware(State(st): State<Arc<AppState>>, req: Request, ne
     req.extensions_mut().insert(who.clone());
     let resp = next.run(req).await;
     if audited {
-        st.auth.record(&who, conn, action, detail, resp.status().as_u16());
+        st.auth.record(&who, conn, action, detail, resp.status().as_u16()).await;
     }
     resp
 }
@@ -443,14 +443,16 @@ fn sigv4_who(parts: &http::request::Parts) -> Principal {
 }
 
 impl Auth {
-    fn record(&self, who: &Principal, conn: ConnInfo, action: String, detail: Option<serde_json::Value>, status: u16) {
-        let Some(log) = &self.audit else { return };
+    /// Appends an entry to the audit log (off the async threads); an action's
+    /// entry is durable before this returns, a refusal's with the next action's.
+    async fn record(&self, who: &Principal, conn: ConnInfo, action: String, detail: Option<serde_json::Value>, status: u16) {
+        let Some(log) = self.audit.clone() else { return };
         let result = match status {
             401 | 403 => "denied",
             s if s < 400 => "ok",
             _ => "failed",
         };
-        log.record(&AuditEntry {
+        let entry = AuditEntry {
             v: crate::audit::VERSION,
             time_ms: self.clock.now_ms(),
             node: self.node,
@@ -460,7 +462,11 @@ impl Auth {
             detail,
             status,
             result: result.into(),
-        });
+        };
+        let durable = result != "denied";
+        if let Err(e) = tokio::task::spawn_blocking(move || log.record(&entry, durable)).await {
+            tracing::error!(error = %e, "the audit log's writer panicked");
+        }
     }
 }
 

@@ -423,9 +423,11 @@ struct AuditQuery {
 
 /// The last entries of this node's audit log (`?limit=N`, default 100).
 async fn audit(State(st): S, axum::extract::Query(q): axum::extract::Query<AuditQuery>) -> Response {
-    let Some(log) = st.auth.audit() else { return Json(serde_json::json!({ "entries": [], "damaged_lines": 0, "kept": false })).into_response() };
-    match log.tail(q.limit.unwrap_or(100)) {
-        Ok((entries, damaged)) => Json(serde_json::json!({ "entries": entries, "damaged_lines": damaged, "kept": true })).into_response(),
+    let Some(log) = st.auth.audit().cloned() else { return Json(serde_json::json!({ "entries": [], "damaged_lines": 0, "kept": false })).into_response() };
+    let limit = q.limit.unwrap_or(100);
+    match tokio::task::spawn_blocking(move || log.tail(limit)).await {
+        Ok(Ok((entries, damaged))) => Json(serde_json::json!({ "entries": entries, "damaged_lines": damaged, "kept": true })).into_response(),
+        Ok(Err(e)) => ApiError::Internal(format!("reading the audit log: {e}")).into_response(),
         Err(e) => ApiError::Internal(format!("reading the audit log: {e}")).into_response(),
     }
 }
