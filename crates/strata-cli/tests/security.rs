@@ -202,16 +202,17 @@ async fn bad_signatures_presigned_urls_signed_bodies_and_body_limits() {
     let creds = strata_auth::credentials::load(&node.credentials()).expect("admin key");
     let id = admin.put_bytes(content(1, 1_000), &PutArgs::default()).await.expect("put").id;
     let host = node.url.trim_start_matches("http://").to_owned();
-    let signed = |method: &str, path: &str, region: &str, secret: &str, now: u64| {
+    let signed_for = |method: &str, path: &str, region: &str, service: &str, secret: &str, now: u64| {
         let headers: [(&str, &[u8]); 1] = [("host", host.as_bytes())];
         let view = strata_auth::RequestView { method, path, query: "", headers: &headers };
         let c = Credentials { access_key_id: creds.access_key_id.clone(), secret_access_key: secret.into() };
-        let sig = strata_auth::sigv4::sign(&view, strata_auth::sigv4::UNSIGNED_PAYLOAD, &c, strata_auth::Scope { region, service: "s3" }, now);
+        let sig = strata_auth::sigv4::sign(&view, strata_auth::sigv4::UNSIGNED_PAYLOAD, &c, strata_auth::Scope { region, service }, now);
         format!(
             "{method} {path} HTTP/1.1\r\nHost: {host}\r\nx-amz-date: {}\r\nx-amz-content-sha256: {}\r\nAuthorization: {}\r\nConnection: close\r\n\r\n",
             sig.amz_date, sig.content_sha256, sig.authorization
         )
     };
+    let signed = |method: &str, path: &str, region: &str, secret: &str, now: u64| signed_for(method, path, region, "s3", secret, now);
     let now = strata_types::Clock::now_ms(&strata_types::SystemClock) / 1000;
     let path = format!("/{id}");
     let ok = raw(&node.url, signed("GET", &path, "us-east-1", &creds.secret_access_key, now)).await;
@@ -219,6 +220,7 @@ async fn bad_signatures_presigned_urls_signed_bodies_and_body_limits() {
     for (request, status, code) in [
         (signed("GET", &path, "us-east-1", "not the secret", now), 403, "SignatureDoesNotMatch"),
         (signed("GET", &path, "eu-west-1", &creds.secret_access_key, now), 400, "AuthorizationHeaderMalformed"),
+        (signed_for("GET", &path, "us-east-1", "iam", &creds.secret_access_key, now), 400, "AuthorizationHeaderMalformed"),
         (signed("GET", &path, "us-east-1", &creds.secret_access_key, now - 3_600), 403, "RequestTimeTooSkewed"),
         (signed("DELETE", &path, "us-east-1", &creds.secret_access_key, now).replacen("DELETE", "GET", 1), 403, "SignatureDoesNotMatch"),
     ] {
