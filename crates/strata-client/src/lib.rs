@@ -33,6 +33,17 @@ pub struct ClientOptions {
     pub server_name: Option<String>,
 }
 
+impl ClientOptions {
+    /// These options trusting the certificates of the PEM file at `path`
+    /// (a server's self-signed certificate, a private CA, a cluster's
+    /// `cluster-ca.pem`) for `https://`.
+    pub fn with_ca_file(mut self, path: &std::path::Path) -> Result<Self, ClientError> {
+        let roots = strata_auth::tls::roots_from_file(path).map_err(|e| ClientError::Protocol(e.to_string()))?;
+        self.tls = Some(strata_auth::tls::client_config(roots, None).map_err(|e| ClientError::Protocol(e.to_string()))?);
+        Ok(self)
+    }
+}
+
 impl std::fmt::Debug for ClientOptions {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("ClientOptions")

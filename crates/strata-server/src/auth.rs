@@ -395,7 +395,9 @@ pub(crate) async fn middleware(State(st): State<Arc<AppState>>, req: Request, ne
         Ok(p) => p,
         Err(r) => {
             let who = if conn.peer { Principal::Peer } else { sigv4_who(&parts) };
-            let resp = ApiError::from(r).into_response();
+            let e = ApiError::from(r);
+            st.metrics.refused(e.status_code().1);
+            let resp = e.into_response();
             if parts.uri.path().starts_with("/admin/") {
                 st.auth.record(&who, conn, action, None, resp.status().as_u16()).await;
             }

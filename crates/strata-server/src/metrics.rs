@@ -50,6 +50,9 @@ pub struct Metrics {
     /// TLS handshakes refused (a client without a trusted certificate, a
     /// node of another cluster, a plain-HTTP client on a TLS port).
     pub tls_handshake_failures: Counter,
+    /// Requests the HTTP port refused before any handler, by code
+    /// (`AuthenticationRequired`, `SignatureDoesNotMatch`, `AccessDenied`, ...).
+    auth_refusals: Family<[(&'static str, &'static str); 1], Counter>,
     /// The connection gate every port of the node shares (one budget of
     /// open files).
     gate: Arc<std::sync::OnceLock<Arc<crate::limits::Gate>>>,
@@ -73,12 +76,14 @@ impl Metrics {
         let bytes_sent = Counter::default();
         let sendfile_responses = Counter::default();
         let tls_handshake_failures = Counter::default();
+        let auth_refusals = Family::<[(&'static str, &'static str); 1], Counter>::default();
         registry.register("strata_http_requests", "HTTP requests by operation and status", requests.clone());
         registry.register("strata_http_request_duration_seconds", "HTTP request latency by operation (to the response head)", latency.clone());
         registry.register("strata_http_blob_bytes_received", "Blob bytes received in put bodies", bytes_received.clone());
         registry.register("strata_http_blob_bytes_sent", "Blob bytes sent in get bodies", bytes_sent.clone());
         registry.register("strata_http_sendfile_responses", "GETs answered with sendfile(2), bypassing user space", sendfile_responses.clone());
         registry.register("strata_tls_handshake_failures", "TLS handshakes refused on the node's ports", tls_handshake_failures.clone());
+        registry.register("strata_auth_refusals", "Requests of the HTTP port refused by authentication or authorization, by code", auth_refusals.clone());
         registry.register_collector(Box::new(EngineCollector(store)));
         registry.register_collector(Box::new(KvCollector(kv)));
         registry.register_collector(Box::new(ClusterCollector { router, cluster }));
@@ -93,7 +98,19 @@ impl Metrics {
         }
         let gate = Arc::default();
         registry.register_collector(Box::new(GateCollector(Arc::clone(&gate))));
-        Self { registry, requests, latency, s3_requests, s3_latency, bytes_received, bytes_sent, sendfile_responses, tls_handshake_failures, gate }
+        Self {
+            registry,
+            requests,
+            latency,
+            s3_requests,
+            s3_latency,
+            bytes_received,
+            bytes_sent,
+            sendfile_responses,
+            tls_handshake_failures,
+            auth_refusals,
+            gate,
+        }
     }
 
     /// The connection gate of the node's ports (HTTP and S3 share one),
@@ -106,6 +123,11 @@ impl Metrics {
     pub fn observe(&self, op: &'static str, status: u16, seconds: f64) {
         self.requests.get_or_create(&OpStatus { op, status }).inc();
         self.latency.get_or_create(&[("op", op)]).observe(seconds);
+    }
+
+    /// Records a request refused by authentication or authorization.
+    pub fn refused(&self, code: &'static str) {
+        self.auth_refusals.get_or_create(&[("code", code)]).inc();
     }
 
     /// Records one finished S3 operation.
