@@ -10,6 +10,9 @@
 //! as borrowed parts, so the server's fast path, axum handlers and clients
 //! share it. Rights (who may do what) are not here: they live with the
 //! access keys in `strata-names`.
+//!
+//! Layer rule (checked by the test command): may use no Strata crate;
+//! never an async runtime or an HTTP crate.
 
 pub mod credentials;
 pub mod sigv4;

@@ -474,7 +474,7 @@ impl Target {
         let kv = strata_server::KvStores::open(server_args.data_dir.join("kv"))?;
         let (mut ids, creds) = crate::server::bench_identities(&server_args.data_dir, addr).await?;
         ids.config = server_args.auth_config(addr)?;
-        let state = strata_server::AppState::new(router, strata_server::Disks::single(store.clone()), kv, ids);
+        let state = strata_server::AppState::new(router, strata_node::Disks::single(store.clone()), kv, ids, strata_node::Workers::new());
         let (server_tls, tls) = if security == Security::Tls {
             let (cert, key) = strata_auth::tls::self_signed(&["127.0.0.1".into()])?;
             let (cert_path, key_path) = (dir.join("bench-cert.pem"), dir.join("bench-key.pem"));

@@ -343,7 +343,7 @@ pub async fn run(a: BenchKvArgs) -> Result<()> {
         let strata_addr = listener.local_addr()?;
         let (ids, creds) = crate::server::bench_identities(&dir.join("node"), strata_addr).await?;
         let signer = Some(Arc::new(strata_auth::Signer::new(creds, "us-east-1", strata_auth::SERVICE)));
-        let state = strata_server::AppState::new(router, strata_server::Disks::single(router_store), kv, ids);
+        let state = strata_server::AppState::new(router, strata_node::Disks::single(router_store), kv, ids, strata_node::Workers::new());
         let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
         let srv = tokio::spawn(strata_server::serve(listener, state, strata_server::limits::Limits::default(), None, async move {
             let _ = stop_rx.await;

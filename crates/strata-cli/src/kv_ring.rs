@@ -592,7 +592,7 @@ pub async fn upload(a: UploadArgs) -> Result<()> {
         manifest.insert(name.clone(), r.id);
     }
     pb.finish_and_clear();
-    let m = strata_server::kv_fetch::Manifest { format: 1, files: manifest };
+    let m = strata_node::kv_fetch::Manifest { format: 1, files: manifest };
     let r = client.put_bytes(serde_json::to_vec(&m)?, &strata_client::PutArgs::default()).await?;
     let host = a.common.server.trim_start_matches("http://").trim_start_matches("https://").trim_end_matches('/');
     let source = format!("strata://{host}/{}", r.id);

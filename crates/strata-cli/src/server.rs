@@ -180,8 +180,8 @@ const DISK_RESERVE_FRACTION: f64 = 0.05;
 
 impl ServerArgs {
     /// When and how fast the scrubber runs.
-    fn scrub_config(&self) -> strata_server::ScrubConfig {
-        strata_server::ScrubConfig {
+    fn scrub_config(&self) -> strata_node::ScrubConfig {
+        strata_node::ScrubConfig {
             interval: (self.scrub_interval_secs > 0).then(|| Duration::from_secs(self.scrub_interval_secs)),
             rate_bytes_per_sec: self.scrub_rate,
             deep_every: self.scrub_deep_every,
@@ -332,8 +332,8 @@ impl ServerArgs {
     }
 
     /// When the orphan sweep runs.
-    fn sweep_config(&self) -> strata_server::SweepConfig {
-        strata_server::SweepConfig { interval: (self.sweep_interval_secs > 0).then(|| Duration::from_secs(self.sweep_interval_secs)) }
+    fn sweep_config(&self) -> strata_node::SweepConfig {
+        strata_node::SweepConfig { interval: (self.sweep_interval_secs > 0).then(|| Duration::from_secs(self.sweep_interval_secs)) }
     }
 }
 
@@ -367,7 +367,7 @@ async fn run_cluster(args: ServerArgs, node_id: u64) -> Result<()> {
     let clock: Arc<dyn strata_types::Clock> = Arc::new(SystemClock);
     let meta_peers = parse_meta(args.meta.as_deref().unwrap_or(""))?;
     if let Some(ip) = args.outbound_ip {
-        strata_cluster::meta::set_outbound_ip(ip);
+        strata_net::set_outbound_ip(ip);
     }
     let listener = tokio::net::TcpListener::bind(&args.listen).await.with_context(|| format!("binding {}", args.listen))?;
     let listen = listener.local_addr()?;
@@ -379,8 +379,8 @@ async fn run_cluster(args: ServerArgs, node_id: u64) -> Result<()> {
     names.extend([Some(listen.ip()), args.outbound_ip].into_iter().flatten().filter(|ip| !ip.is_unspecified()).map(|ip| ip.to_string()));
     let node_identity = secret.mint(&names)?;
     let peer_tls = strata_auth::tls::client_config(secret.roots()?, Some(&node_identity))?;
-    strata_cluster::meta::set_cluster_tls(peer_tls.clone());
-    strata_server::kv_fetch::set_node_identity(strata_client::ClientOptions {
+    strata_net::set_cluster_tls(peer_tls.clone());
+    strata_node::kv_fetch::set_node_identity(strata_client::ClientOptions {
         tls: Some(peer_tls),
         server_name: Some(strata_auth::CLUSTER_SERVER_NAME.into()),
         ..Default::default()
@@ -388,7 +388,7 @@ async fn run_cluster(args: ServerArgs, node_id: u64) -> Result<()> {
     let public = args.public_tls(listen)?;
     let tls = strata_auth::tls::server_config(public.as_ref(), Some((&node_identity, &secret)))?;
     tracing::info!(cluster = secret.cluster_id(), "cluster transport: mutual TLS");
-    let config = strata_server::ClusterConfig {
+    let config = strata_node::ClusterConfig {
         node_id,
         data_dir: args.data_dir.clone(),
         meta_peers,
@@ -398,7 +398,8 @@ async fn run_cluster(args: ServerArgs, node_id: u64) -> Result<()> {
         // Every node holds the names: they are every port's identities.
         names_learner: true,
     };
-    let node = strata_server::ClusterNode::start(config, clock.clone()).await?;
+    let workers = strata_node::Workers::new();
+    let node = strata_node::ClusterNode::start(config, clock.clone(), workers.clone()).await?;
     let fd = FailureDetectorConfig { wait_ms: args.failure_wait_ms, ..FailureDetectorConfig::default() };
     let detector = Arc::new(FailureDetector::new(fd, clock.clone()));
     let stale = node.clone();
@@ -427,10 +428,10 @@ async fn run_cluster(args: ServerArgs, node_id: u64) -> Result<()> {
         audit_path: Some(args.data_dir.join("audit.log")),
     };
     let state = strata_server::AppState::clustered(router, node.clone(), detector, kv, ids);
-    strata_server::spawn_compactor(node.disks.clone(), Duration::from_secs(args.compaction_interval_secs.max(1)));
-    strata_server::spawn_space_monitor(node.disks.clone());
-    state.scrub.spawn(args.scrub_config());
-    state.sweep.spawn(args.sweep_config());
+    strata_node::start_compactor(&workers, node.disks.clone(), Duration::from_secs(args.compaction_interval_secs.max(1)));
+    strata_node::start_space_monitor(&workers, node.disks.clone());
+    state.scrub.start(&workers, args.scrub_config());
+    state.sweep.start(&workers, args.sweep_config());
     println!("Strata node {node_id} is serving https://{listen} (data in {}; cluster {})", args.data_dir.display(), secret.cluster_id());
     if let Some(s3) = &s3_listen {
         let s3_addr =
@@ -438,6 +439,7 @@ async fn run_cluster(args: ServerArgs, node_id: u64) -> Result<()> {
         println!("S3 API on https://{s3_addr} (names replicated by the metadata group; make keys with strata key create)");
     }
     strata_server::serve(listener, state, limits, Some(tls), shutdown_signal()).await?;
+    workers.stop(Duration::from_secs(5)).await;
     if let Some(meta) = &node.meta {
         meta.shutdown().await;
     }
@@ -485,30 +487,31 @@ pub async fn run(args: ServerArgs) -> Result<()> {
     let (store, router) = open_node(&args)?;
     let listener = tokio::net::TcpListener::bind(&args.listen).await.with_context(|| format!("binding {}", args.listen))?;
     let addr = listener.local_addr()?;
-    let disks = strata_server::Disks::single(store.clone());
+    let disks = strata_node::Disks::single(store.clone());
+    let workers = strata_node::Workers::new();
     let kv = strata_server::KvStores::open(args.data_dir.join("kv")).context("opening the read-only stores")?;
     let s3_listen = args.s3_listen.clone().unwrap_or_else(|| "127.0.0.1:8081".into());
     let s3 = s3_listen != "off";
     // The names hold every port's access keys: open them whether or not S3 is on.
     let (names, (id, secret)) = crate::s3::open_names(&args.data_dir).await?;
     let creds_path = write_admin_credentials(&args.data_dir, &id, &secret)?;
-    strata_server::kv_fetch::set_node_identity(strata_client::ClientOptions {
+    strata_node::kv_fetch::set_node_identity(strata_client::ClientOptions {
         credentials: Some(strata_client::Credentials { access_key_id: id.clone(), secret_access_key: secret.clone() }),
         region: Some(args.s3_region.clone()),
         ..Default::default()
     });
     let limits = args.limits()?;
     let ids = strata_server::Identities { names: names.clone(), config: args.auth_config(addr)?, audit_path: Some(args.data_dir.join("audit.log")) };
-    let state = strata_server::AppState::new(router, disks.clone(), kv, ids);
+    let state = strata_server::AppState::new(router, disks.clone(), kv, ids, workers.clone());
     let tls = match args.public_tls(addr)? {
         Some(identity) => Some(strata_auth::tls::server_config(Some(&identity), None)?),
         None => None,
     };
     let scheme = if tls.is_some() { "https" } else { "http" };
-    strata_server::spawn_compactor(disks.clone(), Duration::from_secs(args.compaction_interval_secs.max(1)));
-    strata_server::spawn_space_monitor(disks.clone());
-    state.scrub.spawn(args.scrub_config());
-    state.sweep.spawn(args.sweep_config());
+    strata_node::start_compactor(&workers, disks.clone(), Duration::from_secs(args.compaction_interval_secs.max(1)));
+    strata_node::start_space_monitor(&workers, disks.clone());
+    state.scrub.start(&workers, args.scrub_config());
+    state.sweep.start(&workers, args.sweep_config());
     println!("Strata is serving {scheme}://{addr} (data in {}, {} partitions)", args.data_dir.display(), store.replicas().len());
     println!("Admin access key in {} (the strata CLI finds it there; more keys: strata key create)", creds_path.display());
     if args.tls_self_signed {
@@ -530,6 +533,7 @@ pub async fn run(args: ServerArgs) -> Result<()> {
     );
     println!("Stop with Ctrl-C.");
     strata_server::serve(listener, state, limits, tls, shutdown_signal()).await?;
+    workers.stop(Duration::from_secs(5)).await;
     let s = store.clone();
     tokio::task::spawn_blocking(move || s.close()).await?;
     Ok(())

@@ -188,7 +188,7 @@ fn readers() -> (Arc<AtomicBool>, Arc<AtomicU64>, Vec<tokio::task::JoinHandle<u6
             let (stop, reads) = (stop.clone(), reads.clone());
             tokio::spawn(async move {
                 let proximity: Vec<String> = if r == 0 { vec!["z1".into(), "z2".into()] } else { vec!["z3".into(), "z1".into()] };
-                let router = strata_router::KvRouter::connect(vec![url(1)], proximity, secret().1.clone()).await.expect("router");
+                let router = strata_kv_client::KvRouter::connect(vec![url(1)], proximity, secret().1.clone()).await.expect("router");
                 let mut seen = 0u64;
                 let mut i = r * 997;
                 while !stop.load(Ordering::Relaxed) {

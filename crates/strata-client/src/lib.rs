@@ -4,6 +4,10 @@
 //! `https://` with the roots (and, for a node or a holder of the cluster
 //! secret, the client certificate) its [`ClientOptions`] give.
 //! Must not depend on any server-side crate: it speaks only HTTP.
+//!
+//! Layer rule (checked by the test command): may use strata-types,
+//! strata-auth; never the engine, the cluster map, the router, the node
+//! crate, or the server.
 
 use bytes::Bytes;
 use futures_util::{Stream, TryStreamExt};

@@ -7,13 +7,13 @@
 //! the epoch; nodes, frontends and routers cache the map and refresh it when
 //! a datanode answers "stale epoch".
 //!
-//! The metadata service's members talk Raft over HTTP with mutual TLS
-//! (`meta::network`: the one node-to-node client, set up once with the
-//! cluster's certificates by `meta::set_cluster_tls`).
+//! The metadata service's members talk Raft through `strata-net` (the one
+//! node-to-node client, mutual TLS once the cluster's certificates are set);
+//! its files are written with `strata-fs`.
 //!
-//! Must not depend on: the router or the server; of the storage engine it
-//! uses only the file helpers (atomic replace), of `strata-auth` only the
-//! cluster's server name.
+//! Layer rule (checked by the test command): may use strata-types,
+//! strata-format, strata-fs, strata-net, strata-placement, strata-names;
+//! never the engine, the router, the server, or an HTTP crate.
 
 pub mod codec;
 pub mod kv;

@@ -10,6 +10,10 @@
 //! Durability order: a record is fdatasync'd before it enters the index or is
 //! acknowledged; an index file is written only for bytes already durable; a
 //! compacted generation is durable before the compaction log commits it.
+//!
+//! Layer rule (checked by the test command): may use strata-types,
+//! strata-format, strata-fs; never the router, the cluster map, RPC, or an
+//! HTTP crate.
 
 mod cache;
 mod compaction;

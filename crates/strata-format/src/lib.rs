@@ -5,6 +5,9 @@
 //! CRC32C that is checked before anything else is trusted. `docs/formats.md`
 //! describes the same bytes in prose; a change here bumps a version there.
 //! This crate does no I/O and must not depend on the engine or anything above.
+//!
+//! Layer rule (checked by the test command): may use strata-types; never
+//! the engine, an async runtime or an HTTP crate.
 
 pub mod bloom;
 pub mod chunk_list;

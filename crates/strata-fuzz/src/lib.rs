@@ -19,6 +19,10 @@
 //!
 //! Depends on the crates whose parsers it drives; nothing depends on it but
 //! the `strata` binary.
+//!
+//! Layer rule (checked by the test command): may use strata-types,
+//! strata-format, strata-auth, strata-cluster, strata-kv, strata-names,
+//! strata-rpc, strata-s3, strata-server, strata-node; never the CLI.
 
 use rand::{Rng, SeedableRng};
 use std::panic::AssertUnwindSafe;

@@ -8,7 +8,11 @@
 //! - [`placement`]: which (partition, replica) bucket and chunk a key
 //!   belongs to.
 //!
-//! Must not depend on: the blob engine, the router or the server.
+//! Files are replaced durably with `strata-fs`.
+//!
+//! Layer rule (checked by the test command): may use strata-fs,
+//! strata-placement; never the blob engine, the router, the server, or an
+//! HTTP crate.
 
 pub mod build;
 pub mod format;

@@ -45,7 +45,7 @@ fn mark_verified(dir: &Path, checksum: u32) -> Result<(), VersionError> {
 }
 
 fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), VersionError> {
-    strata_engine::fsutil::replace_file(path, bytes).map_err(io(path))
+    strata_fs::replace_file(path, bytes).map_err(io(path))
 }
 
 /// How far a load has got.

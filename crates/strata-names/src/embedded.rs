@@ -16,8 +16,8 @@ use std::fs::{File, OpenOptions};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
-use strata_engine::fsutil::{write_atomic, zero_fill_ahead};
 use strata_format::frame::{decode_frame, encode_frame, frame_len};
+use strata_fs::{replace_file as write_atomic, zero_fill_ahead};
 
 /// Frame kind of a log record: postcard `(lsn: u64, op: NameOp)`.
 pub const KIND_NAME_OP: u16 = 0x40;
@@ -177,7 +177,7 @@ impl EmbeddedIndex {
         self.durable.fetch_max(log.lsn, Ordering::SeqCst);
         std::fs::rename(&path, &old).map_err(|e| io("renaming", &path, e))?;
         let file = OpenOptions::new().create_new(true).write(true).open(&path).map_err(|e| io("creating", &path, e))?;
-        strata_engine::fsutil::fsync_dir(&self.dir).map_err(|e| NameError::Unavailable(e.to_string()))?;
+        strata_fs::fsync_dir(&self.dir).map_err(|e| NameError::Unavailable(e.to_string()))?;
         log.file = Arc::new(file);
         log.bytes = 0;
         log.zeroed = 0;
@@ -290,7 +290,7 @@ fn fold_files(dir: &Path) -> Result<(), NameError> {
     let payload = postcard::to_allocvec(&(lsn, &state)).map_err(|e| NameError::Unavailable(e.to_string()))?;
     write_atomic(&dir.join(SNAP), &encode_frame(KIND_NAME_SNAPSHOT, &payload)).map_err(|e| NameError::Unavailable(e.to_string()))?;
     std::fs::remove_file(&old).map_err(|e| io("removing", &old, e))?;
-    strata_engine::fsutil::fsync_dir(dir).map_err(|e| NameError::Unavailable(e.to_string()))?;
+    strata_fs::fsync_dir(dir).map_err(|e| NameError::Unavailable(e.to_string()))?;
     tracing::debug!(lsn, "name log folded into a snapshot");
     Ok(())
 }
@@ -357,7 +357,7 @@ mod tests {
         // The file is zero-filled past the last record.
         let log = dir.path().join("names.log");
         let mut bytes = std::fs::read(&log).unwrap();
-        assert_eq!(bytes.len() as u64, strata_engine::fsutil::ZERO_STEP);
+        assert_eq!(bytes.len() as u64, strata_fs::ZERO_STEP);
         assert!(bytes[whole..].iter().all(|b| *b == 0));
         // A torn record at the end, as a crash mid-write leaves it.
         let extra = encode_frame(KIND_NAME_OP, &postcard::to_allocvec(&(999u64, put("torn", 1))).unwrap());

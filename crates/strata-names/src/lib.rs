@@ -13,6 +13,10 @@
 //! The blobs themselves live in the storage engine; this crate only names
 //! them, and tells the caller which blobs an op made unreachable so it can
 //! free them through the engine's delete path.
+//!
+//! Layer rule (checked by the test command): may use strata-types,
+//! strata-format, strata-fs; never the engine, the router, the server, or
+//! an HTTP crate.
 
 mod embedded;
 mod list;

@@ -7,6 +7,9 @@
 //! Must not depend on: any I/O, clock, async runtime or other Strata crate.
 //! Determinism: the same inputs (and seed, where there is one) give the same
 //! placement on every machine and version; hash seeds are part of the contract.
+//!
+//! Layer rule (checked by the test command): may use no Strata crate;
+//! never an async runtime or an HTTP crate.
 
 pub mod ambry;
 pub mod chain;

@@ -2,7 +2,7 @@
 //! on random partitions, written in parallel; a composite blob lists them.
 //! Gets stream the chunks in order with a sliding window of parallel fetches.
 
-use crate::{BlobInfo, PutOptions, Router, RouterError, info_of};
+use crate::{BlobInfo, PutOptions, Router, RouterError, Unavailable, info_of};
 use bytes::{Bytes, BytesMut};
 use futures_util::stream::{BoxStream, FuturesUnordered};
 use futures_util::{Stream, StreamExt};
@@ -316,7 +316,7 @@ impl Router {
                         async move {
                             let rec = router.read_record(chunk, true).await.map_err(|e| match e {
                                 RouterError::Corrupt(m) => RouterError::Corrupt(format!("chunk {chunk} of the blob: {m}")),
-                                RouterError::Unavailable(m) => RouterError::Unavailable(format!("chunk {chunk} of the blob: {m}")),
+                                RouterError::Unavailable(cause) => Unavailable::Chunk { chunk: chunk.to_string(), cause: Box::new(cause) }.into(),
                                 e => RouterError::Internal(format!("chunk {chunk} of the blob: {e}")),
                             })?;
                             if rec.size != len {

@@ -3,6 +3,113 @@
 use strata_engine::{EngineError, ReadOnlyReason};
 use strata_types::PartitionId;
 
+/// The replicas' failures, as one line.
+fn summary(failures: &[ReplicaError]) -> String {
+    failures.iter().map(|e| e.to_string()).collect::<Vec<_>>().join("; ")
+}
+
+/// Why an operation could not reach enough replicas: the outcome is
+/// unknown (for a write) or nothing answered (for a read); retrying later
+/// may succeed. Every cause is its own variant, so callers and the API
+/// edges decide on the cause, never on a message.
+#[derive(Debug, thiserror::Error)]
+pub enum Unavailable {
+    /// A write reached fewer replicas than its policy needs.
+    #[error("partition {partition}: {acks} of {needed} acks ({})", summary(failures))]
+    QuorumNotMet {
+        /// Partition written.
+        partition: PartitionId,
+        /// Acks the policy needs.
+        needed: usize,
+        /// Acks received.
+        acks: usize,
+        /// How the other replicas failed.
+        failures: Vec<ReplicaError>,
+    },
+    /// The policy asks for more acks than the partition has replicas.
+    #[error("policy {policy} needs {needed} acks but partition {partition} has {replicas} replicas: 0 acks")]
+    PolicyExceedsReplicas {
+        /// Partition written.
+        partition: PartitionId,
+        /// The policy, as written.
+        policy: String,
+        /// Acks it needs.
+        needed: usize,
+        /// Replicas the partition has.
+        replicas: usize,
+    },
+    /// Fewer replicas can be reached (not marked down) than the policy needs.
+    #[error("policy {policy} needs {needed} acks but only {reachable} of partition {partition}'s {replicas} replicas can be reached: 0 acks")]
+    TooFewReachable {
+        /// Partition written.
+        partition: PartitionId,
+        /// The policy, as written.
+        policy: String,
+        /// Acks it needs.
+        needed: usize,
+        /// Replicas that can be reached.
+        reachable: usize,
+        /// Replicas the partition has.
+        replicas: usize,
+    },
+    /// A local-zone operation on a partition with no replica in this zone.
+    #[error("partition {partition} has no replica in this zone")]
+    NoLocalReplica {
+        /// Partition.
+        partition: PartitionId,
+    },
+    /// No replica answered a read.
+    #[error("no replica of partition {partition} answered: {}", summary(failures))]
+    NoReplicaAnswered {
+        /// Partition read.
+        partition: PartitionId,
+        /// How each replica failed.
+        failures: Vec<ReplicaError>,
+    },
+    /// A listing needs every replica (a key only one holds would be
+    /// missed), and some cannot be reached.
+    #[error("partition {partition}: {listable} of {replicas} replicas can be listed")]
+    NotAllListable {
+        /// Partition listed.
+        partition: PartitionId,
+        /// Replicas that can be listed.
+        listable: usize,
+        /// Replicas the partition has.
+        replicas: usize,
+    },
+    /// A replica failed while being listed.
+    #[error("listing partition {partition}: {failure}")]
+    ListingFailed {
+        /// Partition listed.
+        partition: PartitionId,
+        /// How the replica failed.
+        failure: ReplicaError,
+    },
+    /// The partition's replica had an I/O failure and takes no writes.
+    #[error("partition {partition} had an I/O failure")]
+    IoFailed {
+        /// Partition.
+        partition: PartitionId,
+    },
+    /// The replica's write queue is full.
+    #[error("partition {partition} is overloaded")]
+    Overloaded {
+        /// Partition.
+        partition: PartitionId,
+    },
+    /// The replica is closing (the node shuts down).
+    #[error("replica is shutting down")]
+    ShuttingDown,
+    /// A chunk of a chunked blob could not be read.
+    #[error("chunk {chunk} of the blob: {cause}")]
+    Chunk {
+        /// The chunk's blob id.
+        chunk: String,
+        /// Why.
+        cause: Box<Unavailable>,
+    },
+}
+
 /// How one replica failed an operation.
 #[derive(Debug, thiserror::Error)]
 pub enum ReplicaError {
@@ -61,7 +168,7 @@ pub enum RouterError {
     NoSuchPartition(PartitionId),
     /// Not enough replicas answered; the outcome is unknown, retry later.
     #[error("unavailable: {0}")]
-    Unavailable(String),
+    Unavailable(#[from] Unavailable),
     /// Every replica that answered holds a damaged (quarantined) copy and
     /// none a whole one: the blob cannot be served until a copy is
     /// repaired. Not "not found", and retrying soon will not help.
@@ -117,8 +224,7 @@ impl RouterError {
                 };
             }
         }
-        let detail = errors.iter().map(|e| e.to_string()).collect::<Vec<_>>().join("; ");
-        Self::Unavailable(format!("partition {partition}: {acks} of {needed} acks ({detail})"))
+        Unavailable::QuorumNotMet { partition, needed, acks, failures: errors }.into()
     }
 }
 
@@ -130,12 +236,12 @@ impl From<EngineError> for RouterError {
             EngineError::Expired => Self::Expired,
             EngineError::AlreadyExists => Self::AlreadyExists,
             EngineError::ReadOnly { partition, reason: ReadOnlyReason::Capacity | ReadOnlyReason::DiskFull } => Self::PartitionReadOnly(partition),
-            EngineError::ReadOnly { partition, reason: ReadOnlyReason::IoFailed } => Self::Unavailable(format!("partition {partition} had an I/O failure")),
-            EngineError::Busy { partition } => Self::Unavailable(format!("partition {partition} is overloaded")),
+            EngineError::ReadOnly { partition, reason: ReadOnlyReason::IoFailed } => Unavailable::IoFailed { partition }.into(),
+            EngineError::Busy { partition } => Unavailable::Overloaded { partition }.into(),
             EngineError::TooLarge { size, max } => Self::TooLarge { size, max },
             EngineError::Invalid(m) => Self::BadRequest(m),
             EngineError::NoSuchPartition(p) => Self::NoSuchPartition(p),
-            EngineError::Closed => Self::Unavailable("replica is shutting down".into()),
+            EngineError::Closed => Unavailable::ShuttingDown.into(),
             EngineError::Damaged { partition, detail } => Self::Corrupt(format!("partition {partition}: {detail}")),
             e @ (EngineError::Corrupt { .. } | EngineError::Io { .. }) => Self::Internal(e.to_string()),
         }

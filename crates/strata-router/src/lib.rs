@@ -6,20 +6,23 @@
 //! The HTTP frontend embeds it; Rust clients can too. It reaches replicas only
 //! through [`ClusterView`] and [`ReplicaHandle`], so the same code serves the
 //! embedded single node (local replicas) and a cluster (RPC replicas).
-//! Must not depend on: HTTP, the server, or any particular transport.
+//! Read-only stores' client-side routing is not here: it is a client of the
+//! HTTP API, in `strata-kv-client`.
+//!
+//! Layer rule (checked by the test command): may use strata-types,
+//! strata-format, strata-engine, strata-cluster, strata-rpc,
+//! strata-placement; never the server, `strata-client`, or an HTTP crate.
 
 mod chunking;
 mod cluster;
 mod error;
 mod failure;
-mod kv;
 mod local;
 
 pub use chunking::{BlobBody, BlobData, ByteRange};
 pub use cluster::{ClusterMapView, LocalReplicas};
-pub use error::{ReplicaError, RouterError};
+pub use error::{ReplicaError, RouterError, Unavailable};
 pub use failure::{FailureDetector, FailureDetectorConfig, NodeHealth};
-pub use kv::{KvRouteError, KvRouter, KvValue};
 pub use local::LocalView;
 pub use strata_types::{Policies, Policy};
 
@@ -273,7 +276,7 @@ impl Router {
         let mut replicas = self.view.replicas(partition);
         if replicas.is_empty() {
             return Err(if self.view.has_partition(partition) {
-                RouterError::Unavailable(format!("partition {partition} has no replica in this zone"))
+                Unavailable::NoLocalReplica { partition }.into()
             } else {
                 RouterError::NoSuchPartition(partition)
             });
@@ -281,17 +284,17 @@ impl Router {
         // A local policy writes to the local zone only (Ambry); any other
         // counts every zone's replicas, so the write goes to all of them.
         let total = self.view.replica_count(partition);
-        let needed = policy.write_acks(replicas.len(), total).map_err(|needed| {
-            RouterError::Unavailable(format!("policy {policy} needs {needed} acks but partition {partition} has {total} replicas: 0 acks"))
+        let needed = policy.write_acks(replicas.len(), total).map_err(|needed| Unavailable::PolicyExceedsReplicas {
+            partition,
+            policy: policy.to_string(),
+            needed,
+            replicas: total,
         })?;
         if !policy.is_local() {
             replicas.extend(self.view.remote_replicas(partition));
         }
         if replicas.len() < needed {
-            return Err(RouterError::Unavailable(format!(
-                "policy {policy} needs {needed} acks but only {} of partition {partition}'s {total} replicas can be reached: 0 acks",
-                replicas.len()
-            )));
+            return Err(Unavailable::TooFewReachable { partition, policy: policy.to_string(), needed, reachable: replicas.len(), replicas: total }.into());
         }
         let mut pending: futures_util::stream::FuturesUnordered<_> = replicas
             .iter()
@@ -418,7 +421,7 @@ impl Router {
                 Err(RouterError::Corrupt(format!("every copy of blob {id} that answered is damaged: {}", summarize(&errors))))
             }
         } else {
-            Err(RouterError::Unavailable(format!("no replica of partition {} answered: {}", id.partition(), summarize(&errors))))
+            Err(Unavailable::NoReplicaAnswered { partition: id.partition(), failures: errors }.into())
         }
     }
 
@@ -558,17 +561,13 @@ impl Router {
         const PAGE: usize = 5000;
         let replicas: Vec<_> = self.view.replicas(partition).into_iter().chain(self.view.remote_replicas(partition)).collect();
         if replicas.len() < self.view.replica_count(partition) {
-            return Err(RouterError::Unavailable(format!(
-                "partition {partition}: {} of {} replicas can be listed",
-                replicas.len(),
-                self.view.replica_count(partition)
-            )));
+            return Err(Unavailable::NotAllListable { partition, listable: replicas.len(), replicas: self.view.replica_count(partition) }.into());
         }
         let mut keys = std::collections::BTreeSet::new();
         for r in replicas {
             let mut after = None;
             loop {
-                let page = r.keys_page(after.clone(), PAGE).await.map_err(|e| RouterError::Unavailable(format!("listing partition {partition}: {e}")))?;
+                let page = r.keys_page(after.clone(), PAGE).await.map_err(|failure| Unavailable::ListingFailed { partition, failure })?;
                 let full = page.len() >= PAGE;
                 after = page.last().cloned();
                 keys.extend(page);

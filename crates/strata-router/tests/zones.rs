@@ -193,12 +193,16 @@ async fn write_policies_count_every_zone() {
     let r = router(vec![(rs[0].clone(), Mode::Healthy)], vec![(rs[1].clone(), Mode::Healthy), (rs[2].clone(), Mode::Down)]);
     let all = put(&r, b"needs three", Some(Policy::All)).await;
     match all {
-        Err(RouterError::Unavailable(m)) => assert!(m.contains("2 of 3 acks"), "{m}"),
+        Err(RouterError::Unavailable(e @ strata_router::Unavailable::QuorumNotMet { acks: 2, needed: 3, .. })) => {
+            assert!(e.to_string().contains("2 of 3 acks"), "{e}")
+        }
         other => panic!("all with a zone down: {other:?}"),
     }
     let too_many = put(&r, b"needs four", Some(Policy::Count(4))).await;
     match too_many {
-        Err(RouterError::Unavailable(m)) => assert!(m.contains("needs 4 acks") && m.contains("has 3 replicas"), "{m}"),
+        Err(RouterError::Unavailable(e @ strata_router::Unavailable::PolicyExceedsReplicas { needed: 4, replicas: 3, .. })) => {
+            assert!(e.to_string().contains("needs 4 acks") && e.to_string().contains("has 3 replicas"), "{e}")
+        }
         other => panic!("a count above the replicas: {other:?}"),
     }
     let two = put(&r, b"two zones", Some(Policy::Count(2))).await.expect("the local zone and one remote zone ack");

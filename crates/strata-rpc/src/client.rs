@@ -3,8 +3,8 @@
 use crate::wire::*;
 use bytes::Bytes;
 use std::time::Duration;
-use strata_cluster::meta::{HttpClient, http_client};
 use strata_engine::WriteOp;
+use strata_net::NetError;
 use strata_types::{Key, PartitionId};
 
 /// Why an RPC failed.
@@ -24,7 +24,7 @@ pub enum RpcError {
 /// An RPC client; cheap to clone.
 #[derive(Clone)]
 pub struct RpcClient {
-    http: HttpClient,
+    http: strata_net::Client,
     /// Deadline of one call.
     pub timeout: Duration,
 }
@@ -38,12 +38,14 @@ impl Default for RpcClient {
 impl RpcClient {
     /// A client whose calls give up after `timeout`.
     pub fn new(timeout: Duration) -> Self {
-        Self { http: http_client(), timeout }
+        Self { http: strata_net::Client::new(), timeout }
     }
 
     async fn call<T: serde::de::DeserializeOwned>(&self, addr: &str, path: &str, kind: u16, frame: Vec<u8>) -> Result<(u64, T, Bytes), RpcError> {
-        use http_body_util_shim::*;
-        let body = post(&self.http, addr, path, frame, self.timeout).await?;
+        let body = self.http.post_raw(addr, path, frame, self.timeout).await.map_err(|e| match e {
+            NetError::Unreachable { .. } => RpcError::Unreachable(e.to_string()),
+            NetError::Garbage { .. } => RpcError::Garbage(e.to_string()),
+        })?;
         let (answer, data): (Answer<T>, Bytes) = decode_message(kind, &body).map_err(|e| RpcError::Garbage(format!("{addr}: {e}")))?;
         match answer.result {
             Ok(v) => Ok((answer.epoch, v, data)),
@@ -116,20 +118,5 @@ impl RpcClient {
             off += len;
         }
         Ok(out)
-    }
-}
-
-mod http_body_util_shim {
-    use super::RpcError;
-    use bytes::Bytes;
-    use std::time::Duration;
-    use strata_cluster::meta::HttpClient;
-
-    /// POSTs a frame and returns the answer body.
-    pub async fn post(http: &HttpClient, addr: &str, path: &str, frame: Vec<u8>, timeout: Duration) -> Result<Bytes, RpcError> {
-        strata_cluster::meta::post_raw(http, addr, path, frame, timeout).await.map_err(|e| match e {
-            strata_cluster::meta::PostError::Unreachable { .. } => RpcError::Unreachable(e.to_string()),
-            strata_cluster::meta::PostError::Garbage { .. } => RpcError::Garbage(e.to_string()),
-        })
     }
 }

@@ -7,7 +7,12 @@
 //! CRC32C covers it. Every answer carries the answering node's map epoch, so
 //! a caller with an older map learns that it must refresh.
 //!
-//! Must not depend on: the router, the server or HTTP frameworks.
+//! Frames travel through `strata-net`; the server side is a function from
+//! a frame to a frame, which the node's HTTP port calls.
+//!
+//! Layer rule (checked by the test command): may use strata-types,
+//! strata-format, strata-engine, strata-net; never the cluster map, the
+//! router, the server, or an HTTP crate.
 
 mod client;
 mod server;

@@ -160,8 +160,48 @@ mod tests {
         let corrupt = router_err(RouterError::Corrupt("every copy is damaged".into()));
         assert_eq!(corrupt.code(), &S3ErrorCode::InternalError);
         assert!(corrupt.message().is_some_and(|m| m.contains("corrupt")));
-        assert_eq!(router_err(RouterError::Unavailable("x".into())).code(), &S3ErrorCode::ServiceUnavailable);
         assert_eq!(router_err(RouterError::Deleted).code(), &S3ErrorCode::NoSuchKey);
+    }
+
+    /// Every router error has its S3 status: losing a quorum is 503, a full
+    /// partition 507, never the 500 of an unlisted error.
+    #[test]
+    fn every_router_error_has_its_s3_status() {
+        use strata_router::Unavailable as U;
+        let quorum = || U::QuorumNotMet { partition: 1, needed: 2, acks: 1, failures: vec![strata_router::ReplicaError::Unreachable("node 2 down".into())] };
+        let cases: Vec<(RouterError, u16)> = vec![
+            (RouterError::NotFound, 404),
+            (RouterError::Deleted, 404),
+            (RouterError::Expired, 404),
+            (RouterError::InvalidRange { size: 3 }, 416),
+            (RouterError::TooLarge { size: 9, max: 8 }, 400),
+            (RouterError::BadRequest("x".into()), 400),
+            (RouterError::IncompleteBody("x".into()), 400),
+            (RouterError::AlreadyExists, 500),
+            (RouterError::NoWritablePartition, 507),
+            (RouterError::PartitionReadOnly(2), 507),
+            (RouterError::NoSuchPartition(9), 500),
+            (quorum().into(), 503),
+            (U::PolicyExceedsReplicas { partition: 1, policy: "count:4".into(), needed: 4, replicas: 3 }.into(), 503),
+            (U::TooFewReachable { partition: 1, policy: "all".into(), needed: 3, reachable: 2, replicas: 3 }.into(), 503),
+            (U::NoLocalReplica { partition: 1 }.into(), 503),
+            (U::NoReplicaAnswered { partition: 1, failures: Vec::new() }.into(), 503),
+            (U::NotAllListable { partition: 1, listable: 2, replicas: 3 }.into(), 503),
+            (U::ListingFailed { partition: 1, failure: strata_router::ReplicaError::Unreachable("x".into()) }.into(), 503),
+            (U::IoFailed { partition: 1 }.into(), 503),
+            (U::Overloaded { partition: 1 }.into(), 503),
+            (U::ShuttingDown.into(), 503),
+            (U::Chunk { chunk: "AAAA".into(), cause: Box::new(quorum()) }.into(), 503),
+            (RouterError::Corrupt("x".into()), 500),
+            (RouterError::TooSlow("x".into()), 400),
+            (RouterError::Internal("x".into()), 500),
+        ];
+        for (e, want) in cases {
+            let what = format!("{e:?}");
+            let s3 = router_err(e);
+            let status = s3.status_code().or_else(|| s3.code().status_code()).map(|s| s.as_u16());
+            assert_eq!(status, Some(want), "{what}: {:?}", s3.code());
+        }
     }
 
     #[test]

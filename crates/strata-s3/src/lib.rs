@@ -9,6 +9,10 @@
 //! A leaf crate: only the `strata` binary (and `strata-fuzz`, for the
 //! parsers in [`fuzz`]) depends on it, so the rest of the workspace builds
 //! without `s3s`.
+//!
+//! Layer rule (checked by the test command): may use strata-types,
+//! strata-format, strata-names, strata-router; never the engine, the node
+//! crate, the server, or the CLI.
 
 mod access;
 mod checksum;

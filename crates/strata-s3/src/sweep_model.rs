@@ -19,8 +19,8 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
 use strata_names::{EmbeddedIndex, NameIndex, NameOp};
+use strata_node::Sweeper;
 use strata_router::{BlobData, Router, RouterConfig};
-use strata_server::Sweeper;
 use strata_types::{BlobId, BlobKind, Clock, ManualClock};
 
 const GRACE_MS: u64 = 100_000;

@@ -127,12 +127,12 @@ pub enum ApiError {
     },
 }
 
-impl From<crate::kv_fetch::FetchError> for ApiError {
-    fn from(e: crate::kv_fetch::FetchError) -> Self {
+impl From<strata_node::kv_fetch::FetchError> for ApiError {
+    fn from(e: strata_node::kv_fetch::FetchError) -> Self {
         match e {
-            crate::kv_fetch::FetchError::Version(v) => Self::Kv(v),
-            crate::kv_fetch::FetchError::Source(s) => Self::BadRequest(format!("source {s}")),
-            e @ crate::kv_fetch::FetchError::Transfer { .. } => Self::FetchFailed(e.to_string()),
+            strata_node::kv_fetch::FetchError::Version(v) => Self::Kv(v),
+            strata_node::kv_fetch::FetchError::Source(s) => Self::BadRequest(format!("source {s}")),
+            e @ strata_node::kv_fetch::FetchError::Transfer { .. } => Self::FetchFailed(e.to_string()),
         }
     }
 }

@@ -28,6 +28,7 @@ pub(crate) fn routes() -> Router<Arc<AppState>> {
         .route("/admin/scrub", get(scrub_status).post(scrub_now))
         .route("/admin/sweep", get(sweep_status).post(sweep_now))
         .route("/admin/audit", get(audit))
+        .route("/admin/workers", get(workers))
         .route("/{id}", get(get_blob).head(head_blob).delete(delete_blob))
         .route("/{id}/info", get(blob_info))
         .route("/{id}/ttl", put(update_ttl))
@@ -367,6 +368,11 @@ async fn partition_blobs(State(st): S, Path(pid): Path<u64>) -> Response {
     }
     .await;
     done(&st, "admin_list", t, r)
+}
+
+/// The node's background workers: name, state, passes, failures, last error.
+async fn workers(State(st): S) -> Response {
+    Json(st.workers.list()).into_response()
 }
 
 async fn scrub_status(State(st): S) -> Response {

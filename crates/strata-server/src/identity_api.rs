@@ -331,11 +331,11 @@ async fn confirm_everywhere(st: &AppState) -> Vec<u64> {
     let Some(node) = &st.cluster else { return Vec::new() };
     let map = node.map();
     let others: Vec<(u64, String)> = map.nodes.values().filter(|n| n.id != node.id()).map(|n| (n.id, n.addr.clone())).collect();
-    let client = strata_cluster::meta::http_client();
+    let client = strata_net::Client::new();
     let asks = others.iter().map(|(id, addr)| {
         let client = client.clone();
         async move {
-            let ok = strata_cluster::meta::post_raw(&client, addr, "/meta/v1/barrier", Vec::new(), CONFIRM_TIMEOUT).await.is_ok();
+            let ok = client.post_raw(addr, "/meta/v1/barrier", Vec::new(), CONFIRM_TIMEOUT).await.is_ok();
             (*id, ok)
         }
     });

@@ -100,7 +100,7 @@ impl KvStores {
     /// The store `name`, created from the cluster map if the map defines it
     /// on the ring and this node has none yet (its share: `Layout::for_node`).
     /// `empty_ok`: a node joining the ring in a rebalance holds nothing yet.
-    fn get_or_create_from_map(&self, name: &str, cluster: Option<&crate::ClusterNode>, empty_ok: bool) -> Result<Arc<ReadOnlyStore>, ApiError> {
+    fn get_or_create_from_map(&self, name: &str, cluster: Option<&strata_node::ClusterNode>, empty_ok: bool) -> Result<Arc<ReadOnlyStore>, ApiError> {
         if let Ok(s) = self.get(name) {
             return Ok(s);
         }
@@ -302,13 +302,13 @@ struct Fetch {
 async fn fetch(State(st): S, Path(store): Path<String>, body: Bytes) -> Response {
     let r = async {
         let req: Fetch = json_body(&body)?;
-        let source = crate::kv_fetch::Source::parse(&req.source)?;
+        let source = strata_node::kv_fetch::Source::parse(&req.source)?;
         let kv = st.kv.clone();
         let cluster = st.cluster.clone();
         let name = store.clone();
         let s = blocking(move || kv.get_or_create_from_map(&name, cluster.as_deref(), false)).await?;
         let t = std::time::Instant::now();
-        let n = crate::kv_fetch::fetch(s.clone(), &source, req.version, req.throttle_mb_s).await?;
+        let n = strata_node::kv_fetch::fetch(s.clone(), &source, req.version, req.throttle_mb_s).await?;
         let bytes: u64 = s.versions().contains(&n).then(|| s.version_bytes(n)).flatten().unwrap_or(0);
         Ok::<_, ApiError>(Json(serde_json::json!({ "store": store, "version": n, "bytes": bytes, "seconds": t.elapsed().as_secs_f64() })).into_response())
     }
@@ -372,7 +372,7 @@ async fn steal(State(st): S, Path(store): Path<String>, body: Bytes) -> Response
         let (kv, cluster, name) = (st.kv.clone(), st.cluster.clone(), store.clone());
         let s = blocking(move || kv.get_or_create_from_map(&name, cluster.as_deref(), true)).await?;
         let t = std::time::Instant::now();
-        let bytes = crate::kv_fetch::steal(s, &req.donor, &req.files, req.throttle_mb_s).await?;
+        let bytes = strata_node::kv_fetch::steal(s, &req.donor, &req.files, req.throttle_mb_s).await?;
         Ok::<_, ApiError>(Json(serde_json::json!({ "store": store, "bytes": bytes, "seconds": t.elapsed().as_secs_f64() })).into_response())
     }
     .await;

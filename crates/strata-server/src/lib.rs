@@ -6,40 +6,34 @@
 //! Owns: HTTP parsing, TLS on the node's ports, authentication and
 //! authorization of every request of the HTTP port (`auth`), the audit log,
 //! the error-to-status mapping, request metrics.
-//! Must not depend on: the CLI or the S3 crate. It embeds the router;
-//! storage is reached only through the router, except the admin endpoints
-//! that report on the store.
+//! It embeds the router for blob operations; the node's disks, cluster
+//! node and background workers are `strata-node`'s, which this crate only
+//! serves (the replica RPCs, the admin and status endpoints, the metrics).
+//!
+//! Layer rule (checked by the test command): may use strata-types,
+//! strata-engine, strata-router, strata-cluster, strata-rpc, strata-kv,
+//! strata-names, strata-client, strata-auth, strata-net, strata-node; never
+//! the S3 crate or the CLI.
 
 pub mod audit;
 pub mod auth;
-mod cluster;
 mod cluster_api;
 mod conn;
-mod disks;
 mod error;
 mod handlers;
 mod identity_api;
 mod kv_api;
-pub mod kv_fetch;
 pub mod limits;
 mod metrics;
-mod replication;
-mod scrub;
-mod sweep;
 
 pub use auth::{AuthConfig, AuthMode, ConnInfo, Principal};
-pub use cluster::{ClusterConfig, ClusterError, ClusterNode};
-pub use disks::Disks;
 pub use error::ApiError;
 pub use identity_api::new_access_key;
 pub use kv_api::KvStores;
 pub use metrics::Metrics;
-pub use replication::{PairLag, Replication};
-pub use scrub::{ScrubConfig, ScrubStatus, Scrubber};
-pub use sweep::{SweepConfig, SweepStatus, Sweeper};
 
 use std::sync::Arc;
-use std::time::Duration;
+use strata_node::{ClusterNode, Disks, Scrubber, Sweeper, Workers};
 use strata_router::Router;
 
 /// Largest total of user metadata (keys + values) accepted on a put.
@@ -64,10 +58,12 @@ pub struct AppState {
     pub names: Arc<dyn strata_names::NameIndex>,
     /// Who may do what on the HTTP port.
     pub auth: Arc<auth::Auth>,
-    /// The scrubber over the node's replicas (started with [`Scrubber::spawn`]).
+    /// The scrubber over the node's replicas (started with [`Scrubber::start`]).
     pub scrub: Arc<Scrubber>,
-    /// The orphan sweep (started with [`Sweeper::spawn`]).
+    /// The orphan sweep (started with [`Sweeper::start`]).
     pub sweep: Arc<Sweeper>,
+    /// The node's background workers (`/admin/workers`, `strata_worker_*`).
+    pub workers: Arc<Workers>,
 }
 
 /// What identifies requests: the name index's keys, how the port
@@ -83,13 +79,22 @@ pub struct Identities {
 
 impl AppState {
     /// State for a router over a node's stores.
-    pub fn new(router: Arc<Router>, disks: Arc<Disks>, kv: Arc<KvStores>, ids: Identities) -> Arc<Self> {
+    pub fn new(router: Arc<Router>, disks: Arc<Disks>, kv: Arc<KvStores>, ids: Identities, workers: Arc<Workers>) -> Arc<Self> {
         let names = ids.names.clone();
         let auth = Arc::new(auth::Auth::new(names.clone(), ids.config, router.clock().clone(), ids.audit_path.map(audit::AuditLog::new), None));
         let scrub = Scrubber::new(disks.clone(), None, router.clock().clone());
         let sweep = Sweeper::new(router.clone(), Some(names.clone()), None);
-        let metrics = Metrics::new(disks.clone(), router.clone(), None, kv.clone(), Some(names.clone()), scrub.clone(), sweep.clone());
-        Arc::new(Self { router, disks, metrics, cluster: None, router_detector: None, kv, names, auth, scrub, sweep })
+        let metrics = Metrics::new(metrics::Sources {
+            disks: disks.clone(),
+            router: router.clone(),
+            cluster: None,
+            kv: kv.clone(),
+            names: Some(names.clone()),
+            scrub: scrub.clone(),
+            sweep: sweep.clone(),
+            workers: workers.clone(),
+        });
+        Arc::new(Self { router, disks, metrics, cluster: None, router_detector: None, kv, names, auth, scrub, sweep, workers })
     }
 
     /// State for a cluster node, its router and the router's failure detector.
@@ -105,16 +110,30 @@ impl AppState {
         let auth = Arc::new(auth::Auth::new(names.clone(), ids.config, node.clock().clone(), audit, Some(node.id())));
         let scrub = Scrubber::new(node.disks.clone(), Some(node.clone()), node.clock().clone());
         let sweep = Sweeper::new(router.clone(), Some(names.clone()), Some(node.clone()));
-        let metrics = Metrics::new(
-            node.disks.clone(),
-            router.clone(),
-            Some((node.clone(), detector.clone())),
-            kv.clone(),
-            Some(names.clone()),
-            scrub.clone(),
-            sweep.clone(),
-        );
-        Arc::new(Self { router, disks: node.disks.clone(), metrics, cluster: Some(node), router_detector: Some(detector), kv, names, auth, scrub, sweep })
+        let metrics = Metrics::new(metrics::Sources {
+            disks: node.disks.clone(),
+            router: router.clone(),
+            cluster: Some((node.clone(), detector.clone())),
+            kv: kv.clone(),
+            names: Some(names.clone()),
+            scrub: scrub.clone(),
+            sweep: sweep.clone(),
+            workers: node.workers.clone(),
+        });
+        let workers = node.workers.clone();
+        Arc::new(Self {
+            router,
+            disks: node.disks.clone(),
+            metrics,
+            cluster: Some(node),
+            router_detector: Some(detector),
+            kv,
+            names,
+            auth,
+            scrub,
+            sweep,
+            workers,
+        })
     }
 }
 
@@ -159,39 +178,4 @@ pub mod fuzz {
     pub fn audit_line(line: &[u8]) {
         let _ = crate::audit::decode(line);
     }
-}
-
-/// Re-checks every replica's capacity and free space every second, so
-/// partitions that filled up return to service once space is freed.
-pub fn spawn_space_monitor(store: Arc<Disks>) -> tokio::task::JoinHandle<()> {
-    tokio::spawn(async move {
-        let mut tick = tokio::time::interval(Duration::from_secs(1));
-        loop {
-            tick.tick().await;
-            let s = store.clone();
-            if tokio::task::spawn_blocking(move || s.refresh_read_only()).await.is_err() {
-                tracing::error!("space monitor task panicked");
-            }
-        }
-    })
-}
-
-/// Runs a compaction pass over the store every `interval`, off the async threads.
-pub fn spawn_compactor(store: Arc<Disks>, interval: Duration) -> tokio::task::JoinHandle<()> {
-    tokio::spawn(async move {
-        let mut tick = tokio::time::interval(interval);
-        tick.tick().await;
-        loop {
-            tick.tick().await;
-            let s = store.clone();
-            match tokio::task::spawn_blocking(move || s.compact_all(false)).await {
-                Ok(Ok(r)) if r.segments_compacted > 0 => {
-                    tracing::info!(segments = r.segments_compacted, bytes = r.bytes_reclaimed, "compaction reclaimed space")
-                }
-                Ok(Ok(_)) => {}
-                Ok(Err(e)) => tracing::error!(error = %e, "compaction failed"),
-                Err(e) => tracing::error!(error = %e, "compaction task panicked"),
-            }
-        }
-    })
 }

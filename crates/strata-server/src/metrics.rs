@@ -1,7 +1,6 @@
 //! Prometheus metrics: request counts, latencies and bytes, plus the storage
 //! engine's counters per partition, read at scrape time.
 
-use crate::{ClusterNode, Disks};
 use prometheus_client::collector::Collector;
 use prometheus_client::encoding::{DescriptorEncoder, EncodeMetric};
 use prometheus_client::metrics::MetricType;
@@ -12,6 +11,7 @@ use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Registry;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
+use strata_node::{ClusterNode, Disks};
 
 type Labels = Vec<(&'static str, String)>;
 
@@ -58,17 +58,30 @@ pub struct Metrics {
     gate: Arc<std::sync::OnceLock<Arc<crate::limits::Gate>>>,
 }
 
+/// What the metrics read at scrape time.
+pub struct Sources {
+    /// The node's disks (engine metrics).
+    pub disks: Arc<Disks>,
+    /// The router (its partitions and queues).
+    pub router: Arc<strata_router::Router>,
+    /// The cluster node and the router's failure detector, in cluster mode.
+    pub cluster: Option<(Arc<ClusterNode>, Arc<strata_router::FailureDetector>)>,
+    /// Read-only stores.
+    pub kv: Arc<crate::KvStores>,
+    /// The name index.
+    pub names: Option<Arc<dyn strata_names::NameIndex>>,
+    /// The scrubber.
+    pub scrub: Arc<strata_node::Scrubber>,
+    /// The orphan sweep.
+    pub sweep: Arc<strata_node::Sweeper>,
+    /// The background workers.
+    pub workers: Arc<strata_node::Workers>,
+}
+
 impl Metrics {
-    /// Registers everything, including the engine collector over `store`.
-    pub fn new(
-        store: Arc<Disks>,
-        router: Arc<strata_router::Router>,
-        cluster: Option<(Arc<ClusterNode>, Arc<strata_router::FailureDetector>)>,
-        kv: Arc<crate::KvStores>,
-        names: Option<Arc<dyn strata_names::NameIndex>>,
-        scrub: Arc<crate::Scrubber>,
-        sweep: Arc<crate::Sweeper>,
-    ) -> Self {
+    /// Registers everything, including the collectors over `from`.
+    pub fn new(from: Sources) -> Self {
+        let Sources { disks: store, router, cluster, kv, names, scrub, sweep, workers } = from;
         let mut registry = Registry::default();
         let requests = Family::<OpStatus, Counter>::default();
         let latency = Family::<Op, Histogram>::new_with_constructor(|| Histogram::new(exponential_buckets(0.000_05, 2.0, 20)));
@@ -89,6 +102,7 @@ impl Metrics {
         registry.register_collector(Box::new(ClusterCollector { router, cluster }));
         registry.register_collector(Box::new(ScrubCollector(scrub)));
         registry.register_collector(Box::new(SweepCollector(sweep)));
+        registry.register_collector(Box::new(WorkerCollector(workers)));
         let s3_requests = Family::<OpStatus, Counter>::default();
         let s3_latency = Family::<Op, Histogram>::new_with_constructor(|| Histogram::new(exponential_buckets(0.000_05, 2.0, 20)));
         registry.register("strata_s3_requests", "S3 requests by operation and status", s3_requests.clone());
@@ -263,8 +277,42 @@ impl Collector for EngineCollector {
     }
 }
 
+/// Every background worker: passes, failures, whether it runs now.
+struct WorkerCollector(Arc<strata_node::Workers>);
+
+impl std::fmt::Debug for WorkerCollector {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("WorkerCollector")
+    }
+}
+
+impl Collector for WorkerCollector {
+    fn encode(&self, mut encoder: DescriptorEncoder) -> Result<(), std::fmt::Error> {
+        let rows = self.0.list();
+        let mut m = encoder.encode_descriptor("strata_worker_passes", "Passes a background worker finished", None, MetricType::Counter)?;
+        for w in &rows {
+            ConstCounter::new(w.passes as f64).encode(m.encode_family(&vec![("worker", w.name.clone())])?)?;
+        }
+        let mut m = encoder.encode_descriptor("strata_worker_failures", "Passes of a background worker that failed", None, MetricType::Counter)?;
+        for w in &rows {
+            ConstCounter::new(w.failures as f64).encode(m.encode_family(&vec![("worker", w.name.clone())])?)?;
+        }
+        let mut m =
+            encoder.encode_descriptor("strata_worker_running", "1 while a background worker is in a pass, -1 once it stopped", None, MetricType::Gauge)?;
+        for w in &rows {
+            let v = match w.state {
+                "running" => 1.0,
+                "stopped" => -1.0,
+                _ => 0.0,
+            };
+            ConstGauge::new(v).encode(m.encode_family(&vec![("worker", w.name.clone())])?)?;
+        }
+        Ok(())
+    }
+}
+
 /// The scrubber's totals and whether a pass runs.
-struct ScrubCollector(Arc<crate::Scrubber>);
+struct ScrubCollector(Arc<strata_node::Scrubber>);
 
 impl std::fmt::Debug for ScrubCollector {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -318,7 +366,7 @@ impl Collector for GateCollector {
 }
 
 /// The orphan sweep's totals and whether a pass runs.
-struct SweepCollector(Arc<crate::Sweeper>);
+struct SweepCollector(Arc<strata_node::Sweeper>);
 
 impl std::fmt::Debug for SweepCollector {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -430,7 +478,7 @@ impl Collector for ClusterCollector {
         )?;
         counter(&mut encoder, "strata_replication_records", "Records applied by replication", rep.records.load(Ordering::Relaxed) as f64)?;
         let lag = rep.lag();
-        type Get = fn(&crate::PairLag) -> f64;
+        type Get = fn(&strata_node::PairLag) -> f64;
         let gauges: [(&str, &str, Get); 3] = [
             ("strata_replication_lag_bytes", "Bytes the peer replica's log holds beyond this one's", |l| l.lag_bytes as f64),
             ("strata_replication_lag_records", "Records of the peer replica not yet replicated here", |l| l.lag_records as f64),

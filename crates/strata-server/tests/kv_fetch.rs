@@ -8,7 +8,7 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::Instant;
 use strata_kv::{Duplicates, ReadOnlyStore, Search, StoreDef, build_in_memory};
-use strata_server::kv_fetch::{Source, fetch};
+use strata_node::kv_fetch::{Source, fetch};
 
 fn def() -> StoreDef {
     StoreDef { name: "f".into(), partitions: 2, replication: 1, chunks: 2 }

@@ -4,6 +4,9 @@
 //! results on every machine.
 //!
 //! Must not depend on: storage, networking or the server.
+//!
+//! Layer rule (checked by the test command): may use strata-placement;
+//! never the engine, an async runtime or an HTTP crate.
 
 pub mod ambry_rebalance;
 pub mod fds_locator;

@@ -2,6 +2,9 @@
 //!
 //! This is the bottom of the dependency graph: it must not depend on any other
 //! Strata crate, nor on I/O, async runtimes or storage.
+//!
+//! Layer rule (checked by the test command): may use no Strata crate;
+//! never an async runtime or an HTTP crate.
 
 pub mod clock;
 pub mod id;

@@ -3,11 +3,8 @@
 //! every period, and at once when asked (a node answered with a newer
 //! epoch). Only newer maps are published.
 
-use super::{HttpClient, http_client};
 use crate::codec::decode_map;
 use crate::map::ClusterMap;
-use bytes::Bytes;
-use http_body_util::{BodyExt, Full};
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::{Notify, watch};
@@ -28,7 +25,7 @@ impl MapFeed {
         let refresh = Arc::new(Notify::new());
         let wake = refresh.clone();
         tokio::spawn(async move {
-            let http = http_client();
+            let http = strata_net::Client::new();
             loop {
                 for addr in &members {
                     if let Ok(map) = fetch_map(&http, addr).await {
@@ -64,12 +61,7 @@ impl MapFeed {
 }
 
 /// Fetches and checks the map from one member.
-pub async fn fetch_map(http: &HttpClient, addr: &str) -> Result<ClusterMap, String> {
-    let req = http::Request::get(format!("{}://{addr}/meta/v1/map", super::scheme())).body(Full::new(Bytes::new())).map_err(|e| e.to_string())?;
-    let resp = tokio::time::timeout(Duration::from_secs(3), http.request(req)).await.map_err(|_| "timed out".to_string())?.map_err(|e| e.to_string())?;
-    if !resp.status().is_success() {
-        return Err(format!("HTTP {}", resp.status()));
-    }
-    let b = resp.into_body().collect().await.map_err(|e| e.to_string())?.to_bytes();
+pub async fn fetch_map(http: &strata_net::Client, addr: &str) -> Result<ClusterMap, String> {
+    let b = http.get(addr, "/meta/v1/map", Duration::from_secs(3)).await.map_err(|e| e.to_string())?;
     decode_map(&b).map_err(|e| e.to_string())
 }

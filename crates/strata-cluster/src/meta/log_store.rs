@@ -14,8 +14,8 @@ use std::io::{Read, Write};
 use std::ops::RangeBounds;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use strata_engine::fsutil::replace_file as write_atomic;
 use strata_format::frame::{decode_frame, encode_frame, frame_len};
+use strata_fs::replace_file as write_atomic;
 use tokio::sync::Mutex;
 
 const KIND_ENTRY: u16 = 1;

@@ -13,10 +13,7 @@ mod state_machine;
 pub use feed::{MapFeed, fetch_map};
 pub use log_store::LogStore;
 pub use names::RaftNames;
-pub use network::{
-    HttpClient, KIND_ADD_LEARNER, KIND_APPEND, KIND_PROPOSE, KIND_PROPOSE_INDEXED, KIND_READ_INDEX, KIND_SNAPSHOT, KIND_VOTE, PostError, http_client,
-    post_frame, post_raw, scheme, set_cluster_tls, set_outbound_ip,
-};
+pub use network::{KIND_ADD_LEARNER, KIND_APPEND, KIND_PROPOSE, KIND_PROPOSE_INDEXED, KIND_READ_INDEX, KIND_SNAPSHOT, KIND_VOTE};
 pub use service::{MetaConfig, MetaError, MetaService, MetaStatus};
 pub use state_machine::StateMachine;
 

@@ -3,7 +3,7 @@
 //! Raft messages that the HTTP server routes here.
 
 use super::network::{KIND_ADD_LEARNER, KIND_APPEND, KIND_PROPOSE, KIND_PROPOSE_INDEXED, KIND_READ_INDEX, KIND_SNAPSHOT, KIND_VOTE, Network};
-use super::{HttpClient, LogStore, StateMachine, TypeConfig, http_client, post_frame};
+use super::{LogStore, StateMachine, TypeConfig};
 use crate::map::{ClusterMap, Command, MapError, Outcome};
 use openraft::error::{ClientWriteError, InitializeError, RaftError};
 use openraft::{BasicNode, Raft, SnapshotPolicy};
@@ -84,7 +84,7 @@ pub struct MetaService {
     id: u64,
     raft: Raft<TypeConfig>,
     map_rx: watch::Receiver<Arc<ClusterMap>>,
-    client: HttpClient,
+    client: strata_net::Client,
     sm: StateMachine,
 }
 
@@ -94,7 +94,7 @@ impl MetaService {
         let log = LogStore::open(&config.dir)?;
         let sm = StateMachine::open(&config.dir)?;
         let map_rx = sm.subscribe();
-        let client = http_client();
+        let client = strata_net::Client::new();
         let min = config.election_timeout_min.as_millis() as u64;
         let raft_config = openraft::Config {
             cluster_name: "strata-meta".into(),
@@ -184,7 +184,7 @@ impl MetaService {
     async fn forward(&self, addr: &str, cmd: &Command) -> Result<(Outcome, u64), String> {
         let payload = postcard::to_stdvec(cmd).map_err(|e| e.to_string())?;
         let answer =
-            post_frame(&self.client, addr, "/meta/v1/propose", KIND_PROPOSE_INDEXED, &payload, Duration::from_secs(5)).await.map_err(|e| e.to_string())?;
+            self.client.post_frame(addr, "/meta/v1/propose", KIND_PROPOSE_INDEXED, &payload, Duration::from_secs(5)).await.map_err(|e| e.to_string())?;
         let r: Result<(Outcome, u64), String> = postcard::from_bytes(&answer).map_err(|e| e.to_string())?;
         r
     }
@@ -201,7 +201,7 @@ impl MetaService {
                 Ok(log_id) => return Ok(log_id.map_or(0, |l| l.index)),
                 Err(RaftError::APIError(openraft::error::CheckIsLeaderError::ForwardToLeader(f))) => {
                     if let Some(node) = f.leader_node {
-                        let asked = post_frame(&self.client, &node.addr, "/meta/v1/read-index", KIND_READ_INDEX, &[], Duration::from_secs(5)).await;
+                        let asked = self.client.post_frame(&node.addr, "/meta/v1/read-index", KIND_READ_INDEX, &[], Duration::from_secs(5)).await;
                         match asked.map_err(|e| e.to_string()).and_then(|a| postcard::from_bytes::<Result<u64, String>>(&a).map_err(|e| e.to_string())) {
                             Ok(Ok(i)) => return Ok(i),
                             Ok(Err(e)) | Err(e) => last = e,
@@ -242,7 +242,7 @@ impl MetaService {
         let payload = postcard::to_stdvec(&(self.id, addr)).map_err(|e| MetaError::Invalid(e.to_string()))?;
         let mut last = String::from("no metadata members configured");
         for m in members {
-            match post_frame(&self.client, m, "/meta/v1/add-learner", KIND_ADD_LEARNER, &payload, Duration::from_secs(5)).await {
+            match self.client.post_frame(m, "/meta/v1/add-learner", KIND_ADD_LEARNER, &payload, Duration::from_secs(5)).await {
                 Ok(a) => match postcard::from_bytes::<Result<(), String>>(&a) {
                     Ok(Ok(())) => return Ok(()),
                     Ok(Err(e)) => last = format!("{m}: {e}"),

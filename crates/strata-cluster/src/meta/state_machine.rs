@@ -12,8 +12,8 @@ use openraft::{AnyError, Entry, EntryPayload, LogId, RaftSnapshotBuilder, Snapsh
 use std::io::Cursor;
 use std::path::PathBuf;
 use std::sync::{Arc, RwLock};
-use strata_engine::fsutil::replace_file as write_atomic;
 use strata_format::frame::{decode_frame, encode_frame};
+use strata_fs::replace_file as write_atomic;
 use strata_names::NameState;
 use tokio::sync::{Mutex, watch};
 

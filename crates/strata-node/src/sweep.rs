@@ -43,6 +43,7 @@
 //! everywhere, a replica down) stops the pass before anything is freed.
 //! The model test in `tests/sweep.rs` races puts, names and passes.
 
+use crate::worker::{Next, Workers};
 use serde::Serialize;
 use std::collections::{BTreeSet, HashSet};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -131,9 +132,10 @@ pub struct Sweeper {
     pub totals: SweepTotals,
     running: AtomicBool,
     wake: tokio::sync::Notify,
+    requested: AtomicBool,
     /// On a cluster node: scheduled passes run only while it leads the
     /// metadata group, so one node sweeps at a time.
-    cluster: Option<Arc<crate::ClusterNode>>,
+    cluster: Option<Arc<crate::node::ClusterNode>>,
     /// Test-only: skip step 4 and the grace period, to show the model
     /// test catches a sweep that frees reachable blobs.
     broken: AtomicBool,
@@ -145,7 +147,7 @@ struct Stop(String);
 impl Sweeper {
     /// A sweep through `router`; `names` are the S3 names (without them,
     /// only chunks are swept).
-    pub fn new(router: Arc<Router>, names: Option<Arc<dyn NameIndex>>, cluster: Option<Arc<crate::ClusterNode>>) -> Arc<Self> {
+    pub fn new(router: Arc<Router>, names: Option<Arc<dyn NameIndex>>, cluster: Option<Arc<crate::node::ClusterNode>>) -> Arc<Self> {
         let clock = router.clock().clone();
         // Before the first pass the status already says the grace in force.
         let status = SweepStatus { phase: "idle".into(), grace_ms: router.config().orphan_grace_ms, ..SweepStatus::default() };
@@ -157,6 +159,7 @@ impl Sweeper {
             totals: SweepTotals::default(),
             running: AtomicBool::new(false),
             wake: tokio::sync::Notify::new(),
+            requested: AtomicBool::new(false),
             cluster,
             broken: AtomicBool::new(false),
         })
@@ -179,25 +182,37 @@ impl Sweeper {
         if self.running.load(Ordering::SeqCst) {
             return false;
         }
+        self.requested.store(true, Ordering::SeqCst);
         self.wake.notify_one();
         true
     }
 
-    /// Runs passes on schedule and on request, until the runtime stops.
-    pub fn spawn(self: &Arc<Self>, config: SweepConfig) -> tokio::task::JoinHandle<()> {
+    /// Runs passes on schedule (on a cluster, only while this node leads
+    /// the metadata group) and on request, as the worker `sweep`.
+    pub fn start(self: &Arc<Self>, workers: &Workers, config: SweepConfig) {
         let me = self.clone();
-        tokio::spawn(async move {
-            loop {
-                let requested = match config.interval {
-                    Some(every) => tokio::time::timeout(every, me.wake.notified()).await.is_ok(),
-                    None => {
-                        me.wake.notified().await;
-                        true
-                    }
-                };
+        workers.spawn("sweep", self.next_wake(config.interval), move || {
+            let requested = me.requested.swap(false, Ordering::SeqCst);
+            let next = me.next_wake(config.interval);
+            let me = me.clone();
+            async move {
                 if requested || me.leads() {
                     me.pass().await;
                 }
+                Ok(next)
+            }
+        });
+    }
+
+    /// A request, or `interval` after the wait starts.
+    fn next_wake(self: &Arc<Self>, interval: Option<Duration>) -> Next {
+        let me = self.clone();
+        Next::until(async move {
+            match interval {
+                Some(every) => {
+                    let _ = tokio::time::timeout(every, me.wake.notified()).await;
+                }
+                None => me.wake.notified().await,
             }
         })
     }

@@ -10,7 +10,8 @@
 //! peer incarnation and sequence number). A token names the peer replica's
 //! incarnation: when the peer's log was recreated, the token starts over.
 
-use crate::cluster::ClusterNode;
+use crate::node::ClusterNode;
+use crate::worker::{Next, PassFailed};
 use bytes::Bytes;
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
@@ -204,34 +205,37 @@ fn load_tokens(replica: &Replica) -> BTreeMap<NodeId, Token> {
     }
 }
 
-/// Starts replication: a manager that spawns one task per peer node on the
-/// intra- or inter-zone pool as the map changes.
-pub(crate) fn spawn(node: Arc<ClusterNode>) {
+/// Starts replication: a manager worker that starts one worker per peer
+/// node (`replication/<peer>`) on the intra- or inter-zone pool as the map
+/// changes.
+pub(crate) fn spawn(node: &Arc<ClusterNode>) {
     let pool = |name: &str| -> &'static tokio::runtime::Runtime {
         let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(1).thread_name(name).enable_all().build().expect("a replication thread pool");
         // The pools live as long as the process.
         Box::leak(Box::new(rt))
     };
     let (intra, inter) = (pool("strata-repl-intra"), pool("strata-repl-inter"));
-    tokio::spawn(async move {
-        let mut running: BTreeSet<NodeId> = BTreeSet::new();
-        let mut rx = node.subscribe();
-        loop {
-            let map = rx.borrow_and_update().clone();
-            let me = node.config.node_id;
-            if let Some(my_zone) = map.nodes.get(&me).map(|n| n.zone.clone()) {
-                for peer in peers_of(&map, me) {
-                    if running.insert(peer) {
-                        let same_zone = map.nodes.get(&peer).is_some_and(|n| n.zone == my_zone);
-                        let pool = if same_zone { intra } else { inter };
-                        pool.spawn(peer_loop(node.clone(), peer));
-                    }
+    let mut running: BTreeSet<NodeId> = BTreeSet::new();
+    let mut rx = node.subscribe();
+    let node = node.clone();
+    node.workers.clone().spawn("replication", Next::Now, move || {
+        let map = rx.borrow_and_update().clone();
+        let me = node.config.node_id;
+        if let Some(my_zone) = map.nodes.get(&me).map(|n| n.zone.clone()) {
+            for peer in peers_of(&map, me) {
+                if running.insert(peer) {
+                    let same_zone = map.nodes.get(&peer).is_some_and(|n| n.zone == my_zone);
+                    let pool = if same_zone { intra } else { inter };
+                    let prev_poll_ms = Arc::new(AtomicU64::new(node.clock().now_ms()));
+                    let node = node.clone();
+                    node.workers
+                        .clone()
+                        .spawn_on(pool.handle(), format!("replication/{peer}"), Next::Now, move || poll_peer(node.clone(), peer, prev_poll_ms.clone()));
                 }
             }
-            if rx.changed().await.is_err() {
-                return;
-            }
         }
+        let next = Next::on_change(rx.clone());
+        async move { Ok(next) }
     });
 }
 
@@ -239,63 +243,58 @@ fn peers_of(map: &strata_cluster::ClusterMap, me: NodeId) -> BTreeSet<NodeId> {
     map.partitions.values().filter(|p| p.replicas.iter().any(|r| r.node == me)).flat_map(|p| p.replicas.iter().map(|r| r.node)).filter(|&n| n != me).collect()
 }
 
-async fn peer_loop(node: Arc<ClusterNode>, peer: NodeId) {
-    let mut prev_poll_ms = node.clock().now_ms();
-    loop {
-        let map = node.map();
-        let me = node.config.node_id;
-        let (Some(my), Some(their)) = (map.nodes.get(&me), map.nodes.get(&peer)) else {
-            tokio::time::sleep(Duration::from_secs(1)).await;
-            continue;
-        };
-        let intra = my.zone == their.zone;
-        let period = if intra { node.config.intra_period } else { node.config.inter_period };
-        let addr = their.addr.clone();
-        // Shared partitions whose local replica is open, most lagging first.
-        let mut shared: Vec<(PartitionId, Arc<Replica>)> = map
-            .partitions
-            .values()
-            .filter(|p| p.replicas.iter().any(|r| r.node == me) && p.replicas.iter().any(|r| r.node == peer))
-            .filter_map(|p| node.disks.replica(p.id).map(|r| (p.id, r)))
-            .collect();
-        let rep = &node.replication;
-        shared.sort_by_key(|(p, _)| std::cmp::Reverse(rep.lag_of(*p, peer)));
-        if shared.is_empty() {
-            tokio::time::sleep(period).await;
-            continue;
+/// One poll of `peer`'s journals for the partitions both nodes hold: the
+/// items it returns are applied here; at once again if it had more.
+async fn poll_peer(node: Arc<ClusterNode>, peer: NodeId, prev_poll_ms: Arc<AtomicU64>) -> Result<Next, PassFailed> {
+    let map = node.map();
+    let me = node.config.node_id;
+    let (Some(my), Some(their)) = (map.nodes.get(&me), map.nodes.get(&peer)) else {
+        return Ok(Next::After(Duration::from_secs(1)));
+    };
+    let intra = my.zone == their.zone;
+    let period = if intra { node.config.intra_period } else { node.config.inter_period };
+    let addr = their.addr.clone();
+    // Shared partitions whose local replica is open, most lagging first.
+    let mut shared: Vec<(PartitionId, Arc<Replica>)> = map
+        .partitions
+        .values()
+        .filter(|p| p.replicas.iter().any(|r| r.node == me) && p.replicas.iter().any(|r| r.node == peer))
+        .filter_map(|p| node.disks.replica(p.id).map(|r| (p.id, r)))
+        .collect();
+    let rep = &node.replication;
+    shared.sort_by_key(|(p, _)| std::cmp::Reverse(rep.lag_of(*p, peer)));
+    if shared.is_empty() {
+        return Ok(Next::After(period));
+    }
+    let items: Vec<JournalItem> = shared.iter().map(|(p, r)| JournalItem { partition: *p, after_lsn: rep.token(r, peer).lsn, max: JOURNAL_MAX }).collect();
+    let poll_ms = node.clock().now_ms();
+    let answers = match node.rpc().journal(&addr, items).await {
+        Ok((epoch, a)) => {
+            node.saw_epoch(epoch);
+            a
         }
-        let items: Vec<JournalItem> = shared.iter().map(|(p, r)| JournalItem { partition: *p, after_lsn: rep.token(r, peer).lsn, max: JOURNAL_MAX }).collect();
-        let poll_ms = node.clock().now_ms();
-        let answers = match node.rpc().journal(&addr, items).await {
-            Ok((epoch, a)) => {
-                node.saw_epoch(epoch);
-                a
+        Err(e) => {
+            for (p, _) in &shared {
+                rep.record(*p, peer, intra, |l| l.error = Some(e.to_string()));
             }
-            Err(e) => {
-                for (p, _) in &shared {
-                    rep.record(*p, peer, intra, |l| l.error = Some(e.to_string()));
-                }
-                tokio::time::sleep(period.max(Duration::from_millis(500))).await;
-                continue;
-            }
-        };
-        let mut more = false;
-        let by_partition: HashMap<PartitionId, Arc<Replica>> = shared.into_iter().collect();
-        for a in answers {
-            let Some(replica) = by_partition.get(&a.partition) else { continue };
-            match a.result {
-                Ok(chunk) => match apply_chunk(&node, replica, peer, &addr, intra, chunk, prev_poll_ms).await {
-                    Ok(behind) => more |= behind,
-                    Err(e) => rep.record(a.partition, peer, intra, |l| l.error = Some(e)),
-                },
-                Err(e) => rep.record(a.partition, peer, intra, |l| l.error = Some(e.to_string())),
-            }
+            return Err(PassFailed::new(format!("journal of node {peer}: {e}"), period.max(Duration::from_millis(500))));
         }
-        prev_poll_ms = poll_ms;
-        if !more {
-            tokio::time::sleep(period).await;
+    };
+    let mut more = false;
+    let by_partition: HashMap<PartitionId, Arc<Replica>> = shared.into_iter().collect();
+    let prev = prev_poll_ms.load(Ordering::Relaxed);
+    for a in answers {
+        let Some(replica) = by_partition.get(&a.partition) else { continue };
+        match a.result {
+            Ok(chunk) => match apply_chunk(&node, replica, peer, &addr, intra, chunk, prev).await {
+                Ok(behind) => more |= behind,
+                Err(e) => rep.record(a.partition, peer, intra, |l| l.error = Some(e)),
+            },
+            Err(e) => rep.record(a.partition, peer, intra, |l| l.error = Some(e.to_string())),
         }
     }
+    prev_poll_ms.store(poll_ms, Ordering::Relaxed);
+    Ok(if more { Next::Now } else { Next::After(period) })
 }
 
 /// Applies what the peer has after the token; returns whether the peer has

@@ -4,11 +4,12 @@
 
 use crate::Disks;
 use crate::replication::Replication;
+use crate::worker::{Next, PassFailed, Workers};
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
-use strata_cluster::meta::{MapFeed, MetaConfig, MetaError, MetaService, http_client};
+use strata_cluster::meta::{MapFeed, MetaConfig, MetaError, MetaService};
 use strata_cluster::{ClusterMap, Command, NodeId, Outcome, decode_map, encode_map};
 use strata_engine::{EngineConfig, Replica, Store};
 use strata_rpc::{ReplicaHost, RpcClient};
@@ -62,6 +63,8 @@ pub struct ClusterNode {
     pub learner: Option<Arc<MetaService>>,
     /// Replication state (lag, counters).
     pub replication: Arc<Replication>,
+    /// The node's background workers.
+    pub workers: Arc<Workers>,
     map_tx: watch::Sender<Arc<ClusterMap>>,
     feed: std::sync::OnceLock<MapFeed>,
     clock: Arc<dyn Clock>,
@@ -72,7 +75,8 @@ impl ClusterNode {
     /// Starts the node: its metadata member (if listed among the peers), the
     /// map feed, the reconciler that opens the replicas the map places here,
     /// and replication.
-    pub async fn start(config: ClusterConfig, clock: Arc<dyn Clock>) -> Result<Arc<Self>, ClusterError> {
+    /// Its loops run as `workers`.
+    pub async fn start(config: ClusterConfig, clock: Arc<dyn Clock>, workers: Arc<Workers>) -> Result<Arc<Self>, ClusterError> {
         std::fs::create_dir_all(&config.data_dir).map_err(|e| ClusterError::Storage(format!("{}: {e}", config.data_dir.display())))?;
         // A member and a learner run the same Raft node; only its role differs.
         let member = config.meta_peers.contains_key(&config.node_id);
@@ -87,6 +91,7 @@ impl ClusterNode {
             meta,
             learner,
             replication: Arc::new(Replication::new(clock.clone())),
+            workers,
             map_tx,
             feed: std::sync::OnceLock::new(),
             clock,
@@ -98,7 +103,7 @@ impl ClusterNode {
         node.clone().spawn_reconciler();
         node.clone().spawn_full_partition_reporter();
         node.clone().spawn_learner_join();
-        crate::replication::spawn(node.clone());
+        crate::replication::spawn(&node);
         Ok(node)
     }
 
@@ -156,14 +161,12 @@ impl ClusterNode {
                 feed.subscribe()
             }
         };
-        tokio::spawn(async move {
-            loop {
-                let m = rx.borrow_and_update().clone();
-                self.publish(m);
-                if rx.changed().await.is_err() {
-                    return;
-                }
-            }
+        let me = self.clone();
+        self.workers.spawn("map-feed", Next::Now, move || {
+            let m = rx.borrow_and_update().clone();
+            me.publish(m);
+            let next = Next::on_change(rx.clone());
+            async move { Ok(next) }
         });
     }
 
@@ -180,23 +183,26 @@ impl ClusterNode {
         let Some(learner) = self.learner.clone() else { return };
         let members: Vec<String> = self.config.meta_peers.values().cloned().collect();
         let mut maps = self.subscribe();
-        tokio::spawn(async move {
-            let mut warned = false;
-            loop {
+        let me = self.clone();
+        self.workers.spawn("learner-join", Next::Now, move || {
+            let (me, learner, members) = (me.clone(), learner.clone(), members.clone());
+            let _ = maps.borrow_and_update();
+            let mut changed = maps.clone();
+            async move {
+                let mut result = Ok(());
                 if !learner.in_membership()
-                    && let Some(addr) = self.map().nodes.get(&self.config.node_id).map(|n| n.addr.clone())
+                    && let Some(addr) = me.map().nodes.get(&me.config.node_id).map(|n| n.addr.clone())
                 {
                     match learner.ask_to_learn(&members, &addr).await {
                         Ok(()) => tracing::info!(addr, "joined the metadata group as a learner"),
-                        Err(e) if !warned => {
-                            tracing::warn!(error = %e, "could not join the metadata group as a learner yet; retrying");
-                            warned = true;
-                        }
-                        Err(_) => {}
+                        Err(e) => result = Err(e.to_string()),
                     }
                 }
-                if let Ok(Err(_)) = tokio::time::timeout(Duration::from_secs(2), maps.changed()).await {
-                    return; // The node is gone.
+                // Again on every map change, and every 2 s.
+                let next = Next::Until(Box::pin(async move { !matches!(tokio::time::timeout(Duration::from_secs(2), changed.changed()).await, Ok(Err(_))) }));
+                match result {
+                    Ok(()) => Ok(next),
+                    Err(e) => Err(PassFailed::new(format!("could not join the metadata group as a learner yet: {e}"), Duration::from_secs(2))),
                 }
             }
         });
@@ -204,13 +210,16 @@ impl ClusterNode {
 
     fn spawn_reconciler(self: Arc<Self>) {
         let mut rx = self.subscribe();
-        tokio::spawn(async move {
-            while rx.changed().await.is_ok() {
-                let map = rx.borrow_and_update().clone();
-                let me = self.clone();
-                if tokio::task::spawn_blocking(move || me.reconcile(&map)).await.is_err() {
-                    tracing::error!("reconciler panicked");
-                }
+        let me = self.clone();
+        self.workers.spawn("reconciler", Next::on_change(rx.clone()), move || {
+            let map = rx.borrow_and_update().clone();
+            let next = Next::on_change(rx.clone());
+            let me = me.clone();
+            async move {
+                tokio::task::spawn_blocking(move || me.reconcile(&map))
+                    .await
+                    .map_err(|e| PassFailed::new(format!("reconciler panicked: {e}"), Duration::from_secs(1)))?;
+                Ok(next)
             }
         });
     }
@@ -220,20 +229,26 @@ impl ClusterNode {
     /// choosing it for puts (Ambry's partition states). Disk-full and I/O
     /// failures are this node's own trouble and stay local.
     fn spawn_full_partition_reporter(self: Arc<Self>) {
-        tokio::spawn(async move {
-            loop {
-                tokio::time::sleep(Duration::from_secs(5)).await;
-                let map = self.map();
-                for r in self.disks.replicas() {
+        let me = self.clone();
+        self.workers.spawn("full-partition-reporter", Next::After(Duration::from_secs(5)), move || {
+            let me = me.clone();
+            async move {
+                let map = me.map();
+                let mut failed = None;
+                for r in me.disks.replicas() {
                     let full = r.status().read_only == Some(strata_engine::ReadOnlyReason::Capacity);
                     let listed_rw = map.partitions.get(&r.partition()).is_some_and(|p| p.state == strata_cluster::PartitionState::ReadWrite);
                     if full && listed_rw {
                         let cmd = Command::SetPartitionState { partition: r.partition(), state: strata_cluster::PartitionState::ReadOnly };
-                        match self.propose(cmd).await {
+                        match me.propose(cmd).await {
                             Ok(_) => tracing::info!(partition = r.partition(), "partition is full: marked read-only in the cluster map"),
-                            Err(e) => tracing::warn!(partition = r.partition(), error = %e, "could not mark a full partition read-only"),
+                            Err(e) => failed = Some(format!("could not mark full partition {} read-only: {e}", r.partition())),
                         }
                     }
+                }
+                match failed {
+                    None => Ok(Next::After(Duration::from_secs(5))),
+                    Some(e) => Err(PassFailed::new(e, Duration::from_secs(5))),
                 }
             }
         });
@@ -278,23 +293,13 @@ impl ClusterNode {
         if let Some(meta) = &self.meta {
             return Ok(meta.propose(cmd).await?);
         }
-        let http = http_client();
+        let http = strata_net::Client::new();
         let body = serde_json::to_vec(&cmd).map_err(|e| ClusterError::NoMeta(e.to_string()))?;
         let mut last = String::from("no metadata members configured");
         for addr in self.config.meta_peers.values() {
-            let req = http::Request::post(format!("{}://{addr}/admin/cluster/command", strata_cluster::meta::scheme()))
-                .header(http::header::CONTENT_TYPE, "application/json")
-                .body(http_body_util::Full::new(bytes::Bytes::from(body.clone())))
-                .map_err(|e| ClusterError::NoMeta(e.to_string()))?;
-            match tokio::time::timeout(Duration::from_secs(10), http.request(req)).await {
-                Ok(Ok(resp)) if resp.status().is_success() => {
-                    use http_body_util::BodyExt;
-                    let b = resp.into_body().collect().await.map_err(|e| ClusterError::NoMeta(e.to_string()))?.to_bytes();
-                    return serde_json::from_slice(&b).map_err(|e| ClusterError::NoMeta(e.to_string()));
-                }
-                Ok(Ok(resp)) => last = format!("{addr}: HTTP {}", resp.status()),
-                Ok(Err(e)) => last = format!("{addr}: {e}"),
-                Err(_) => last = format!("{addr}: timed out"),
+            match http.post_json(addr, "/admin/cluster/command", body.clone(), Duration::from_secs(10)).await {
+                Ok(b) => return serde_json::from_slice(&b).map_err(|e| ClusterError::NoMeta(e.to_string())),
+                Err(e) => last = e.to_string(),
             }
         }
         Err(ClusterError::NoMeta(last))

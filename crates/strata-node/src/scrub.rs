@@ -16,8 +16,9 @@
 //! peer. Progress is `GET /admin/scrub` (`strata scrub status`); `POST
 //! /admin/scrub` starts a pass now (`strata scrub now`).
 
-use crate::cluster::ClusterNode;
 use crate::disks::Disks;
+use crate::node::ClusterNode;
+use crate::worker::{Next, Workers};
 use serde::Serialize;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -119,6 +120,7 @@ pub struct Scrubber {
     running: AtomicBool,
     wake: tokio::sync::Notify,
     requested_deep: AtomicBool,
+    requested: AtomicBool,
 }
 
 impl Scrubber {
@@ -133,6 +135,7 @@ impl Scrubber {
             running: AtomicBool::new(false),
             wake: tokio::sync::Notify::new(),
             requested_deep: AtomicBool::new(false),
+            requested: AtomicBool::new(false),
         })
     }
 
@@ -147,30 +150,40 @@ impl Scrubber {
             return false;
         }
         self.requested_deep.store(deep, Ordering::SeqCst);
+        self.requested.store(true, Ordering::SeqCst);
         self.wake.notify_one();
         true
     }
 
-    /// Runs passes on schedule and on request, until the runtime stops.
-    pub fn spawn(self: &Arc<Self>, config: ScrubConfig) -> tokio::task::JoinHandle<()> {
+    /// Runs passes on schedule and on request, as the worker `scrub`.
+    pub fn start(self: &Arc<Self>, workers: &Workers, config: ScrubConfig) {
         let me = self.clone();
-        tokio::spawn(async move {
-            let mut scheduled = 0u64;
-            loop {
-                let requested = match config.interval {
-                    Some(every) => tokio::time::timeout(every, me.wake.notified()).await.is_ok(),
-                    None => {
-                        me.wake.notified().await;
-                        true
-                    }
-                };
-                let deep = if requested {
-                    me.requested_deep.load(Ordering::SeqCst)
-                } else {
-                    scheduled += 1;
-                    config.deep_every > 0 && scheduled.is_multiple_of(config.deep_every)
-                };
+        let mut scheduled = 0u64;
+        workers.spawn("scrub", self.next_wake(config.interval), move || {
+            let deep = if me.requested.swap(false, Ordering::SeqCst) {
+                me.requested_deep.load(Ordering::SeqCst)
+            } else {
+                scheduled += 1;
+                config.deep_every > 0 && scheduled.is_multiple_of(config.deep_every)
+            };
+            let next = me.next_wake(config.interval);
+            let me = me.clone();
+            async move {
                 me.pass(deep, config.rate_bytes_per_sec).await;
+                Ok(next)
+            }
+        });
+    }
+
+    /// A request, or `interval` after the wait starts.
+    fn next_wake(self: &Arc<Self>, interval: Option<Duration>) -> Next {
+        let me = self.clone();
+        Next::until(async move {
+            match interval {
+                Some(every) => {
+                    let _ = tokio::time::timeout(every, me.wake.notified()).await;
+                }
+                None => me.wake.notified().await,
             }
         })
     }

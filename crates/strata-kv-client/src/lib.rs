@@ -1,0 +1,18 @@
+//! Voldemort's client side (Spock §3.1.2, §4.3.2): a client that routes
+//! key-value requests itself, from the cluster map, to the nodes that hold
+//! a key's partition, nearest zone first, with the monotonic-read floors
+//! that keep a client from going back a version during a swap.
+//!
+//! Owns: client-side routing of read-only store gets ([`KvRouter`]).
+//! It speaks the nodes' public HTTP API through `strata-client`, as any
+//! client would; it reads the map's layout from `strata-cluster` and the
+//! key-to-partition hash from `strata-placement`, the same functions the
+//! nodes use, so both sides agree on where a key lives.
+//!
+//! Layer rule (checked by the test command): may use strata-client,
+//! strata-cluster, strata-placement; never the engine, the router or the
+//! server.
+
+mod routing;
+
+pub use routing::{KvRouteError, KvRouter, KvValue};

@@ -1,0 +1,154 @@
+//! The node-to-node transport: the one HTTP client every node uses to talk
+//! to the others (Raft messages, replica RPCs, map pulls, forwarded
+//! commands), with mutual TLS over the cluster's certificates once
+//! [`set_cluster_tls`] was called, and a fixed outbound address when nodes
+//! share a host.
+//!
+//! Owns: connection set-up (timeouts, keep-alive, TLS, source address),
+//! the exchange of one frame (`docs/formats.md`, "Frame") or one body for
+//! an answer, and what a failed exchange means ([`NetError`]).
+//! Callers see bytes and [`NetError`]s, never hyper's types, so the layers
+//! above (the metadata service, RPC) hold no HTTP client of their own.
+//!
+//! Layer rule (checked by the test command): may use strata-format,
+//! strata-auth; never axum or the storage engine.
+
+use bytes::Bytes;
+use http_body_util::{BodyExt, Full};
+use std::sync::{Arc, OnceLock};
+use std::time::Duration;
+use strata_format::frame::{decode_frame, encode_frame};
+
+type Inner = hyper_util::client::legacy::Client<hyper_rustls::HttpsConnector<hyper_util::client::legacy::connect::HttpConnector>, Full<Bytes>>;
+
+/// A pooled client for node-to-node requests. Cheap to clone.
+#[derive(Clone)]
+pub struct Client(Inner);
+
+static OUTBOUND_IP: OnceLock<std::net::IpAddr> = OnceLock::new();
+static CLUSTER_TLS: OnceLock<Arc<rustls::ClientConfig>> = OnceLock::new();
+
+/// Makes every node-to-node connection of this process mutual TLS with
+/// `config` (the cluster's CA as the only root, this node's certificate as
+/// its identity), asking for [`strata_auth::CLUSTER_SERVER_NAME`]. Call once,
+/// before the first client is made; later calls are ignored.
+pub fn set_cluster_tls(config: Arc<rustls::ClientConfig>) {
+    let _ = CLUSTER_TLS.set(config);
+}
+
+/// `https` once the cluster's TLS is set, else `http`: the scheme of every
+/// node-to-node URL.
+pub fn scheme() -> &'static str {
+    if CLUSTER_TLS.get().is_some() { "https" } else { "http" }
+}
+
+/// Makes every node-to-node connection of this process leave from `ip`
+/// (a multi-homed host, or nodes sharing one host on 127.0.0.x). Call once,
+/// before the first client is made; later calls are ignored.
+pub fn set_outbound_ip(ip: std::net::IpAddr) {
+    let _ = OUTBOUND_IP.set(ip);
+}
+
+/// Why an exchange failed.
+#[derive(Debug, thiserror::Error)]
+pub enum NetError {
+    /// No connection, or it broke, or the deadline passed.
+    #[error("{addr} unreachable: {detail}")]
+    Unreachable {
+        /// Peer.
+        addr: String,
+        /// What happened.
+        detail: String,
+    },
+    /// The peer answered something that is not a valid answer (a non-2xx
+    /// status, or a frame of the wrong kind or with a bad checksum).
+    #[error("{addr} answered garbage: {detail}")]
+    Garbage {
+        /// Peer.
+        addr: String,
+        /// What was wrong.
+        detail: String,
+    },
+}
+
+impl Default for Client {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Client {
+    /// A client with short connect timeouts, keeping connections alive.
+    pub fn new() -> Self {
+        let mut c = hyper_util::client::legacy::connect::HttpConnector::new();
+        c.set_local_address(OUTBOUND_IP.get().copied());
+        c.set_connect_timeout(Some(Duration::from_secs(1)));
+        c.set_nodelay(true);
+        c.enforce_http(false);
+        let tls = match CLUSTER_TLS.get() {
+            Some(t) => (**t).clone(),
+            // No cluster TLS: plain HTTP only (no root is trusted).
+            None => rustls::ClientConfig::builder_with_provider(Arc::new(rustls::crypto::ring::default_provider()))
+                .with_safe_default_protocol_versions()
+                .expect("ring supports the default protocol versions")
+                .with_root_certificates(rustls::RootCertStore::empty())
+                .with_no_client_auth(),
+        };
+        let name = rustls::pki_types::ServerName::try_from(strata_auth::CLUSTER_SERVER_NAME).expect("a valid DNS name");
+        let conn = hyper_rustls::HttpsConnectorBuilder::new()
+            .with_tls_config(tls)
+            .https_or_http()
+            .with_server_name_resolver(hyper_rustls::FixedServerNameResolver::new(name))
+            .enable_http1()
+            .wrap_connector(c);
+        Self(hyper_util::client::legacy::Client::builder(hyper_util::rt::TokioExecutor::new()).pool_idle_timeout(Duration::from_secs(30)).build(conn))
+    }
+
+    /// POSTs `payload` as a frame of `kind` to `addr`'s `path` and returns
+    /// the answer's payload, which must be a frame of the same kind.
+    pub async fn post_frame(&self, addr: &str, path: &str, kind: u16, payload: &[u8], timeout: Duration) -> Result<Vec<u8>, NetError> {
+        let body = self.post_raw(addr, path, encode_frame(kind, payload), timeout).await?;
+        let garbage = |d: String| NetError::Garbage { addr: addr.to_string(), detail: d };
+        let (k, p) = decode_frame(&body).map_err(|e| garbage(e.to_string()))?;
+        if k != kind {
+            return Err(garbage(format!("frame kind {k}, expected {kind}")));
+        }
+        Ok(p.to_vec())
+    }
+
+    /// POSTs `body` (a frame) to `addr`'s `path` and returns the answer's
+    /// bytes; a non-2xx status is garbage, no answer in `timeout` unreachable.
+    pub async fn post_raw(&self, addr: &str, path: &str, body: Vec<u8>, timeout: Duration) -> Result<Bytes, NetError> {
+        self.exchange(http::Method::POST, addr, path, "application/x-strata-frame", body, timeout).await
+    }
+
+    /// POSTs a JSON body to `addr`'s `path` and returns the answer's bytes.
+    pub async fn post_json(&self, addr: &str, path: &str, body: Vec<u8>, timeout: Duration) -> Result<Bytes, NetError> {
+        self.exchange(http::Method::POST, addr, path, "application/json", body, timeout).await
+    }
+
+    /// GETs `addr`'s `path` and returns the answer's bytes.
+    pub async fn get(&self, addr: &str, path: &str, timeout: Duration) -> Result<Bytes, NetError> {
+        self.exchange(http::Method::GET, addr, path, "application/octet-stream", Vec::new(), timeout).await
+    }
+
+    async fn exchange(&self, method: http::Method, addr: &str, path: &str, content_type: &str, body: Vec<u8>, timeout: Duration) -> Result<Bytes, NetError> {
+        let unreachable = |d: String| NetError::Unreachable { addr: addr.to_string(), detail: d };
+        let garbage = |d: String| NetError::Garbage { addr: addr.to_string(), detail: d };
+        let mut req = http::Request::builder().method(method.clone()).uri(format!("{}://{addr}{path}", scheme()));
+        if method != http::Method::GET {
+            req = req.header(http::header::CONTENT_TYPE, content_type);
+        }
+        let req = req.body(Full::new(Bytes::from(body))).map_err(|e| garbage(e.to_string()))?;
+        let fut = async {
+            let resp = self.0.request(req).await.map_err(|e| unreachable(e.to_string()))?;
+            let status = resp.status();
+            let body = resp.into_body().collect().await.map_err(|e| unreachable(e.to_string()))?.to_bytes();
+            if !status.is_success() {
+                return Err(garbage(format!("HTTP {status}: {}", String::from_utf8_lossy(&body[..body.len().min(200)]))));
+            }
+            Ok(body)
+        };
+        tokio::time::timeout(timeout, fut).await.map_err(|_| unreachable(format!("no answer within {timeout:?}")))?
+    }
+}

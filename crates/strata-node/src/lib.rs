@@ -1,0 +1,31 @@
+//! A storage node's own work, below its HTTP port: its disks (one engine
+//! store each), the cluster node that follows the map (the map feed, the
+//! reconciler that opens and creates the replicas the map places here),
+//! pull replication between replicas (Ambry §4.3), the scrubber, the orphan
+//! sweep, compaction, the space monitor, and fetching read-only store
+//! versions from their sources (Spock §4.3.1).
+//!
+//! Every background loop is a worker of [`Workers`]: one way to start,
+//! stop and observe them.
+//!
+//! Layer rule (checked by the test command): may use strata-types,
+//! strata-format, strata-fs, strata-engine, strata-net, strata-rpc,
+//! strata-cluster, strata-router, strata-names, strata-kv, strata-client;
+//! never the server, the S3 crate, or axum.
+
+mod background;
+mod disks;
+pub mod kv_fetch;
+mod node;
+mod replication;
+mod scrub;
+mod sweep;
+pub mod worker;
+
+pub use background::{start_compactor, start_space_monitor};
+pub use disks::Disks;
+pub use node::{ClusterConfig, ClusterError, ClusterNode};
+pub use replication::{PairLag, Replication};
+pub use scrub::{ScrubConfig, ScrubStatus, Scrubber};
+pub use sweep::{SweepConfig, SweepStatus, Sweeper};
+pub use worker::{Next, PassFailed, WorkerInfo, Workers};
