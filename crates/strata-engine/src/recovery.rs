@@ -87,13 +87,30 @@ pub(crate) fn open(dir: &Path, config: EngineConfig, clock: Arc<dyn Clock>, cach
     });
 
     let last_id = *logs.keys().next_back().expect("checked non-empty");
-    // A segment whose header never became durable was a roll interrupted by a crash.
+    // A segment whose header never became durable was a roll interrupted by
+    // a crash: no record in it was ever acknowledged, because a new
+    // segment's header is fsync'd before anything is written after it. Its
+    // header is missing, cut short, or still all zeros (the file grew, the
+    // header's block never reached the disk). With nothing after the header
+    // it is removed; with bytes after it (a torn batch written past a
+    // missing header) it is set aside as `.interrupted`, never parsed.
     if logs.len() > 1 {
         let p = dir.join(log_name(last_id, logs[&last_id]));
         let len = std::fs::metadata(&p).map(|m| m.len()).unwrap_or(0);
+        let mut head = vec![0u8; SEGMENT_HEADER_BYTES.min(len as usize)];
+        if let Err(e) = std::fs::File::open(&p).and_then(|mut f| std::io::Read::read_exact(&mut f, &mut head)) {
+            return Err(io(format!("read {}", p.display()))(e));
+        }
+        let never_written = head.iter().all(|b| *b == 0);
         if len <= SEGMENT_HEADER_BYTES as u64 && Segment::open(&p, last_id, logs[&last_id], SEGMENT_HEADER_BYTES as u64).is_err() {
             tracing::warn!(file = %p.display(), "removing a segment whose creation was interrupted");
             std::fs::remove_file(&p).map_err(io(format!("remove {}", p.display())))?;
+            logs.remove(&last_id);
+        } else if never_written {
+            let aside = p.with_extension("log.interrupted");
+            tracing::warn!(file = %p.display(), to = %aside.display(), "setting aside a segment whose header was never written");
+            std::fs::rename(&p, &aside).map_err(io(format!("rename {}", p.display())))?;
+            fsutil::fsync_dir(dir)?;
             logs.remove(&last_id);
         }
     }

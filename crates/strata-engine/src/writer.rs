@@ -520,11 +520,22 @@ impl Writer {
 }
 
 /// Creates a segment file holding only its header, durably (file and directory).
+///
+/// A file whose header could not be written (a full disk) is removed again,
+/// so the next roll can create it once there is room: left behind, it would
+/// make every later roll fail (`create_new`) and leave a headerless newest
+/// segment for recovery to explain.
 pub(crate) fn create_segment_file(path: &std::path::Path, header: &SegmentHeader) -> Result<File> {
     let ctx = || format!("create {}", path.display());
     let mut f = OpenOptions::new().create_new(true).write(true).open(path).map_err(io(ctx()))?;
-    f.write_all(&header.encode()).map_err(io(ctx()))?;
-    f.sync_all().map_err(io(ctx()))?;
+    let written = f.write_all(&header.encode()).and_then(|()| f.sync_all());
+    if let Err(e) = written {
+        drop(f);
+        if let Err(rm) = std::fs::remove_file(path) {
+            tracing::warn!(file = %path.display(), error = %rm, "could not remove a segment whose header failed to write");
+        }
+        return Err(io(ctx())(e));
+    }
     fsutil::fsync_dir(path.parent().expect("segments live in a directory"))?;
     Ok(f)
 }
