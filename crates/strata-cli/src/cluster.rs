@@ -61,6 +61,37 @@ pub struct PolicyArgs {
 pub enum NodeCmd {
     /// Registers a node.
     Add(NodeAddArgs),
+    /// Decommissions a node: every replica on it moves to another node of
+    /// its zone, then it leaves the map. Refused, naming the partition, if
+    /// a replica would have nowhere to go.
+    Remove(NodeRemoveArgs),
+}
+
+#[derive(clap::Args, Debug)]
+pub struct NodeRemoveArgs {
+    /// Node id.
+    #[arg(long)]
+    pub id: u64,
+    /// Wait until the node has left the map, showing progress.
+    #[arg(long)]
+    pub wait: bool,
+    #[command(flatten)]
+    pub common: Common,
+}
+
+#[derive(clap::Args, Debug)]
+pub struct DiskRemoveArgs {
+    /// Node.
+    #[arg(long)]
+    pub node: u64,
+    /// Disk index on the node.
+    #[arg(long)]
+    pub disk: u32,
+    /// Wait until the disk is empty and removed, showing progress.
+    #[arg(long)]
+    pub wait: bool,
+    #[command(flatten)]
+    pub common: Common,
 }
 
 #[derive(clap::Args, Debug)]
@@ -87,6 +118,9 @@ pub enum DiskCmd {
     Add(DiskAddArgs),
     /// Marks a disk up or down (a down disk gets no new replicas, and routers skip its replicas).
     SetState(DiskStateArgs),
+    /// Decommissions a disk: its replicas move to other disks of the zone,
+    /// then it is marked removed.
+    Remove(DiskRemoveArgs),
 }
 
 #[derive(clap::Args, Debug)]
@@ -125,6 +159,37 @@ pub enum PartitionCmd {
     Add(PartitionAddArgs),
     /// Marks a partition read-write or read-only.
     SetState(PartitionStateArgs),
+    /// Moves one replica of a partition to another disk (same zone, a node
+    /// without a replica of it): the new one fills from the others, takes
+    /// the old one's place, drains it, and the old one is deleted.
+    Move(PartitionMoveArgs),
+}
+
+#[derive(clap::Args, Debug)]
+pub struct PartitionMoveArgs {
+    /// Partition.
+    #[arg(long)]
+    pub id: u64,
+    /// The replica that leaves, `NODE:DISK` (disk index, from 0).
+    #[arg(long, required_unless_present = "cancel")]
+    pub from: Option<String>,
+    /// Where it goes, `NODE:DISK`.
+    #[arg(long, required_unless_present = "cancel")]
+    pub to: Option<String>,
+    /// Gives up the partition's move instead (before the new replica took
+    /// the old one's place).
+    #[arg(long, conflicts_with_all = ["from", "to"])]
+    pub cancel: bool,
+    #[command(flatten)]
+    pub common: Common,
+}
+
+/// `NODE:DISK` as the map's replica location.
+fn replica_loc(flag: &str, s: &str) -> Result<Value> {
+    let (n, d) = s.split_once(':').ok_or_else(|| anyhow::anyhow!("{flag} takes NODE:DISK (for example 4:0), not {s:?}"))?;
+    let node: u64 = n.parse().map_err(|_| anyhow::anyhow!("{flag}: node {n:?} is not a number"))?;
+    let disk: u32 = d.parse().map_err(|_| anyhow::anyhow!("{flag}: disk {d:?} is not a number"))?;
+    Ok(json!({ "node": node, "disk": disk }))
 }
 
 #[derive(clap::Args, Debug)]
@@ -157,7 +222,10 @@ pub struct PartitionAddArgs {
 pub(crate) async fn propose(common: &Common, cmd: Value) -> Result<Value> {
     let out = common.client()?.post_json("/admin/cluster/command", &cmd).await?;
     if let Some(refused) = out.get("Refused") {
-        bail!("refused: {}", describe(refused));
+        match out.get("message").and_then(Value::as_str) {
+            Some(m) => bail!("refused: {m}"),
+            None => bail!("refused: {}", describe(refused)),
+        }
     }
     Ok(out)
 }
@@ -240,8 +308,51 @@ async fn policy(a: PolicyArgs) -> Result<()> {
     Ok(())
 }
 
+/// Waits until `done` holds of the map, printing how many replicas are
+/// still on the way out (a bar on a terminal).
+async fn wait_evacuated(common: &Common, what: &str, left: impl Fn(&Value) -> Option<usize>) -> Result<()> {
+    let client = common.client()?;
+    let first = left(&client.json(http::Method::GET, "/admin/cluster/status").await?["map"]).unwrap_or(0);
+    let bar = indicatif::ProgressBar::new(first as u64);
+    bar.set_style(indicatif::ProgressStyle::with_template("{msg} [{bar:30}] {pos}/{len} replicas moved ({elapsed})").map_err(|e| anyhow::anyhow!("{e}"))?);
+    bar.set_message(what.to_string());
+    loop {
+        let v = client.json(http::Method::GET, "/admin/cluster/status").await?;
+        match left(&v["map"]) {
+            None => {
+                bar.finish_with_message(format!("{what}: done"));
+                return Ok(());
+            }
+            Some(n) => bar.set_position(first.saturating_sub(n) as u64),
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+    }
+}
+
+/// Replicas (and pending copies) on `node` (and `disk`, if given).
+fn replicas_on(map: &Value, node: u64, disk: Option<u64>) -> usize {
+    let at = |r: &Value| r["node"] == node && disk.is_none_or(|d| r["disk"] == d);
+    map["partitions"]
+        .as_object()
+        .into_iter()
+        .flat_map(|o| o.values())
+        .filter(|p| p["replicas"].as_array().into_iter().flatten().any(at) || at(&p["moving"]["to"]))
+        .count()
+}
+
 pub async fn node(cmd: NodeCmd) -> Result<()> {
-    let NodeCmd::Add(a) = cmd;
+    let a = match cmd {
+        NodeCmd::Add(a) => a,
+        NodeCmd::Remove(r) => {
+            let out = propose(&r.common, json!({ "RemoveNode": { "node": r.id } })).await?;
+            report(&r.common, &out, &format!("node {} is being removed: its replicas move to the other nodes of its zone", r.id));
+            if r.wait {
+                let id = r.id;
+                wait_evacuated(&r.common, &format!("removing node {id}"), |m| m["nodes"].get(id.to_string()).map(|_| replicas_on(m, id, None))).await?;
+            }
+            return Ok(());
+        }
+    };
     let out = propose(&a.common, json!({ "AddNode": { "id": a.id, "addr": a.addr, "zone": a.zone, "rack": a.rack } })).await?;
     report(&a.common, &out, &format!("node {} added", a.id));
     Ok(())
@@ -250,6 +361,18 @@ pub async fn node(cmd: NodeCmd) -> Result<()> {
 pub async fn disk(cmd: DiskCmd) -> Result<()> {
     let a = match cmd {
         DiskCmd::Add(a) => a,
+        DiskCmd::Remove(r) => {
+            let out = propose(&r.common, json!({ "RemoveDisk": { "node": r.node, "disk": r.disk } })).await?;
+            report(&r.common, &out, &format!("disk {} of node {} is being removed: its replicas move to other disks of the zone", r.disk, r.node));
+            if r.wait {
+                let (node, disk) = (r.node, r.disk);
+                wait_evacuated(&r.common, &format!("removing node {node} disk {disk}"), |m| {
+                    (m["nodes"][node.to_string()]["disks"][disk as usize]["state"] != "Removed").then(|| replicas_on(m, node, Some(disk as u64)))
+                })
+                .await?;
+            }
+            return Ok(());
+        }
         DiskCmd::SetState(s) => {
             let state = match s.state.as_str() {
                 "up" => "Up",
@@ -269,6 +392,19 @@ pub async fn disk(cmd: DiskCmd) -> Result<()> {
 pub async fn partition(cmd: PartitionCmd) -> Result<()> {
     let a = match cmd {
         PartitionCmd::Add(a) => a,
+        PartitionCmd::Move(m) => {
+            if m.cancel {
+                let out = propose(&m.common, json!({ "CancelMove": { "partition": m.id } })).await?;
+                report(&m.common, &out, &format!("partition {}'s move cancelled", m.id));
+                return Ok(());
+            }
+            let (from, to) = (m.from.as_deref().unwrap_or_default(), m.to.as_deref().unwrap_or_default());
+            let now_ms = strata_types::Clock::now_ms(&strata_types::SystemClock);
+            let cmd = json!({ "StartMove": { "partition": m.id, "from": replica_loc("--from", from)?, "to": replica_loc("--to", to)?, "now_ms": now_ms } });
+            let out = propose(&m.common, cmd).await?;
+            report(&m.common, &out, &format!("partition {} moving from {from} to {to} (cluster status shows its progress)", m.id));
+            return Ok(());
+        }
         PartitionCmd::SetState(s) => {
             let state = match s.state.as_str() {
                 "read-write" => "ReadWrite",
@@ -319,7 +455,16 @@ async fn status(c: Common) -> Result<()> {
         let id = n["id"].as_u64().unwrap_or(0);
         let disks = n["disks"].as_array().cloned().unwrap_or_default();
         let cap: u64 = disks.iter().filter_map(|d| d["capacity_bytes"].as_u64()).sum();
-        let down = disks.iter().filter(|d| d["state"] == "Down").count();
+        let down = disks.iter().filter(|d| d["state"] != "Up").count();
+        let failed = disks.iter().filter(|d| d["state"] == "Failed").count();
+        // The map's word (heartbeats) first, then this node's detector.
+        let node_health = if n["state"].get("Down").is_some() {
+            "down (map)".to_string()
+        } else if failed > 0 {
+            format!("{failed} disk(s) failed (map)")
+        } else {
+            health.get(&id).cloned().unwrap_or_else(|| "available".into())
+        };
         *zones.entry(n["zone"].as_str().unwrap_or("").to_string()).or_default() += 1;
         println!(
             "{:<6} {:<22} {:<10} {:<10} {:>5} {:>14} {:>9}  {}",
@@ -330,12 +475,27 @@ async fn status(c: Common) -> Result<()> {
             if down > 0 { format!("{}/{}", disks.len() - down, disks.len()) } else { disks.len().to_string() },
             crate::size::format_size(cap),
             replicas.get(&id).copied().unwrap_or(0),
-            health.get(&id).map_or("available", |h| h.as_str())
+            node_health
         );
     }
     println!();
     println!("zones: {}", zones.iter().map(|(z, n)| format!("{z} ({n} nodes)")).collect::<Vec<_>>().join(", "));
-    println!("partitions: {} read-write, {} read-only", rw, ro);
+    let moves: Vec<String> = map["partitions"]
+        .as_object()
+        .into_iter()
+        .flat_map(|o| o.values())
+        .filter(|p| !p["moving"].is_null())
+        .map(|p| {
+            let m = &p["moving"];
+            let phase = if m["phase"] == "Filling" { "filling" } else { "draining" };
+            format!("partition {} {}:{} -> {}:{} ({phase})", p["id"], m["from"]["node"], m["from"]["disk"], m["to"]["node"], m["to"]["disk"])
+        })
+        .collect();
+    if !moves.is_empty() {
+        println!("moves under way: {}", moves.join("; "));
+    }
+    let degraded = v["degraded"].as_array().map_or(0, |d| d.len());
+    println!("partitions: {} read-write, {} read-only, {} degraded (a replica on a node down or a disk not up)", rw, ro, degraded);
     let lag = v["replication"].as_array().cloned().unwrap_or_default();
     if !lag.is_empty() {
         let worst = lag.iter().max_by_key(|l| l["lag_records"].as_u64().unwrap_or(0));

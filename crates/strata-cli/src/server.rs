@@ -112,6 +112,22 @@ pub struct ServerArgs {
     /// Failure detection: how long a node marked down is skipped before it is probed again, ms.
     #[arg(long, default_value_t = 5000)]
     pub failure_wait_ms: u64,
+    /// Cluster mode: how often the node heartbeats the metadata members, ms.
+    #[arg(long, default_value_t = 1000)]
+    pub heartbeat_ms: u64,
+    /// Cluster mode: how long a node may miss heartbeats before the
+    /// metadata leader marks it down in the map, ms.
+    #[arg(long, default_value_t = 6000)]
+    pub down_after_ms: u64,
+    /// Cluster mode: how long a node may stay down in the map before the
+    /// metadata leader re-creates its replicas on other nodes, ms (Ceph's
+    /// down-out interval).
+    #[arg(long, default_value_t = 600_000)]
+    pub down_out_ms: u64,
+    /// Cluster mode: replica moves under way at most, cluster-wide, when
+    /// the leader evacuates removed, failed or long-down nodes and disks.
+    #[arg(long, default_value_t = 4)]
+    pub max_moves: usize,
     /// Idle period of intra-zone replication, ms.
     #[arg(long, default_value_t = 100)]
     pub intra_replication_ms: u64,
@@ -216,6 +232,10 @@ impl ServerArgs {
             meta: None,
             outbound_ip: None,
             failure_wait_ms: 5000,
+            heartbeat_ms: 1000,
+            down_after_ms: 6000,
+            down_out_ms: 600_000,
+            max_moves: 4,
             intra_replication_ms: 100,
             inter_replication_ms: 500,
             s3_listen: Some("off".into()),
@@ -397,6 +417,10 @@ async fn run_cluster(args: ServerArgs, node_id: u64) -> Result<()> {
         inter_period: Duration::from_millis(args.inter_replication_ms.max(1)),
         // Every node holds the names: they are every port's identities.
         names_learner: true,
+        heartbeat: Duration::from_millis(args.heartbeat_ms.max(10)),
+        down_after: Duration::from_millis(args.down_after_ms.max(args.heartbeat_ms.saturating_mul(2)).max(100)),
+        down_out: Duration::from_millis(args.down_out_ms.max(args.down_after_ms)),
+        max_moves: args.max_moves.max(1),
     };
     let workers = strata_node::Workers::new();
     let node = strata_node::ClusterNode::start(config, clock.clone(), workers.clone()).await?;

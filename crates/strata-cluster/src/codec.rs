@@ -6,9 +6,11 @@ use crate::map::ClusterMap;
 
 /// `SMAP` read as a little-endian u32.
 pub const MAP_MAGIC: u32 = u32::from_le_bytes(*b"SMAP");
-/// Current version of the layout. Version 2 added the read-only stores'
-/// section; version 1 maps (without it) still decode.
-pub const MAP_VERSION: u16 = 2;
+/// Current version of the layout. Version 3 added node states (up, or
+/// down since when, being removed), failed and removed disks and replica
+/// moves; version 2 added the
+/// read-only stores' section. Versions 1 and 2 still decode.
+pub const MAP_VERSION: u16 = 3;
 const HEADER: usize = 4 + 2 + 2 + 8 + 4;
 
 /// Why bytes are not a map.
@@ -31,13 +33,61 @@ pub enum CodecError {
     Payload(String),
 }
 
+/// A node as versions 1 and 2 hold it: no state (every node was up).
+#[derive(serde::Deserialize)]
+struct NodeV2 {
+    id: crate::map::NodeId,
+    addr: String,
+    zone: String,
+    rack: String,
+    disks: Vec<crate::map::Disk>,
+}
+
+/// A partition as versions 1 and 2 hold it: no move under way.
+#[derive(serde::Deserialize)]
+struct PartitionV2 {
+    id: strata_types::PartitionId,
+    state: crate::map::PartitionState,
+    capacity_bytes: u64,
+    replicas: Vec<crate::map::ReplicaLoc>,
+}
+
 /// A version 1 map: before the read-only stores' section.
 #[derive(serde::Deserialize)]
 struct MapV1 {
     epoch: u64,
-    nodes: std::collections::BTreeMap<crate::map::NodeId, crate::map::Node>,
-    partitions: std::collections::BTreeMap<strata_types::PartitionId, crate::map::Partition>,
+    nodes: std::collections::BTreeMap<crate::map::NodeId, NodeV2>,
+    partitions: std::collections::BTreeMap<strata_types::PartitionId, PartitionV2>,
     policies: strata_types::Policies,
+}
+
+/// A version 2 map: before node states and moves.
+#[derive(serde::Deserialize)]
+struct MapV2 {
+    epoch: u64,
+    nodes: std::collections::BTreeMap<crate::map::NodeId, NodeV2>,
+    partitions: std::collections::BTreeMap<strata_types::PartitionId, PartitionV2>,
+    policies: strata_types::Policies,
+    kv: crate::kv::KvSection,
+}
+
+fn upgrade(
+    epoch: u64,
+    nodes: std::collections::BTreeMap<crate::map::NodeId, NodeV2>,
+    partitions: std::collections::BTreeMap<strata_types::PartitionId, PartitionV2>,
+    policies: strata_types::Policies,
+    kv: crate::kv::KvSection,
+) -> ClusterMap {
+    use crate::map::{Node, NodeState, Partition};
+    let nodes = nodes
+        .into_iter()
+        .map(|(k, n)| (k, Node { id: n.id, addr: n.addr, zone: n.zone, rack: n.rack, disks: n.disks, state: NodeState::Up, removing: false }))
+        .collect();
+    let partitions = partitions
+        .into_iter()
+        .map(|(k, p)| (k, Partition { id: p.id, state: p.state, capacity_bytes: p.capacity_bytes, replicas: p.replicas, moving: None }))
+        .collect();
+    ClusterMap { epoch, nodes, partitions, policies, kv }
 }
 
 /// Encodes a map.
@@ -66,7 +116,7 @@ pub fn decode_map(b: &[u8]) -> Result<ClusterMap, CodecError> {
         return Err(CodecError::BadMagic(magic));
     }
     let version = u16::from_le_bytes([b[4], b[5]]);
-    if version != MAP_VERSION && version != 1 {
+    if !(1..=MAP_VERSION).contains(&version) {
         return Err(CodecError::Version(version));
     }
     let len = u32_at(16) as usize;
@@ -77,11 +127,17 @@ pub fn decode_map(b: &[u8]) -> Result<ClusterMap, CodecError> {
         return Err(CodecError::Checksum);
     }
     let payload = &b[HEADER..HEADER + len];
-    let map: ClusterMap = if version == 1 {
-        let v1: MapV1 = postcard::from_bytes(payload).map_err(|e| CodecError::Payload(e.to_string()))?;
-        ClusterMap { epoch: v1.epoch, nodes: v1.nodes, partitions: v1.partitions, policies: v1.policies, kv: Default::default() }
-    } else {
-        postcard::from_bytes(payload).map_err(|e| CodecError::Payload(e.to_string()))?
+    let bad = |e: postcard::Error| CodecError::Payload(e.to_string());
+    let map: ClusterMap = match version {
+        1 => {
+            let v: MapV1 = postcard::from_bytes(payload).map_err(bad)?;
+            upgrade(v.epoch, v.nodes, v.partitions, v.policies, Default::default())
+        }
+        2 => {
+            let v: MapV2 = postcard::from_bytes(payload).map_err(bad)?;
+            upgrade(v.epoch, v.nodes, v.partitions, v.policies, v.kv)
+        }
+        _ => postcard::from_bytes(payload).map_err(bad)?,
     };
     let epoch = u64::from_le_bytes(b[8..16].try_into().expect("8 bytes"));
     if map.epoch != epoch {
@@ -105,12 +161,20 @@ mod tests {
             let disks = (0..10).map(|d| Disk { path: format!("/data/disk{d}"), capacity_bytes: 4 << 40, state: DiskState::Up }).collect();
             m.nodes.insert(
                 id,
-                Node { id, addr: format!("10.0.{}.{}:7000", id / 250, id % 250), zone: format!("zone-{}", id % 3), rack: format!("rack-{}", id % 20), disks },
+                Node {
+                    id,
+                    addr: format!("10.0.{}.{}:7000", id / 250, id % 250),
+                    zone: format!("zone-{}", id % 3),
+                    rack: format!("rack-{}", id % 20),
+                    disks,
+                    state: crate::map::NodeState::Up,
+                    removing: false,
+                },
             );
         }
         for id in 0..10_000u64 {
             let replicas = (0..9).map(|i| ReplicaLoc { node: (id * 7 + i * 11) % 100, disk: ((id + i) % 10) as u32 }).collect();
-            m.partitions.insert(id, Partition { id, state: PartitionState::ReadWrite, capacity_bytes: 100 << 30, replicas });
+            m.partitions.insert(id, Partition { id, state: PartitionState::ReadWrite, capacity_bytes: 100 << 30, replicas, moving: None });
         }
         let b = encode_map(&m);
         assert!(b.len() < 1 << 20, "{} bytes", b.len());
@@ -137,26 +201,95 @@ mod tests {
         #[derive(serde::Serialize)]
         struct V1<'a> {
             epoch: u64,
-            nodes: &'a std::collections::BTreeMap<crate::map::NodeId, crate::map::Node>,
-            partitions: &'a std::collections::BTreeMap<strata_types::PartitionId, crate::map::Partition>,
+            nodes: &'a std::collections::BTreeMap<crate::map::NodeId, NodeV2Out>,
+            partitions: &'a std::collections::BTreeMap<strata_types::PartitionId, PartitionV2Out>,
             policies: strata_types::Policies,
         }
         let mut m = ClusterMap::default();
         m.apply(&crate::Command::AddNode { id: 1, addr: "a:1".into(), zone: "z".into(), rack: "r".into() });
-        let payload = postcard::to_stdvec(&V1 { epoch: m.epoch, nodes: &m.nodes, partitions: &m.partitions, policies: m.policies }).unwrap();
-        let mut b = Vec::new();
-        b.extend_from_slice(&MAP_MAGIC.to_le_bytes());
-        b.extend_from_slice(&1u16.to_le_bytes());
-        b.extend_from_slice(&0u16.to_le_bytes());
-        b.extend_from_slice(&m.epoch.to_le_bytes());
-        b.extend_from_slice(&(payload.len() as u32).to_le_bytes());
-        b.extend_from_slice(&payload);
-        let crc = crc32c::crc32c(&b);
-        b.extend_from_slice(&crc.to_le_bytes());
-        assert_eq!(decode_map(&b).unwrap(), m);
+        m.apply(&crate::Command::AddDisk { node: 1, path: "d".into(), capacity_bytes: 1 << 30 });
+        m.apply(&crate::Command::AddPartitions { count: 2, replicas_per_zone: 1, capacity_bytes: 1 << 20 });
+        let (nodes, partitions) = v2_parts(&m);
+        let payload = postcard::to_stdvec(&V1 { epoch: m.epoch, nodes: &nodes, partitions: &partitions, policies: m.policies }).unwrap();
+        assert_eq!(decode_map(&framed(1, m.epoch, &payload)).unwrap(), m);
         // And the current version round-trips the read-only section.
         m.apply(&crate::Command::KvInitRing { partitions: 4 });
         assert_eq!(m.kv.ring, vec![1; 4]);
         assert_eq!(decode_map(&encode_map(&m)).unwrap(), m);
+    }
+
+    #[derive(serde::Serialize)]
+    struct NodeV2Out {
+        id: crate::map::NodeId,
+        addr: String,
+        zone: String,
+        rack: String,
+        disks: Vec<Disk>,
+    }
+
+    #[derive(serde::Serialize)]
+    struct PartitionV2Out {
+        id: strata_types::PartitionId,
+        state: PartitionState,
+        capacity_bytes: u64,
+        replicas: Vec<ReplicaLoc>,
+    }
+
+    type V2Parts = (std::collections::BTreeMap<crate::map::NodeId, NodeV2Out>, std::collections::BTreeMap<strata_types::PartitionId, PartitionV2Out>);
+
+    fn v2_parts(m: &ClusterMap) -> V2Parts {
+        let nodes = m
+            .nodes
+            .iter()
+            .map(|(k, n)| (*k, NodeV2Out { id: n.id, addr: n.addr.clone(), zone: n.zone.clone(), rack: n.rack.clone(), disks: n.disks.clone() }))
+            .collect();
+        let partitions = m
+            .partitions
+            .iter()
+            .map(|(k, p)| (*k, PartitionV2Out { id: p.id, state: p.state, capacity_bytes: p.capacity_bytes, replicas: p.replicas.clone() }))
+            .collect();
+        (nodes, partitions)
+    }
+
+    fn framed(version: u16, epoch: u64, payload: &[u8]) -> Vec<u8> {
+        let mut b = Vec::new();
+        b.extend_from_slice(&MAP_MAGIC.to_le_bytes());
+        b.extend_from_slice(&version.to_le_bytes());
+        b.extend_from_slice(&0u16.to_le_bytes());
+        b.extend_from_slice(&epoch.to_le_bytes());
+        b.extend_from_slice(&(payload.len() as u32).to_le_bytes());
+        b.extend_from_slice(payload);
+        let crc = crc32c::crc32c(&b);
+        b.extend_from_slice(&crc.to_le_bytes());
+        b
+    }
+
+    /// A version 2 map (before node states and moves), as the snapshots
+    /// and caches of the previous release hold it, decodes with every
+    /// node up and no move; version 3 round-trips both.
+    #[test]
+    fn version_2_maps_decode() {
+        #[derive(serde::Serialize)]
+        struct V2<'a> {
+            epoch: u64,
+            nodes: &'a std::collections::BTreeMap<crate::map::NodeId, NodeV2Out>,
+            partitions: &'a std::collections::BTreeMap<strata_types::PartitionId, PartitionV2Out>,
+            policies: strata_types::Policies,
+            kv: &'a crate::kv::KvSection,
+        }
+        let mut m = ClusterMap::default();
+        for id in 1..=2 {
+            m.apply(&crate::Command::AddNode { id, addr: format!("a:{id}"), zone: "z".into(), rack: "r".into() });
+            m.apply(&crate::Command::AddDisk { node: id, path: "d".into(), capacity_bytes: 1 << 30 });
+        }
+        m.apply(&crate::Command::AddPartitions { count: 3, replicas_per_zone: 2, capacity_bytes: 1 << 20 });
+        m.apply(&crate::Command::KvInitRing { partitions: 4 });
+        let (nodes, partitions) = v2_parts(&m);
+        let payload = postcard::to_stdvec(&V2 { epoch: m.epoch, nodes: &nodes, partitions: &partitions, policies: m.policies, kv: &m.kv }).unwrap();
+        assert_eq!(decode_map(&framed(2, m.epoch, &payload)).unwrap(), m);
+        m.apply(&crate::Command::SetNodeState { node: 2, state: crate::map::NodeState::Down { since_ms: 77 } });
+        m.apply(&crate::Command::SetDiskState { node: 1, disk: 0, state: DiskState::Failed });
+        assert_eq!(decode_map(&encode_map(&m)).unwrap(), m);
+        assert_eq!(m.degraded(), vec![0, 1, 2]);
     }
 }

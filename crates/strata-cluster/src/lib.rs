@@ -17,9 +17,11 @@
 
 pub mod codec;
 pub mod kv;
+pub mod liveness;
 pub mod map;
 pub mod meta;
 
 pub use codec::{CodecError, decode_map, encode_map};
 pub use kv::{KvReplication, KvSection, KvStoreSpec};
-pub use map::{ClusterMap, Command, Disk, DiskState, MapError, Node, NodeId, Outcome, Partition, PartitionState, ReplicaLoc};
+pub use liveness::{DiskReport, Heartbeat, KIND_HEARTBEAT, Liveness};
+pub use map::{ClusterMap, Command, Disk, DiskState, MapError, Move, MovePhase, Node, NodeId, NodeState, Outcome, Partition, PartitionState, ReplicaLoc};

@@ -121,6 +121,28 @@ impl Store {
         Ok(r)
     }
 
+    /// Drops this store's replica of `partition` and deletes its files
+    /// (the map moved it elsewhere): the replica is closed, its metadata
+    /// file removed and the directory fsync'd first, so a crash part-way
+    /// leaves a replica that [`Store::open`] takes for never created and
+    /// removes. Returns false if there was none.
+    pub fn drop_replica(&self, partition: PartitionId) -> Result<bool> {
+        let Some(r) = self.replicas.write().unwrap_or_else(|p| p.into_inner()).remove(&partition) else { return Ok(false) };
+        r.close();
+        let dir = r.dir().to_owned();
+        drop(r);
+        let meta = dir.join(recovery::META_FILE);
+        match std::fs::remove_file(&meta) {
+            Ok(()) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => return Err(error::io(format!("remove {}", meta.display()))(e)),
+        }
+        fsutil::fsync_dir(&dir)?;
+        std::fs::remove_dir_all(&dir).map_err(error::io(format!("remove {}", dir.display())))?;
+        fsutil::fsync_dir(&self.dir.join("partitions"))?;
+        Ok(true)
+    }
+
     /// The replica of `partition`, if this store has one.
     pub fn replica(&self, partition: PartitionId) -> Option<Arc<Replica>> {
         self.replicas.read().unwrap_or_else(|p| p.into_inner()).get(&partition).cloned()

@@ -259,6 +259,33 @@ fn replica_writes_are_idempotent_and_tombstones_win() {
     assert!(matches!(r.get(&key(200)), Err(EngineError::Deleted)));
 }
 
+/// A replica the map moved away is dropped whole: gone from the store, its
+/// directory gone, and not back after a reopen. A drop cut short after its
+/// metadata file went is finished by the next open (never taken for a
+/// replica), and the other replicas are untouched.
+#[test]
+fn a_dropped_replica_is_gone_and_a_half_dropped_one_is_removed_at_open() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = EngineConfig { disk_reserve_bytes: 0, ..EngineConfig::default() };
+    let store = Store::open(dir.path(), config.clone(), Arc::new(SystemClock)).unwrap();
+    for p in 1..=3 {
+        let r = store.create_replica(p).unwrap();
+        r.submit(put(p as u32, 1000)).wait().unwrap();
+    }
+    let dir1 = store.replica(1).unwrap().dir().to_owned();
+    assert!(store.drop_replica(1).unwrap());
+    assert!(!store.drop_replica(1).unwrap(), "nothing left to drop");
+    assert!(store.replica(1).is_none() && !dir1.exists());
+    // Replica 2's drop cut short: its metadata file went, its files stayed.
+    let dir2 = store.replica(2).unwrap().dir().to_owned();
+    store.close();
+    drop(store);
+    std::fs::remove_file(dir2.join("replica.meta")).unwrap();
+    let store = Store::open(dir.path(), config, Arc::new(SystemClock)).unwrap();
+    assert!(store.replica(1).is_none() && store.replica(2).is_none() && !dir2.exists());
+    assert_eq!(&store.replica(3).unwrap().get(&key(3)).unwrap().data[..], &vec![3u8; 1000][..]);
+}
+
 /// A roll cut short before the new segment's header was written leaves a
 /// newest segment with no header: empty, or (once a crash's torn batch
 /// landed past it) zeros where the header should be, then garbage. No

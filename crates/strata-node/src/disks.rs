@@ -30,6 +30,11 @@ impl Disks {
         self.stores.read().unwrap_or_else(|p| p.into_inner()).get(&disk).cloned()
     }
 
+    /// Every store, with its disk index.
+    pub fn indexed(&self) -> Vec<(u32, Arc<Store>)> {
+        self.stores.read().unwrap_or_else(|p| p.into_inner()).iter().map(|(i, s)| (*i, s.clone())).collect()
+    }
+
     /// Every store.
     pub fn stores(&self) -> Vec<Arc<Store>> {
         self.stores.read().unwrap_or_else(|p| p.into_inner()).values().cloned().collect()

@@ -16,6 +16,8 @@
 mod background;
 mod disks;
 pub mod kv_fetch;
+mod liveness;
+mod moves;
 mod node;
 mod replication;
 mod scrub;

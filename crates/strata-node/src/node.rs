@@ -34,6 +34,15 @@ pub struct ClusterConfig {
     /// On a node outside the metadata group: follow the group's log as a
     /// Raft learner, so this node holds the names too and can serve S3.
     pub names_learner: bool,
+    /// How often the node heartbeats the metadata members.
+    pub heartbeat: Duration,
+    /// How long a node may be silent before the leader marks it down.
+    pub down_after: Duration,
+    /// How long a node may stay down before the leader moves its replicas
+    /// elsewhere (Ceph's down-out interval).
+    pub down_out: Duration,
+    /// Moves under way at most, cluster-wide, for evacuation.
+    pub max_moves: usize,
 }
 
 /// Errors of cluster operations.
@@ -65,6 +74,11 @@ pub struct ClusterNode {
     pub replication: Arc<Replication>,
     /// The node's background workers.
     pub workers: Arc<Workers>,
+    /// On a metadata member: the heartbeats it heard.
+    pub(crate) liveness: std::sync::Mutex<strata_cluster::Liveness>,
+    pub(crate) probes: crate::liveness::Probes,
+    /// Disks the reconciler could not open, and why.
+    pub(crate) open_failures: std::sync::Mutex<BTreeMap<u32, String>>,
     map_tx: watch::Sender<Arc<ClusterMap>>,
     feed: std::sync::OnceLock<MapFeed>,
     clock: Arc<dyn Clock>,
@@ -74,8 +88,8 @@ pub struct ClusterNode {
 impl ClusterNode {
     /// Starts the node: its metadata member (if listed among the peers), the
     /// map feed, the reconciler that opens the replicas the map places here,
-    /// and replication.
-    /// Its loops run as `workers`.
+    /// replication, heartbeats (and, on a member, failure detection). Its
+    /// loops run as `workers`.
     pub async fn start(config: ClusterConfig, clock: Arc<dyn Clock>, workers: Arc<Workers>) -> Result<Arc<Self>, ClusterError> {
         std::fs::create_dir_all(&config.data_dir).map_err(|e| ClusterError::Storage(format!("{}: {e}", config.data_dir.display())))?;
         // A member and a learner run the same Raft node; only its role differs.
@@ -92,6 +106,9 @@ impl ClusterNode {
             learner,
             replication: Arc::new(Replication::new(clock.clone())),
             workers,
+            liveness: std::sync::Mutex::new(strata_cluster::Liveness::new(config.down_after.as_millis() as u64)),
+            probes: Default::default(),
+            open_failures: Default::default(),
             map_tx,
             feed: std::sync::OnceLock::new(),
             clock,
@@ -104,6 +121,9 @@ impl ClusterNode {
         node.clone().spawn_full_partition_reporter();
         node.clone().spawn_learner_join();
         crate::replication::spawn(&node);
+        node.start_heartbeat();
+        node.start_liveness();
+        node.start_mover();
         Ok(node)
     }
 
@@ -254,11 +274,20 @@ impl ClusterNode {
         });
     }
 
-    /// Opens the store of every disk the map gives this node and creates
-    /// every replica it places here (a new replica then fills itself through
-    /// replication).
+    /// Opens the store of every disk the map gives this node, creates every
+    /// replica it places here (a new replica, or the destination of a move,
+    /// then fills itself through replication), and drops the replicas it
+    /// no longer places here (a finished or cancelled move) with their files.
     fn reconcile(&self, map: &ClusterMap) {
-        let Some(me) = map.nodes.get(&self.config.node_id) else { return };
+        let me_id = self.config.node_id;
+        let Some(me) = map.nodes.get(&me_id) else {
+            // Removed from the map (decommissioned): its replicas of the
+            // map's partitions have all moved away.
+            if map.epoch > 0 {
+                self.drop_unplaced(map);
+            }
+            return;
+        };
         // The memory budgets are the node's, shared by its disks.
         let mut engine = self.config.engine.clone();
         engine.tail_cache_bytes /= me.disks.len().max(1) as u64;
@@ -270,18 +299,45 @@ impl ClusterNode {
             }
             let path = self.config.data_dir.join(&disk.path);
             match Store::open(&path, engine.clone(), self.clock.clone()) {
-                Ok(s) => self.disks.insert(i, Arc::new(s)),
-                Err(e) => tracing::error!(disk = %path.display(), error = %e, "cannot open disk"),
+                Ok(s) => {
+                    self.disks.insert(i, Arc::new(s));
+                    self.open_failures.lock().unwrap_or_else(|p| p.into_inner()).remove(&i);
+                }
+                Err(e) => {
+                    tracing::error!(disk = %path.display(), error = %e, "cannot open disk");
+                    self.open_failures.lock().unwrap_or_else(|p| p.into_inner()).insert(i, e.to_string());
+                }
             }
         }
         for p in map.partitions.values() {
-            for r in p.replicas.iter().filter(|r| r.node == self.config.node_id) {
+            for r in map.holders(p.id).into_iter().filter(|r| r.node == me_id) {
                 let Some(store) = self.disks.get(r.disk) else { continue };
                 if store.replica(p.id).is_none() {
                     match store.create_replica(p.id) {
                         Ok(_) => tracing::info!(partition = p.id, disk = r.disk, "created replica"),
                         Err(e) => tracing::error!(partition = p.id, error = %e, "cannot create replica"),
                     }
+                }
+            }
+        }
+        self.drop_unplaced(map);
+    }
+
+    /// Drops the replicas the map no longer places here, with their files.
+    /// Only a map that knows the partition can take a replica away (an
+    /// empty or foreign map never does).
+    fn drop_unplaced(&self, map: &ClusterMap) {
+        let me_id = self.config.node_id;
+        for (i, store) in self.disks.indexed() {
+            for r in store.replicas() {
+                let pid = r.partition();
+                if !map.partitions.contains_key(&pid) || map.holders(pid).contains(&strata_cluster::ReplicaLoc { node: me_id, disk: i }) {
+                    continue;
+                }
+                drop(r);
+                match store.drop_replica(pid) {
+                    Ok(_) => tracing::info!(partition = pid, disk = i, epoch = map.epoch, "dropped a replica the map moved away"),
+                    Err(e) => tracing::error!(partition = pid, disk = i, error = %e, "cannot drop a replica the map moved away"),
                 }
             }
         }
@@ -298,7 +354,14 @@ impl ClusterNode {
         let mut last = String::from("no metadata members configured");
         for addr in self.config.meta_peers.values() {
             match http.post_json(addr, "/admin/cluster/command", body.clone(), Duration::from_secs(10)).await {
-                Ok(b) => return serde_json::from_slice(&b).map_err(|e| ClusterError::NoMeta(e.to_string())),
+                Ok(b) => {
+                    // A refusal carries its message beside the outcome.
+                    let mut v: serde_json::Value = serde_json::from_slice(&b).map_err(|e| ClusterError::NoMeta(e.to_string()))?;
+                    if let Some(o) = v.as_object_mut() {
+                        o.remove("message");
+                    }
+                    return serde_json::from_value(v).map_err(|e| ClusterError::NoMeta(e.to_string()));
+                }
                 Err(e) => last = e.to_string(),
             }
         }
@@ -311,6 +374,21 @@ impl ReplicaHost for ClusterNode {
         self.map().epoch
     }
     fn replica(&self, partition: PartitionId) -> Option<Arc<Replica>> {
+        self.disks.replica(partition)
+    }
+    fn writable(&self, partition: PartitionId) -> Option<Arc<Replica>> {
+        let map = self.map();
+        // Writes go to the partition's replicas only: not to one that is
+        // leaving (draining into its successor) or that the map no longer
+        // places here. Before the map knows this node, as before.
+        let me = self.id();
+        if map.nodes.contains_key(&me)
+            && let Some(p) = map.partitions.get(&partition)
+            && !p.replicas.iter().any(|r| r.node == me)
+            && p.moving.is_none_or(|m| m.to.node != me)
+        {
+            return None;
+        }
         self.disks.replica(partition)
     }
 }

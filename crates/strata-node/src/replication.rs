@@ -68,8 +68,23 @@ pub struct PairLag {
     pub lag_seconds: f64,
     /// The last error talking to the peer, if the last round failed.
     pub error: Option<String>,
+    /// The peer's map epoch in its last answer.
+    pub answer_epoch: u64,
     #[serde(skip)]
     last_ok_ms: u64,
+}
+
+impl PairLag {
+    /// When the last round that succeeded ended (this node's clock, ms).
+    pub fn last_ok_ms(&self) -> u64 {
+        self.last_ok_ms
+    }
+
+    /// Whether the last round succeeded and applied everything the peer
+    /// had when it answered.
+    pub fn applied_all(&self) -> bool {
+        self.error.is_none() && self.token_lsn >= self.peer_lsn
+    }
 }
 
 /// Replication state of a node: lag per pair and counters.
@@ -150,6 +165,7 @@ impl Replication {
             lag_bytes: 0,
             lag_seconds: 0.0,
             error: None,
+            answer_epoch: 0,
             last_ok_ms: now,
         });
         l.intra_zone = intra_zone;
@@ -157,6 +173,11 @@ impl Replication {
         if l.error.is_none() {
             l.last_ok_ms = now;
         }
+    }
+
+    /// The pair of this node's replica of `partition` and `peer`'s.
+    pub fn pair(&self, partition: PartitionId, peer: NodeId) -> Option<PairLag> {
+        self.lag.lock().unwrap_or_else(|p| p.into_inner()).get(&(partition, peer)).cloned()
     }
 
     fn lag_of(&self, partition: PartitionId, peer: NodeId) -> u64 {
@@ -221,6 +242,8 @@ pub(crate) fn spawn(node: &Arc<ClusterNode>) {
     node.workers.clone().spawn("replication", Next::Now, move || {
         let map = rx.borrow_and_update().clone();
         let me = node.config.node_id;
+        // Pairs this node no longer pulls (a move ended) leave the status.
+        node.replication.lag.lock().unwrap_or_else(|p| p.into_inner()).retain(|(p, peer), _| sources(&map, *p, me).contains(peer));
         if let Some(my_zone) = map.nodes.get(&me).map(|n| n.zone.clone()) {
             for peer in peers_of(&map, me) {
                 if running.insert(peer) {
@@ -239,8 +262,29 @@ pub(crate) fn spawn(node: &Arc<ClusterNode>) {
     });
 }
 
+/// The nodes this node pulls partition `p` from: every other holder, but
+/// not a move's destination before it is promoted (it has nothing the
+/// replicas lack), and nothing at all for a replica that is leaving
+/// (draining into its successor: it must stand still).
+fn sources(map: &strata_cluster::ClusterMap, p: PartitionId, me: NodeId) -> Vec<NodeId> {
+    let Some(part) = map.partitions.get(&p) else { return Vec::new() };
+    let holders = map.holders(p);
+    if !holders.iter().any(|r| r.node == me) {
+        return Vec::new();
+    }
+    if let Some(m) = part.moving {
+        if m.from.node == me && matches!(m.phase, strata_cluster::MovePhase::Draining { .. }) {
+            return Vec::new();
+        }
+        let pending = (m.phase == strata_cluster::MovePhase::Filling).then_some(m.to.node);
+        return holders.into_iter().map(|r| r.node).filter(|&n| n != me && Some(n) != pending).collect();
+    }
+    holders.into_iter().map(|r| r.node).filter(|&n| n != me).collect()
+}
+
+/// Every node this node pulls some partition from.
 fn peers_of(map: &strata_cluster::ClusterMap, me: NodeId) -> BTreeSet<NodeId> {
-    map.partitions.values().filter(|p| p.replicas.iter().any(|r| r.node == me)).flat_map(|p| p.replicas.iter().map(|r| r.node)).filter(|&n| n != me).collect()
+    map.partitions.keys().flat_map(|&p| sources(map, p, me)).collect()
 }
 
 /// One poll of `peer`'s journals for the partitions both nodes hold: the
@@ -255,12 +299,8 @@ async fn poll_peer(node: Arc<ClusterNode>, peer: NodeId, prev_poll_ms: Arc<Atomi
     let period = if intra { node.config.intra_period } else { node.config.inter_period };
     let addr = their.addr.clone();
     // Shared partitions whose local replica is open, most lagging first.
-    let mut shared: Vec<(PartitionId, Arc<Replica>)> = map
-        .partitions
-        .values()
-        .filter(|p| p.replicas.iter().any(|r| r.node == me) && p.replicas.iter().any(|r| r.node == peer))
-        .filter_map(|p| node.disks.replica(p.id).map(|r| (p.id, r)))
-        .collect();
+    let mut shared: Vec<(PartitionId, Arc<Replica>)> =
+        map.partitions.values().filter(|p| sources(&map, p.id, me).contains(&peer)).filter_map(|p| node.disks.replica(p.id).map(|r| (p.id, r))).collect();
     let rep = &node.replication;
     shared.sort_by_key(|(p, _)| std::cmp::Reverse(rep.lag_of(*p, peer)));
     if shared.is_empty() {
@@ -268,10 +308,10 @@ async fn poll_peer(node: Arc<ClusterNode>, peer: NodeId, prev_poll_ms: Arc<Atomi
     }
     let items: Vec<JournalItem> = shared.iter().map(|(p, r)| JournalItem { partition: *p, after_lsn: rep.token(r, peer).lsn, max: JOURNAL_MAX }).collect();
     let poll_ms = node.clock().now_ms();
-    let answers = match node.rpc().journal(&addr, items).await {
+    let (epoch, answers) = match node.rpc().journal(&addr, items).await {
         Ok((epoch, a)) => {
             node.saw_epoch(epoch);
-            a
+            (epoch, a)
         }
         Err(e) => {
             for (p, _) in &shared {
@@ -287,7 +327,10 @@ async fn poll_peer(node: Arc<ClusterNode>, peer: NodeId, prev_poll_ms: Arc<Atomi
         let Some(replica) = by_partition.get(&a.partition) else { continue };
         match a.result {
             Ok(chunk) => match apply_chunk(&node, replica, peer, &addr, intra, chunk, prev).await {
-                Ok(behind) => more |= behind,
+                Ok(behind) => {
+                    more |= behind;
+                    rep.record(a.partition, peer, intra, |l| l.answer_epoch = epoch);
+                }
                 Err(e) => rep.record(a.partition, peer, intra, |l| l.error = Some(e)),
             },
             Err(e) => rep.record(a.partition, peer, intra, |l| l.error = Some(e.to_string())),

@@ -8,7 +8,7 @@ use crate::{ClusterView, ReplicaError, ReplicaHandle};
 use futures_util::FutureExt;
 use futures_util::future::BoxFuture;
 use std::sync::Arc;
-use strata_cluster::{ClusterMap, DiskState, NodeId, PartitionState};
+use strata_cluster::{ClusterMap, NodeId, PartitionState};
 use strata_engine::{BlobRecord, Replica, WriteAck, WriteOp};
 use strata_rpc::{RpcClient, RpcError, WireError};
 use strata_types::{Key, PartitionId};
@@ -66,7 +66,9 @@ impl ClusterMapView {
             if (zone.as_deref() == Some(node.zone.as_str())) != local_zone {
                 continue;
             }
-            if node.disks.get(r.disk as usize).is_none_or(|d| d.state == DiskState::Down) {
+            // A node the map holds down, a disk down or failed: skipped at
+            // once, by every router (the metadata leader decided it).
+            if !map.serves(*r) {
                 continue;
             }
             if Some(r.node) == self.node
@@ -142,11 +144,25 @@ impl RemoteReplica {
                 Ok(v)
             }
             Err(RpcError::Remote(e)) => {
-                self.detector.success(self.node);
                 if let WireError::NoReplica { node_epoch, stale: true, .. } = &e {
                     (self.on_stale)(*node_epoch);
                 }
-                Err(ReplicaError::Engine(e.into_engine()))
+                match e {
+                    // The replica failed: that is held against it, as an
+                    // unanswered call is, and is no answer about the blob.
+                    WireError::Internal(m) => {
+                        self.detector.failure(self.node);
+                        Err(ReplicaError::Failed(format!("node {}: {m}", self.node)))
+                    }
+                    e => {
+                        if matches!(&e, WireError::ReadOnly { reason, .. } if reason == "io_failed") {
+                            self.detector.failure(self.node);
+                        } else {
+                            self.detector.success(self.node);
+                        }
+                        Err(ReplicaError::Engine(e.into_engine()))
+                    }
+                }
             }
             Err(e) => {
                 self.detector.failure(self.node);

@@ -120,6 +120,11 @@ pub enum ReplicaError {
     /// failure detector, or answered garbage.
     #[error("{0}")]
     Unreachable(String),
+    /// The node answered that its replica failed (an I/O error, damage
+    /// to its files, shutting down): it counts against the replica, never
+    /// as the node's answer about the blob.
+    #[error("{0}")]
+    Failed(String),
 }
 
 /// Errors of router operations. The API layer maps each to a status once.

@@ -13,6 +13,13 @@ pub trait ReplicaHost: Send + Sync {
     fn epoch(&self) -> u64;
     /// The local replica of a partition.
     fn replica(&self, partition: PartitionId) -> Option<Arc<Replica>>;
+    /// The local replica of a partition, if it takes writes: a replica the
+    /// map is moving away (or no longer places here) still answers reads,
+    /// journals and fetches while the new one drains it, but refuses
+    /// writes, so a router with an older map learns of the move.
+    fn writable(&self, partition: PartitionId) -> Option<Arc<Replica>> {
+        self.replica(partition)
+    }
 }
 
 /// Most entries returned from the index at once when the journal no longer
@@ -81,7 +88,7 @@ pub async fn serve(host: &dyn ReplicaHost, body: Bytes) -> Vec<u8> {
 }
 
 async fn write(host: &dyn ReplicaHost, req: WriteRequest, data: Bytes) -> Result<WireAck, WireError> {
-    let r = host.replica(req.partition).ok_or_else(|| no_replica(host, req.partition, req.epoch))?;
+    let r = host.writable(req.partition).ok_or_else(|| no_replica(host, req.partition, req.epoch))?;
     let op = match req.op {
         WireOp::Put { key, props } => WriteOp::Put { key: decode_key(&key)?, props: props.into(), data },
         WireOp::Delete { key } => WriteOp::Delete { key: decode_key(&key)? },

@@ -9,7 +9,7 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
 use std::sync::Arc;
-use strata_cluster::{Command, encode_map};
+use strata_cluster::{Command, Outcome, encode_map};
 
 type S = State<Arc<AppState>>;
 
@@ -21,6 +21,7 @@ pub(crate) fn routes() -> Router<Arc<AppState>> {
         .route("/meta/v1/read-index", post(raft))
         .route("/meta/v1/add-learner", post(raft))
         .route("/meta/v1/map", get(map_bytes))
+        .route("/meta/v1/heartbeat", post(heartbeat))
         .route("/admin/cluster/status", get(status))
         .route("/admin/cluster/init", post(init))
         .route("/admin/cluster/command", post(command))
@@ -48,6 +49,29 @@ async fn raft(State(st): S, body: Bytes) -> Response {
     }
 }
 
+/// A node's heartbeat to this metadata member: recorded for the leader's
+/// failure detection; answered with this member's map epoch.
+async fn heartbeat(State(st): S, body: Bytes) -> Response {
+    let Some(n) = st.cluster.clone() else { return not_clustered() };
+    if n.meta.is_none() {
+        return ApiError::NotAMetadataMember.into_response();
+    }
+    let hb = match strata_format::frame::decode_frame(&body) {
+        Ok((strata_cluster::KIND_HEARTBEAT, p)) => postcard::from_bytes::<strata_cluster::Heartbeat>(p).map_err(|e| e.to_string()),
+        Ok((k, _)) => Err(format!("frame kind {k:#x}, expected a heartbeat")),
+        Err(e) => Err(e.to_string()),
+    };
+    match hb {
+        Ok(hb) => {
+            let epoch = n.record_heartbeat(&hb);
+            let payload = postcard::to_stdvec(&epoch).unwrap_or_default();
+            ([(header::CONTENT_TYPE, "application/x-strata-frame")], strata_format::frame::encode_frame(strata_cluster::KIND_HEARTBEAT, &payload))
+                .into_response()
+        }
+        Err(e) => ApiError::BadRequest(format!("bad heartbeat: {e}")).into_response(),
+    }
+}
+
 async fn map_bytes(State(st): S) -> Response {
     match &st.cluster {
         Some(n) => ([(header::CONTENT_TYPE, "application/octet-stream")], encode_map(&n.map())).into_response(),
@@ -68,6 +92,7 @@ async fn status(State(st): S) -> Response {
         "meta": n.meta.as_ref().map(|m| m.status()),
         "learner": n.learner.as_ref().map(|m| m.status()),
         "map": &*map,
+        "degraded": map.degraded(),
         "replication": n.replication.lag(),
         "failure_detector": detector,
     }))
@@ -113,6 +138,11 @@ async fn command(State(st): S, body: Bytes) -> Response {
         Err(e) => return ApiError::BadRequest(format!("not a cluster command: {e}")).into_response(),
     };
     match n.propose(cmd).await {
+        // A refusal says why in words too, for the CLI to print.
+        Ok(Outcome::Refused(e)) => {
+            let message = e.to_string();
+            Json(serde_json::json!({ "Refused": e, "message": message })).into_response()
+        }
         Ok(outcome) => Json(outcome).into_response(),
         Err(e) => ApiError::MetaUnavailable(e.to_string()).into_response(),
     }

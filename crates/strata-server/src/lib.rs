@@ -12,8 +12,8 @@
 //!
 //! Layer rule (checked by the test command): may use strata-types,
 //! strata-engine, strata-router, strata-cluster, strata-rpc, strata-kv,
-//! strata-names, strata-client, strata-auth, strata-net, strata-node; never
-//! the S3 crate or the CLI.
+//! strata-names, strata-client, strata-auth, strata-net, strata-node,
+//! strata-format; never the S3 crate or the CLI.
 
 pub mod audit;
 pub mod auth;

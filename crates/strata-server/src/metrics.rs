@@ -452,7 +452,18 @@ impl Collector for ClusterCollector {
             stats.upload_buffer_waits.load(Ordering::Relaxed) as f64,
         )?;
         let Some((node, detector)) = &self.cluster else { return Ok(()) };
-        gauge(&mut encoder, "strata_cluster_map_epoch", "Epoch of the cluster map this node has", node.map().epoch as f64)?;
+        let map = node.map();
+        gauge(&mut encoder, "strata_cluster_map_epoch", "Epoch of the cluster map this node has", map.epoch as f64)?;
+        let down = map.nodes.values().filter(|n| !n.state.is_up()).count();
+        gauge(&mut encoder, "strata_cluster_nodes_down", "Nodes the cluster map holds down (missed their heartbeats)", down as f64)?;
+        let failed = map.nodes.values().flat_map(|n| &n.disks).filter(|d| d.state == strata_cluster::DiskState::Failed).count();
+        gauge(&mut encoder, "strata_cluster_disks_failed", "Disks the cluster map holds failed", failed as f64)?;
+        gauge(
+            &mut encoder,
+            "strata_cluster_partitions_degraded",
+            "Partitions with a replica on a node that is down or a disk that is not up",
+            map.degraded().len() as f64,
+        )?;
         if let Some(meta) = &node.meta {
             let st = meta.status();
             gauge(&mut encoder, "strata_meta_term", "Raft term of the metadata group", st.term as f64)?;

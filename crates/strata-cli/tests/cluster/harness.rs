@@ -31,6 +31,8 @@ struct Proxy {
 /// handshake record, and whether a marker ever crossed in clear.
 #[derive(Default)]
 struct Tap {
+    /// Connections that sent their first bytes (one just accepted and
+    /// still silent is neither TLS nor clear yet).
     connections: u64,
     opened_with_tls: u64,
     marker: Vec<u8>,
@@ -53,6 +55,7 @@ async fn forward(mut from: tokio::net::tcp::OwnedReadHalf, mut to: tokio::net::t
             let mut t = tap.lock().unwrap();
             if !opened {
                 opened = true;
+                t.connections += 1;
                 // A TLS record of type handshake (22), version 3.x.
                 if buf[0] == 0x16 && n > 1 && buf[1] == 0x03 {
                     t.opened_with_tls += 1;
@@ -76,7 +79,8 @@ async fn forward(mut from: tokio::net::tcp::OwnedReadHalf, mut to: tokio::net::t
 impl Proxy {
     async fn start(octet: u8, per_zone: u8) -> Arc<Self> {
         let p = Arc::new(Self { octet, per_zone, cut: Arc::new(Mutex::new(None)), conns: Arc::new(Mutex::new(Vec::new())), tap: Arc::default() });
-        for n in 1..=3 * per_zone {
+        // Three spare addresses beyond the first nodes, for nodes a test adds.
+        for n in 1..=3 * per_zone + 3 {
             let l = TcpListener::bind((format!("127.{octet}.1.{n}"), PORT)).await.expect("bind proxy");
             let p = p.clone();
             tokio::spawn(async move {
@@ -94,7 +98,6 @@ impl Proxy {
                     }
                     let upstream = format!("127.{}.0.{n}:{PORT}", p.octet);
                     let tap = p.tap.clone();
-                    tap.lock().unwrap().connections += 1;
                     let task = tokio::spawn(async move {
                         if let Ok(out) = TcpStream::connect(&upstream).await {
                             let ((in_r, in_w), (out_r, out_w)) = (inbound.into_split(), out.into_split());
@@ -210,6 +213,28 @@ impl Cluster {
         if let Some(mut c) = self.procs.remove(&n) {
             let _ = c.kill();
             let _ = c.wait();
+        }
+    }
+
+    /// SIGSTOP (`stop = true`) or SIGCONT: the node freezes (it answers
+    /// nothing, heartbeats stop) and later resumes as it was.
+    fn pause(&self, n: u8, stop: bool) {
+        let pid = self.procs.get(&n).expect("a running node").id() as i32;
+        // SAFETY: plain kill(2) on our own child's pid.
+        unsafe { libc::kill(pid, if stop { libc::SIGSTOP } else { libc::SIGCONT }) };
+    }
+
+    /// Waits until node `via`'s map says what `check` wants of it.
+    async fn map_until(&self, via: u8, within: Duration, what: &str, check: impl Fn(&serde_json::Value) -> bool) -> serde_json::Value {
+        let deadline = Instant::now() + within;
+        loop {
+            if let Some(v) = self.status(via).await
+                && check(&v)
+            {
+                return v;
+            }
+            assert!(Instant::now() < deadline, "node {via}'s map never showed {what} within {within:?}: {:?}", self.status(via).await);
+            tokio::time::sleep(Duration::from_millis(100)).await;
         }
     }
 
@@ -350,6 +375,27 @@ impl Cluster {
             assert!(Instant::now() < deadline, "node {via} keeps nodes marked down: {}", s["failure_detector"]);
             tokio::time::sleep(Duration::from_millis(100)).await;
         }
+    }
+
+    /// Starts node `n` beyond the first `3 × per_zone` and adds it (and
+    /// its disk) to zone `zone` of the map.
+    async fn add_node(&mut self, n: u8, zone: u8) {
+        self.spawn(n);
+        self.wait_healthy(n).await;
+        let cmd = serde_json::json!({ "AddNode": { "id": n, "addr": self.mapped(n), "zone": format!("z{zone}"), "rack": "r9" } });
+        self.command(1, cmd).await;
+        self.command(1, serde_json::json!({ "AddDisk": { "node": n, "path": "d0", "capacity_bytes": 4u64 << 30 } })).await;
+    }
+
+    /// Runs the `strata` CLI against node `via` as a holder of the secret.
+    fn cli(&self, via: u8, args: &[&str]) -> (bool, String) {
+        let out = Command::new(env!("CARGO_BIN_EXE_strata"))
+            .args(args)
+            .args(["--server", &format!("https://{}", self.real(via)), "--cluster-secret"])
+            .arg(&self.secret)
+            .output()
+            .expect("run strata");
+        (out.status.success(), format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr)))
     }
 
     async fn leader(&self) -> Option<u8> {
