@@ -18,6 +18,99 @@ pub enum ClusterCmd {
     Status(Common),
     /// Sets the cluster's default quorum policies (`one`, `majority`, `all` or a count); unnamed ones keep their value.
     Policy(PolicyArgs),
+    /// Plans Ambry's rebalancing (Algorithm 1) on the live map, prints the
+    /// plan, and has the metadata leader carry it out a few moves at a
+    /// time (resumed after a crash or a leader change); waits with a bar.
+    Rebalance(RebalanceArgs),
+}
+
+#[derive(clap::Args, Debug)]
+pub struct RebalanceArgs {
+    /// Print the plan (moves, bytes, spread before and after) and change nothing.
+    #[arg(long)]
+    pub dry_run: bool,
+    /// Moves under way at most.
+    #[arg(long, default_value_t = 2)]
+    pub max_moves: u32,
+    /// Each filling replica copies at most this many MB/s (0: unthrottled).
+    #[arg(long, default_value_t = 0)]
+    pub throttle_mb_s: u32,
+    /// The plan's random choices (the same map and seed, the same plan).
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+    /// Start it and return at once (cluster status shows its progress).
+    #[arg(long)]
+    pub no_wait: bool,
+    /// End the rebalancing under way (moves already started finish).
+    #[arg(long, conflicts_with_all = ["dry_run"])]
+    pub cancel: bool,
+    #[command(flatten)]
+    pub common: Common,
+}
+
+fn spread_line(s: &strata_cluster::Spread) -> String {
+    format!("{} disks allocated {:.1}%..{:.1}% (mean {:.1}%, stddev {:.2} points)", s.disks, s.min * 100.0, s.max * 100.0, s.mean * 100.0, s.stddev * 100.0)
+}
+
+async fn rebalance(a: RebalanceArgs) -> Result<()> {
+    let client = a.common.client()?;
+    if a.cancel {
+        let out = propose(&a.common, json!("EndRebalance")).await?;
+        report(&a.common, &out, "rebalancing ended (moves already under way finish)");
+        return Ok(());
+    }
+    let v = client.json(http::Method::GET, "/admin/cluster/status").await?;
+    let map: strata_cluster::ClusterMap = anyhow::Context::context(serde_json::from_value(v["map"].clone()), "the cluster map in the status")?;
+    let plan = match map.rebalance_plan(a.seed) {
+        Ok(p) => p,
+        Err(e) => bail!("{e}"),
+    };
+    let mut after = map.clone();
+    for m in &plan {
+        if let Some(p) = after.partitions.get_mut(&m.partition)
+            && let Some(slot) = p.replicas.iter().position(|r| *r == m.from)
+        {
+            p.replicas[slot] = m.to;
+        }
+    }
+    let bytes: u64 = plan.iter().map(|m| m.bytes).sum();
+    if a.common.json {
+        println!("{}", json!({ "moves": plan, "bytes": bytes, "before": map.spread(), "after": after.spread() }));
+    } else {
+        println!("plan: {} moves, {} of replica capacity", plan.len(), crate::size::format_size(bytes));
+        for m in &plan {
+            println!("  partition {:>5}  {}:{} -> {}:{}", m.partition, m.from.node, m.from.disk, m.to.node, m.to.disk);
+        }
+        println!("before: {}", spread_line(&map.spread()));
+        println!("after:  {}", spread_line(&after.spread()));
+    }
+    if a.dry_run || plan.is_empty() {
+        if plan.is_empty() {
+            println!("balanced already: nothing to move");
+        }
+        return Ok(());
+    }
+    let now_ms = strata_types::Clock::now_ms(&strata_types::SystemClock);
+    let plan_json = json!({ "moves": plan, "max_moves": a.max_moves, "throttle_mb_s": a.throttle_mb_s, "started_ms": now_ms });
+    let out = propose(&a.common, json!({ "StartRebalance": { "plan": plan_json } })).await?;
+    report(&a.common, &out, &format!("rebalancing: {} moves, at most {} at a time", plan.len(), a.max_moves));
+    if a.no_wait {
+        return Ok(());
+    }
+    let bar = indicatif::ProgressBar::new(plan.len() as u64);
+    bar.set_style(indicatif::ProgressStyle::with_template("rebalancing [{bar:30}] {pos}/{len} moves ({elapsed})").map_err(|e| anyhow::anyhow!("{e}"))?);
+    loop {
+        tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+        let Ok(v) = client.json(http::Method::GET, "/admin/cluster/status").await else { continue };
+        let Ok(map) = serde_json::from_value::<strata_cluster::ClusterMap>(v["map"].clone()) else { continue };
+        let done = plan.iter().filter(|m| matches!(map.plan_state(m), strata_cluster::PlanState::Done | strata_cluster::PlanState::Stale)).count();
+        bar.set_position(done as u64);
+        if map.rebalance.is_none() {
+            bar.finish();
+            println!("rebalanced: {}", spread_line(&map.spread()));
+            return Ok(());
+        }
+    }
 }
 
 #[derive(clap::Args, Debug)]
@@ -281,6 +374,7 @@ pub async fn cluster(cmd: ClusterCmd) -> Result<()> {
         }
         ClusterCmd::Status(c) => status(c).await,
         ClusterCmd::Policy(a) => policy(a).await,
+        ClusterCmd::Rebalance(a) => rebalance(a).await,
     }
 }
 
@@ -493,6 +587,12 @@ async fn status(c: Common) -> Result<()> {
         .collect();
     if !moves.is_empty() {
         println!("moves under way: {}", moves.join("; "));
+    }
+    if let Ok(m) = serde_json::from_value::<strata_cluster::ClusterMap>(map.clone())
+        && let Some(r) = &m.rebalance
+    {
+        let done = r.moves.iter().filter(|pm| matches!(m.plan_state(pm), strata_cluster::PlanState::Done | strata_cluster::PlanState::Stale)).count();
+        println!("rebalancing: {done} of {} moves done ({} at a time)", r.moves.len(), r.max_moves);
     }
     let degraded = v["degraded"].as_array().map_or(0, |d| d.len());
     println!("partitions: {} read-write, {} read-only, {} degraded (a replica on a node down or a disk not up)", rw, ro, degraded);

@@ -931,3 +931,82 @@ async fn a_node_is_removed_under_load_and_a_dead_one_is_replaced_after_the_down_
         get_ok(&c.client(1), id, data).await;
     }
 }
+
+/// Ambry's rebalancing on the live cluster: a node joins zone 1 and
+/// `strata cluster rebalance` moves its share of replicas onto it while a
+/// reader runs, with the metadata leader killed (SIGKILL) mid-plan: the
+/// plan lives in the map, the next leader carries it on. No read fails;
+/// the dry run changes nothing; a second rebalance finds nothing to move.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_rebalance_moves_replicas_onto_a_new_node_and_survives_the_leaders_death() {
+    let _serial = SERIAL.lock().await;
+    let extra = ["--heartbeat-ms", "200", "--down-after-ms", "1500", "--intra-replication-ms", "50", "--inter-replication-ms", "100"];
+    let mut c = Cluster::start_zones(70, 1, 8, &extra).await;
+    let mut blobs: Vec<(String, Vec<u8>)> = Vec::new();
+    for seed in 0..16u64 {
+        let data = content(5000 + seed, 300_000);
+        blobs.push((put(&c.client(2), &data, None).await, data));
+    }
+    c.add_node(4, 1).await;
+    let before = c.status(1).await.expect("status")["map"].clone();
+    let (ok, out) = c.cli(1, &["cluster", "rebalance", "--dry-run"]);
+    assert!(ok && out.contains("plan: 4 moves") && out.contains("-> 4:0"), "{out}");
+    assert_eq!(c.status(1).await.expect("status")["map"], before, "a dry run changed the map");
+
+    let acked = Arc::new(Mutex::new(blobs));
+    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let reader = {
+        let (client, acked, stop) = (c.client(2), acked.clone(), stop.clone());
+        tokio::spawn(async move {
+            let (mut reads, mut failures) = (0u64, Vec::new());
+            let mut i = 0usize;
+            while !stop.load(std::sync::atomic::Ordering::SeqCst) {
+                let pick = {
+                    let a = acked.lock().unwrap();
+                    a[i % a.len()].clone()
+                };
+                i += 3;
+                match client.get_bytes(&pick.0).await {
+                    Ok(b) if b[..] == pick.1[..] => reads += 1,
+                    Ok(_) => failures.push(format!("{}: different bytes", pick.0)),
+                    Err(e) => failures.push(format!("{}: {e}", pick.0)),
+                }
+            }
+            (reads, failures)
+        })
+    };
+    let (ok, out) = c.cli(3, &["cluster", "rebalance", "--max-moves", "1", "--no-wait"]);
+    assert!(ok, "{out}");
+    let (ok, out) = c.cli(3, &["cluster", "rebalance", "--dry-run"]);
+    assert!(!ok && (out.contains("under way") || out.contains("moving")), "a second plan while one runs: {out}");
+    // Kill the leader once the first move is done.
+    c.map_until(3, Duration::from_secs(60), "a planned move done", |v| {
+        v["map"]["partitions"].as_object().is_some_and(|ps| ps.values().any(|p| p["replicas"].as_array().is_some_and(|r| r.iter().any(|r| r["node"] == 4))))
+    })
+    .await;
+    let leader = c.leader().await.expect("a leader");
+    c.kill9(leader);
+    let done = c
+        .map_until(if leader == 3 { 2 } else { 3 }, Duration::from_secs(90), "the rebalancing finished", |v| {
+            v["map"]["rebalance"].is_null() && v["map"]["partitions"].as_object().is_some_and(|ps| ps.values().all(|p| p["moving"].is_null()))
+        })
+        .await;
+    c.spawn(leader);
+    c.wait_healthy(leader).await;
+    let on4 = done["map"]["partitions"]
+        .as_object()
+        .map_or(0, |ps| ps.values().filter(|p| p["replicas"].as_array().is_some_and(|r| r.iter().any(|r| r["node"] == 4))).count());
+    assert_eq!(on4, 4, "node 4 holds half of zone 1's replicas: {}", done["map"]["partitions"]);
+    stop.store(true, std::sync::atomic::Ordering::SeqCst);
+    let (reads, failures) = reader.await.expect("reader");
+    assert!(failures.is_empty(), "{} of {} reads failed: {:?}", failures.len(), reads + failures.len() as u64, &failures[..failures.len().min(5)]);
+    let acked = acked.lock().unwrap().clone();
+    for (id, data) in &acked {
+        get_ok(&c.client(4), id, data).await;
+    }
+    c.map_until(2, Duration::from_secs(30), "the old leader up again", |v| v["map"]["nodes"][leader.to_string()]["state"] == "Up").await;
+    let (ok, out) = c.cli(2, &["cluster", "rebalance", "--dry-run"]);
+    assert!(ok && out.contains("nothing to move"), "{out}");
+    let metrics = c.client(2).get_text("/metrics").await.expect("metrics");
+    assert_eq!(metric(&metrics, "strata_rebalance_moves_planned"), 0.0);
+}

@@ -7,8 +7,8 @@ use crate::map::ClusterMap;
 /// `SMAP` read as a little-endian u32.
 pub const MAP_MAGIC: u32 = u32::from_le_bytes(*b"SMAP");
 /// Current version of the layout. Version 3 added node states (up, or
-/// down since when, being removed), failed and removed disks and replica
-/// moves; version 2 added the
+/// down since when, being removed), failed and removed disks, replica
+/// moves and the rebalancing under way; version 2 added the
 /// read-only stores' section. Versions 1 and 2 still decode.
 pub const MAP_VERSION: u16 = 3;
 const HEADER: usize = 4 + 2 + 2 + 8 + 4;
@@ -87,7 +87,7 @@ fn upgrade(
         .into_iter()
         .map(|(k, p)| (k, Partition { id: p.id, state: p.state, capacity_bytes: p.capacity_bytes, replicas: p.replicas, moving: None }))
         .collect();
-    ClusterMap { epoch, nodes, partitions, policies, kv }
+    ClusterMap { epoch, nodes, partitions, policies, kv, rebalance: None }
 }
 
 /// Encodes a map.

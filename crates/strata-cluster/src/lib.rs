@@ -24,4 +24,7 @@ pub mod meta;
 pub use codec::{CodecError, decode_map, encode_map};
 pub use kv::{KvReplication, KvSection, KvStoreSpec};
 pub use liveness::{DiskReport, Heartbeat, KIND_HEARTBEAT, Liveness};
-pub use map::{ClusterMap, Command, Disk, DiskState, MapError, Move, MovePhase, Node, NodeId, NodeState, Outcome, Partition, PartitionState, ReplicaLoc};
+pub use map::{
+    ClusterMap, Command, Disk, DiskState, MapError, Move, MovePhase, Node, NodeId, NodeState, Outcome, Partition, PartitionState, PlanState, PlannedMove,
+    Rebalance, ReplicaLoc, Spread,
+};

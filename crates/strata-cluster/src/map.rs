@@ -76,6 +76,63 @@ pub struct Move {
     pub phase: MovePhase,
 }
 
+/// One move of a rebalancing plan.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PlannedMove {
+    /// Partition.
+    pub partition: PartitionId,
+    /// The replica that leaves.
+    pub from: ReplicaLoc,
+    /// Where it goes.
+    pub to: ReplicaLoc,
+    /// Bytes it carries (the partition's capacity).
+    pub bytes: u64,
+}
+
+/// A rebalancing under way: Ambry's Algorithm 1 planned on the map, carried
+/// out by the metadata leader a few moves at a time.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Rebalance {
+    /// The plan, in the order its moves start.
+    pub moves: Vec<PlannedMove>,
+    /// Moves under way at most.
+    pub max_moves: u32,
+    /// Each filling replica of the plan copies at most this many MB/s
+    /// (0: unthrottled).
+    pub throttle_mb_s: u32,
+    /// When it started (ms since the epoch).
+    pub started_ms: u64,
+}
+
+/// Where a planned move stands, read from the map.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PlanState {
+    /// Not started.
+    Pending,
+    /// Its move is under way.
+    UnderWay,
+    /// Done: `to` holds the replica, `from` no longer does.
+    Done,
+    /// Overtaken (the partition moved otherwise, or is gone): skipped.
+    Stale,
+}
+
+/// Disk usage spread: allocated bytes over capacity, per disk that takes
+/// replicas.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct Spread {
+    /// Disks counted.
+    pub disks: usize,
+    /// Lowest fraction.
+    pub min: f64,
+    /// Highest fraction.
+    pub max: f64,
+    /// Mean fraction.
+    pub mean: f64,
+    /// Standard deviation of the fractions.
+    pub stddev: f64,
+}
+
 /// The phases of a replica move.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub enum MovePhase {
@@ -176,6 +233,8 @@ pub struct ClusterMap {
     pub policies: Policies,
     /// Read-only stores: their shared ring and definitions.
     pub kv: crate::kv::KvSection,
+    /// A rebalancing under way.
+    pub rebalance: Option<Rebalance>,
 }
 
 /// A change to the map, as the metadata service's log carries it.
@@ -325,6 +384,15 @@ pub enum Command {
         /// Disk index.
         disk: u32,
     },
+    /// Starts carrying out a rebalancing plan. Refused while one is under
+    /// way, while a node is down or being removed or a disk not up, or for
+    /// an empty plan.
+    StartRebalance {
+        /// The plan.
+        plan: Rebalance,
+    },
+    /// Ends the rebalancing (done, or given up: moves under way finish).
+    EndRebalance,
 }
 
 /// What an applied command reports.
@@ -407,6 +475,9 @@ pub enum MapError {
         /// Why (naming the partition).
         detail: String,
     },
+    /// A rebalancing cannot start (or end), and why.
+    #[error("cannot rebalance: {0}")]
+    CannotRebalance(String),
     /// Not enough room or nodes to place replicas.
     #[error("cannot place partition replicas in zone {zone}: {detail}")]
     NoRoom {
@@ -592,6 +663,26 @@ impl ClusterMap {
                 }
                 if let Some(d) = self.nodes.get_mut(node).and_then(|n| n.disks.get_mut(*disk as usize)) {
                     d.state = DiskState::Removed;
+                }
+                Ok(None)
+            }
+            Command::StartRebalance { plan } => {
+                if self.rebalance.is_some() {
+                    return Err(MapError::CannotRebalance("a rebalancing is under way (strata cluster rebalance --cancel ends it)".into()));
+                }
+                self.unsettled().map_err(MapError::CannotRebalance)?;
+                if plan.moves.is_empty() {
+                    return Err(MapError::CannotRebalance("the plan moves nothing".into()));
+                }
+                if plan.max_moves == 0 || plan.max_moves > 64 {
+                    return Err(invalid("max moves", "must be 1..=64"));
+                }
+                self.rebalance = Some(plan.clone());
+                Ok(None)
+            }
+            Command::EndRebalance => {
+                if self.rebalance.take().is_none() {
+                    return Err(MapError::CannotRebalance("no rebalancing is under way".into()));
                 }
                 Ok(None)
             }
@@ -828,6 +919,131 @@ impl ClusterMap {
             }
         }
         out
+    }
+
+    /// Why the cluster is not settled enough to rebalance: a node down or
+    /// being removed, a disk not up, a move under way.
+    pub fn unsettled(&self) -> Result<(), String> {
+        for n in self.nodes.values() {
+            if !n.state.is_up() {
+                return Err(format!("node {} is down (wait for it, or remove it, first)", n.id));
+            }
+            if n.removing {
+                return Err(format!("node {} is being removed", n.id));
+            }
+            if let Some((i, d)) = n.disks.iter().enumerate().find(|(_, d)| !matches!(d.state, DiskState::Up | DiskState::Removed)) {
+                return Err(format!("node {} disk {i} is {:?}", n.id, d.state));
+            }
+        }
+        if let Some(p) = self.partitions.values().find(|p| p.moving.is_some()) {
+            return Err(format!("partition {} is moving a replica", p.id));
+        }
+        Ok(())
+    }
+
+    /// Ambry's rebalancing (Algorithm 1, `strata_placement::ambry`, the
+    /// code the simulator runs) planned on this map, zone by zone (racks
+    /// standing in for the library's zones, as for placement), over the
+    /// disks that take replicas.
+    pub fn rebalance_plan(&self, seed: u64) -> Result<Vec<PlannedMove>, MapError> {
+        if self.rebalance.is_some() {
+            return Err(MapError::CannotRebalance("a rebalancing is under way (strata cluster rebalance --cancel ends it)".into()));
+        }
+        self.unsettled().map_err(MapError::CannotRebalance)?;
+        let mut plan = Vec::new();
+        for zone in self.zones() {
+            let racks: Vec<&str> = self.nodes.values().filter(|n| n.zone == zone).map(|n| n.rack.as_str()).collect::<BTreeSet<_>>().into_iter().collect();
+            let mut disks = Vec::new();
+            let mut where_: Vec<ReplicaLoc> = Vec::new();
+            for n in self.nodes.values().filter(|n| n.zone == zone && n.takes_replicas()) {
+                let rack = racks.iter().position(|r| *r == n.rack).unwrap_or(0);
+                for (i, d) in n.disks.iter().enumerate().filter(|(_, d)| d.state.takes_replicas()) {
+                    disks.push(PlacementDisk { node: n.id as usize, zone: rack, capacity: d.capacity_bytes });
+                    where_.push(ReplicaLoc { node: n.id, disk: i as u32 });
+                }
+            }
+            let mut replicas = vec![Vec::new(); disks.len()];
+            for p in self.partitions.values() {
+                for r in &p.replicas {
+                    if let Some(d) = where_.iter().position(|w| w == r) {
+                        let read_write = p.state == PartitionState::ReadWrite;
+                        replicas[d].push(PlacementReplica { partition: p.id as usize, read_write, used: p.capacity_bytes, allocated: p.capacity_bytes });
+                    }
+                }
+            }
+            let mut layout = Layout { disks, replicas };
+            for m in layout.rebalance(seed, strata_placement::ambry::Phase1Rule::WholePartitions) {
+                plan.push(PlannedMove { partition: m.partition as PartitionId, from: where_[m.from], to: where_[m.to], bytes: m.bytes });
+            }
+        }
+        Ok(plan)
+    }
+
+    /// Where a planned move stands.
+    pub fn plan_state(&self, m: &PlannedMove) -> PlanState {
+        let Some(p) = self.partitions.get(&m.partition) else { return PlanState::Stale };
+        if let Some(mv) = p.moving {
+            return if mv.from == m.from && mv.to == m.to { PlanState::UnderWay } else { PlanState::Stale };
+        }
+        match (p.replicas.contains(&m.from), p.replicas.contains(&m.to)) {
+            (false, true) => PlanState::Done,
+            (true, false) => PlanState::Pending,
+            _ => PlanState::Stale,
+        }
+    }
+
+    /// The next steps of the rebalancing under way, for the leader: start
+    /// pending moves (in plan order) while fewer than its `max_moves` are
+    /// under way, skipping one that can no longer be made; end it once no
+    /// move is pending or under way.
+    pub fn rebalance_steps(&self, now_ms: u64) -> Vec<Command> {
+        let Some(plan) = &self.rebalance else { return Vec::new() };
+        let states: Vec<PlanState> = plan.moves.iter().map(|m| self.plan_state(m)).collect();
+        if states.iter().all(|s| matches!(s, PlanState::Done | PlanState::Stale)) {
+            return vec![Command::EndRebalance];
+        }
+        let mut under_way = self.partitions.values().filter(|p| p.moving.is_some()).count();
+        let mut trial = self.clone();
+        let mut out = Vec::new();
+        for (m, st) in plan.moves.iter().zip(&states) {
+            if under_way >= plan.max_moves as usize {
+                break;
+            }
+            if *st != PlanState::Pending {
+                continue;
+            }
+            let cmd = Command::StartMove { partition: m.partition, from: m.from, to: m.to, now_ms };
+            if let Outcome::Applied { .. } = trial.apply(&cmd) {
+                out.push(cmd);
+                under_way += 1;
+            }
+        }
+        out
+    }
+
+    /// How evenly the disks that take replicas are allocated.
+    pub fn spread(&self) -> Spread {
+        let allocated = self.allocated();
+        let fractions: Vec<f64> = self
+            .nodes
+            .values()
+            .filter(|n| n.takes_replicas())
+            .flat_map(|n| n.disks.iter().enumerate().filter(|(_, d)| d.state.takes_replicas()).map(move |(i, d)| (n.id, i as u32, d.capacity_bytes)))
+            .map(|(node, disk, cap)| allocated.get(&ReplicaLoc { node, disk }).copied().unwrap_or(0) as f64 / cap.max(1) as f64)
+            .collect();
+        let n = fractions.len();
+        if n == 0 {
+            return Spread { disks: 0, min: 0.0, max: 0.0, mean: 0.0, stddev: 0.0 };
+        }
+        let mean = fractions.iter().sum::<f64>() / n as f64;
+        let var = fractions.iter().map(|f| (f - mean).powi(2)).sum::<f64>() / n as f64;
+        Spread {
+            disks: n,
+            min: fractions.iter().copied().fold(f64::INFINITY, f64::min),
+            max: fractions.iter().copied().fold(0.0, f64::max),
+            mean,
+            stddev: var.sqrt(),
+        }
     }
 
     /// Where a partition has (or is getting, or still keeps) a copy: its
@@ -1115,5 +1331,51 @@ mod tests {
         m.apply(&Command::SetDiskState { node: 1, disk: 0, state: DiskState::Failed });
         let starts = m.evacuation(0, u64::MAX, 2).iter().filter(|c| matches!(c, Command::StartMove { .. })).count();
         assert!(starts <= 2, "{starts}");
+    }
+
+    #[test]
+    fn a_rebalance_onto_a_new_node_plans_carries_out_and_ends() {
+        let mut m = cluster(1, 3, 3);
+        m.apply(&Command::AddPartitions { count: 12, replicas_per_zone: 2, capacity_bytes: 1 << 30 });
+        let before = m.spread();
+        // Balanced already: nothing to move.
+        assert!(m.rebalance_plan(1).unwrap().is_empty());
+        m.apply(&Command::AddNode { id: 9, addr: "127.0.0.9:7000".into(), zone: "z0".into(), rack: "r9".into() });
+        m.apply(&Command::AddDisk { node: 9, path: "d0".into(), capacity_bytes: 1 << 40 });
+        let plan = m.rebalance_plan(1).unwrap();
+        assert!(!plan.is_empty() && plan.iter().all(|p| p.to.node == 9), "{plan:?}");
+        let again = m.rebalance_plan(1).unwrap();
+        assert_eq!(plan, again, "deterministic for a seed");
+        let out = m.apply(&Command::StartRebalance { plan: Rebalance { moves: plan.clone(), max_moves: 2, throttle_mb_s: 0, started_ms: 1 } });
+        assert!(matches!(out, Outcome::Applied { .. }), "{out:?}");
+        assert!(matches!(m.apply(&Command::StartRebalance { plan: m.rebalance.clone().unwrap() }), Outcome::Refused(MapError::CannotRebalance(_))));
+        for _ in 0..100 {
+            let steps = m.rebalance_steps(5);
+            assert!(steps.iter().filter(|c| matches!(c, Command::StartMove { .. })).count() <= 2);
+            if steps == vec![Command::EndRebalance] {
+                m.apply(&Command::EndRebalance);
+                break;
+            }
+            for c in steps {
+                assert!(matches!(m.apply(&c), Outcome::Applied { .. }), "{c:?}");
+            }
+            let moving: Vec<(PartitionId, ReplicaLoc)> = m.partitions.values().filter_map(|p| p.moving.map(|mv| (p.id, mv.to))).collect();
+            for (partition, to) in moving {
+                m.apply(&Command::PromoteMove { partition, to });
+                m.apply(&Command::FinishMove { partition, to });
+            }
+        }
+        assert!(m.rebalance.is_none(), "the rebalancing ended");
+        assert!(plan.iter().all(|p| m.plan_state(p) == PlanState::Done));
+        let after = m.spread();
+        assert!(after.max - after.min < 1.0, "{after:?}");
+        assert!(m.partitions.values().filter(|p| p.replicas.iter().any(|r| r.node == 9)).count() >= 4, "node 9 took its share");
+        assert!(before.disks == 3 && after.disks == 4);
+        // Not while a node is down.
+        m.apply(&Command::SetNodeState { node: 2, state: NodeState::Down { since_ms: 1 } });
+        match m.rebalance_plan(1) {
+            Err(MapError::CannotRebalance(why)) => assert!(why.contains("node 2 is down"), "{why}"),
+            other => panic!("{other:?}"),
+        }
     }
 }

@@ -151,6 +151,10 @@ impl ClusterNode {
                 if leading && cmds.is_empty() {
                     cmds = map.evacuation(now, me.config.down_out.as_millis() as u64, me.config.max_moves);
                 }
+                // Then the rebalancing under way, a few moves at a time.
+                if leading && cmds.is_empty() {
+                    cmds = map.rebalance_steps(now);
+                }
                 let mut failed = Vec::new();
                 for cmd in cmds {
                     match meta.propose(cmd.clone()).await {

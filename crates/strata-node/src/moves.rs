@@ -42,6 +42,17 @@ struct MoveWatch {
 }
 
 impl ClusterNode {
+    /// Bytes per second this node may copy into its replica of `partition`:
+    /// the rebalancing's throttle while that replica fills as one of its
+    /// moves; `None` otherwise.
+    pub(crate) fn move_throttle(&self, partition: PartitionId) -> Option<u64> {
+        let map = self.map();
+        let plan = map.rebalance.as_ref().filter(|r| r.throttle_mb_s > 0)?;
+        let p = map.partitions.get(&partition)?;
+        let m = p.moving.filter(|m| m.to.node == self.id() && m.phase == MovePhase::Filling)?;
+        plan.moves.iter().any(|pm| pm.partition == partition && pm.to == m.to).then_some(u64::from(plan.throttle_mb_s) << 20)
+    }
+
     /// Starts the worker `moves`.
     pub(crate) fn start_mover(self: &Arc<Self>) {
         let me = self.clone();

@@ -458,6 +458,13 @@ impl Collector for ClusterCollector {
         gauge(&mut encoder, "strata_cluster_nodes_down", "Nodes the cluster map holds down (missed their heartbeats)", down as f64)?;
         let failed = map.nodes.values().flat_map(|n| &n.disks).filter(|d| d.state == strata_cluster::DiskState::Failed).count();
         gauge(&mut encoder, "strata_cluster_disks_failed", "Disks the cluster map holds failed", failed as f64)?;
+        let moving = map.partitions.values().filter(|p| p.moving.is_some()).count();
+        gauge(&mut encoder, "strata_cluster_moves_under_way", "Replica moves under way in the cluster map", moving as f64)?;
+        let (planned, done) = map.rebalance.as_ref().map_or((0, 0), |r| {
+            (r.moves.len(), r.moves.iter().filter(|m| matches!(map.plan_state(m), strata_cluster::PlanState::Done | strata_cluster::PlanState::Stale)).count())
+        });
+        gauge(&mut encoder, "strata_rebalance_moves_planned", "Moves of the rebalancing under way (0: none)", planned as f64)?;
+        gauge(&mut encoder, "strata_rebalance_moves_done", "Moves of the rebalancing under way that are done (or skipped)", done as f64)?;
         gauge(
             &mut encoder,
             "strata_cluster_partitions_degraded",
