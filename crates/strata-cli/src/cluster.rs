@@ -97,6 +97,8 @@ async fn rebalance(a: RebalanceArgs) -> Result<()> {
     if a.no_wait {
         return Ok(());
     }
+    // The node answering may publish the map a moment after it applied the plan.
+    let started_epoch = out["Applied"]["epoch"].as_u64().unwrap_or(0);
     let bar = indicatif::ProgressBar::new(plan.len() as u64);
     bar.set_style(indicatif::ProgressStyle::with_template("rebalancing [{bar:30}] {pos}/{len} moves ({elapsed})").map_err(|e| anyhow::anyhow!("{e}"))?);
     loop {
@@ -105,7 +107,7 @@ async fn rebalance(a: RebalanceArgs) -> Result<()> {
         let Ok(map) = serde_json::from_value::<strata_cluster::ClusterMap>(v["map"].clone()) else { continue };
         let done = plan.iter().filter(|m| matches!(map.plan_state(m), strata_cluster::PlanState::Done | strata_cluster::PlanState::Stale)).count();
         bar.set_position(done as u64);
-        if map.rebalance.is_none() {
+        if map.epoch > started_epoch && map.rebalance.is_none() {
             bar.finish();
             println!("rebalanced: {}", spread_line(&map.spread()));
             return Ok(());

@@ -891,6 +891,10 @@ impl ClusterMap {
     pub fn evacuation(&self, now_ms: u64, down_out_ms: u64, max_moves: usize) -> Vec<Command> {
         let mut out = Vec::new();
         let mut under_way = self.partitions.values().filter(|p| p.moving.is_some()).count();
+        // Each move chosen is booked in a trial map before the next is
+        // chosen, so a batch spreads its writes over the zone's disks
+        // instead of piling them on the one with the most room.
+        let mut trial = self.clone();
         for p in self.partitions.values().filter(|p| p.moving.is_none()) {
             if under_way >= max_moves {
                 break;
@@ -900,8 +904,10 @@ impl ClusterMap {
             if !p.replicas.iter().any(|r| *r != from && self.serves(*r)) {
                 continue;
             }
-            if let Some(to) = self.move_target(p.id, from) {
-                out.push(Command::StartMove { partition: p.id, from, to, now_ms });
+            if let Some(to) = trial.move_target(p.id, from) {
+                let cmd = Command::StartMove { partition: p.id, from, to, now_ms };
+                trial.apply(&cmd);
+                out.push(cmd);
                 under_way += 1;
             }
         }
@@ -1331,6 +1337,15 @@ mod tests {
         m.apply(&Command::SetDiskState { node: 1, disk: 0, state: DiskState::Failed });
         let starts = m.evacuation(0, u64::MAX, 2).iter().filter(|c| matches!(c, Command::StartMove { .. })).count();
         assert!(starts <= 2, "{starts}");
+        // A batch spreads over the zone: no disk takes two of it while
+        // another free one takes none.
+        let mut m = cluster(1, 9, 9);
+        m.apply(&Command::AddPartitions { count: 9, replicas_per_zone: 3, capacity_bytes: 1 << 30 });
+        m.apply(&Command::SetDiskState { node: 1, disk: 0, state: DiskState::Failed });
+        let targets: Vec<NodeId> =
+            m.evacuation(0, u64::MAX, 16).iter().filter_map(|c| if let Command::StartMove { to, .. } = c { Some(to.node) } else { None }).collect();
+        let distinct: BTreeSet<NodeId> = targets.iter().copied().collect();
+        assert!(targets.len() >= 2 && distinct.len() * 2 >= targets.len(), "{targets:?}");
     }
 
     #[test]

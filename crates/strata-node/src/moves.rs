@@ -28,7 +28,7 @@ use strata_cluster::{Command, MovePhase, Outcome, ReplicaLoc};
 use strata_types::PartitionId;
 
 /// How often the worker looks at the moves this node receives.
-const EVERY: Duration = Duration::from_millis(500);
+const EVERY: Duration = Duration::from_millis(200);
 /// Two clean drain rounds must be this far apart.
 const DRAIN_SETTLE_MS: u64 = 1_000;
 
