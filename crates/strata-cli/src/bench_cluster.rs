@@ -63,6 +63,10 @@ impl Nodes {
     }
 
     fn spawn(net: u8, i: usize, dir: &Path, secret: &Path) -> Result<Child> {
+        Self::spawn_with(net, i, dir, secret, &[])
+    }
+
+    fn spawn_with(net: u8, i: usize, dir: &Path, secret: &Path, extra: &[&str]) -> Result<Child> {
         let exe = std::env::current_exe().context("finding the strata binary")?;
         let log = std::fs::File::create(dir.with_extension("log"))?;
         Command::new(exe)
@@ -74,6 +78,7 @@ impl Nodes {
             .args(["--outbound-ip", &format!("127.0.{net}.{i}"), "--intra-replication-ms", "20", "--disk-reserve", "0"])
             // Every node shares this machine's memory.
             .args(["--tail-cache", "256MiB"])
+            .args(extra)
             .env("STRATA_LOG", "warn")
             .stdout(Stdio::null())
             .stderr(Stdio::from(log))
@@ -83,6 +88,23 @@ impl Nodes {
 
     /// Starts `n` nodes in one zone; `partitions` per node for blobs (0: none).
     pub(crate) async fn start(root: &Path, n: usize, partitions: u32) -> Result<Nodes> {
+        Self::start_partial(root, n, n, partitions, 3, &[]).await
+    }
+
+    /// [`Nodes::start`] with extra server flags.
+    pub(crate) async fn start_with(root: &Path, n: usize, partitions: u32, replicas: usize, extra: &[&str]) -> Result<Nodes> {
+        Self::start_partial(root, n, n, partitions, replicas, extra).await
+    }
+
+    /// The address of node `i` (from 0).
+    pub(crate) fn addr_of(&self, i: usize) -> String {
+        self.addrs[i].clone()
+    }
+
+    /// Starts `n` node processes, of which the first `in_map` join the map
+    /// (the others wait to be added), with `replicas` per partition and
+    /// extra server flags.
+    pub(crate) async fn start_partial(root: &Path, n: usize, in_map: usize, partitions: u32, replicas: usize, extra: &[&str]) -> Result<Nodes> {
         let net = 100 + n as u8;
         let secret_path = root.join(format!("c{n}.secret"));
         let secret = strata_auth::ClusterSecret::generate()?;
@@ -93,7 +115,7 @@ impl Nodes {
             let dir = root.join(format!("c{n}-node{i}"));
             let _ = std::fs::remove_dir_all(&dir);
             std::fs::create_dir_all(&dir)?;
-            nodes.procs.push(Self::spawn(net, i, &dir, &nodes.secret)?);
+            nodes.procs.push(Self::spawn_with(net, i, &dir, &nodes.secret, extra)?);
             nodes.addrs.push(Self::addr(net, i));
             nodes.dirs.push(dir);
         }
@@ -103,7 +125,7 @@ impl Nodes {
         let c0 = nodes.client(0);
         let empty = json!({});
         retry(|| c0.post_json("/admin/cluster/init", &empty)).await?;
-        for i in 1..=n {
+        for i in 1..=in_map {
             let add = json!({ "AddNode": { "id": i, "addr": Self::addr(net, i), "zone": "z1", "rack": format!("r{i}") } });
             command(&c0, add).await?;
             command(&c0, json!({ "AddDisk": { "node": i, "path": "d0", "capacity_bytes": 1u64 << 40 } })).await?;
@@ -111,10 +133,10 @@ impl Nodes {
         if partitions == 0 {
             return Ok(nodes);
         }
-        let count = partitions * n as u32;
-        command(&c0, json!({ "AddPartitions": { "count": count, "replicas_per_zone": 3, "capacity_bytes": 64u64 << 30 } })).await?;
-        let per_node = count as usize * n.min(3) / n;
-        for i in 0..n {
+        let count = partitions * in_map as u32;
+        command(&c0, json!({ "AddPartitions": { "count": count, "replicas_per_zone": replicas, "capacity_bytes": 64u64 << 30 } })).await?;
+        let per_node = count as usize * in_map.min(replicas) / in_map;
+        for i in 0..in_map {
             let deadline = Instant::now() + Duration::from_secs(30);
             while nodes.client(i).json(http::Method::GET, "/admin/partitions").await.map_or(0, |v| v.as_array().map_or(0, |a| a.len())) < per_node {
                 if Instant::now() > deadline {
@@ -135,7 +157,7 @@ impl Nodes {
         crate::identity::AuthArgs { cluster_secret: Some(self.secret.clone()), ..Default::default() }
     }
 
-    fn kill(&mut self, i: usize) {
+    pub(crate) fn kill(&mut self, i: usize) {
         let _ = self.procs[i].kill();
         let _ = self.procs[i].wait();
     }

@@ -4,6 +4,7 @@ mod bench;
 mod bench_cluster;
 mod bench_kv;
 mod bench_kv_push;
+mod bench_recovery;
 mod bench_s3;
 mod cluster;
 mod commands;
@@ -81,6 +82,9 @@ enum Cmd {
     Bench(bench::BenchArgs),
     /// Measures a cluster of 1, 3 and 6 node processes on this machine: throughput, replication lag, catch-up.
     BenchCluster(bench_cluster::BenchClusterArgs),
+    /// Re-replication of a dead node at several cluster sizes against the
+    /// disk's write limit, and disk spread before and after a rebalance.
+    BenchRecovery(bench_recovery::BenchRecoveryArgs),
     /// Measures read-only stores against SQLite on the same data: build, lookups in-process and over HTTP.
     BenchKv(bench_kv::BenchKvArgs),
     /// Read-only stores on a cluster: Rust vs Spark build time, push rate per node against the disk, swap time.
@@ -128,6 +132,7 @@ fn main() -> std::process::ExitCode {
             Cmd::Bucket(c) => s3::bucket(c).await,
             Cmd::Bench(a) => bench::run(a).await,
             Cmd::BenchCluster(a) => bench_cluster::run(a).await,
+            Cmd::BenchRecovery(a) => bench_recovery::run(a).await,
             Cmd::BenchKv(a) => bench_kv::run(a).await,
             Cmd::BenchKvPush(a) => bench_kv_push::run(a).await,
             Cmd::Sim(a) => tokio::task::spawn_blocking(move || sim::run(a)).await?,
