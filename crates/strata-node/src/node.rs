@@ -115,7 +115,10 @@ impl ClusterNode {
             rpc: RpcClient::new(Duration::from_secs(10)),
             config,
         });
-        node.reconcile(&node.map());
+        // The cached map opens the disks at once; only a map from the
+        // metadata group takes replicas away (the cache can be older than
+        // the replicas on disk if writing it failed).
+        node.reconcile(&node.map(), false);
         node.clone().spawn_map_feed();
         node.clone().spawn_reconciler();
         node.clone().spawn_full_partition_reporter();
@@ -236,7 +239,7 @@ impl ClusterNode {
             let next = Next::on_change(rx.clone());
             let me = me.clone();
             async move {
-                tokio::task::spawn_blocking(move || me.reconcile(&map))
+                tokio::task::spawn_blocking(move || me.reconcile(&map, true))
                     .await
                     .map_err(|e| PassFailed::new(format!("reconciler panicked: {e}"), Duration::from_secs(1)))?;
                 Ok(next)
@@ -276,14 +279,15 @@ impl ClusterNode {
 
     /// Opens the store of every disk the map gives this node, creates every
     /// replica it places here (a new replica, or the destination of a move,
-    /// then fills itself through replication), and drops the replicas it
-    /// no longer places here (a finished or cancelled move) with their files.
-    fn reconcile(&self, map: &ClusterMap) {
+    /// then fills itself through replication), and, with `may_drop`, drops
+    /// the replicas it no longer places here (a finished or cancelled move)
+    /// with their files.
+    fn reconcile(&self, map: &ClusterMap, may_drop: bool) {
         let me_id = self.config.node_id;
         let Some(me) = map.nodes.get(&me_id) else {
             // Removed from the map (decommissioned): its replicas of the
             // map's partitions have all moved away.
-            if map.epoch > 0 {
+            if may_drop && map.epoch > 0 {
                 self.drop_unplaced(map);
             }
             return;
@@ -320,7 +324,9 @@ impl ClusterNode {
                 }
             }
         }
-        self.drop_unplaced(map);
+        if may_drop {
+            self.drop_unplaced(map);
+        }
     }
 
     /// Drops the replicas the map no longer places here, with their files.
