@@ -32,7 +32,8 @@ pub struct RebalanceArgs {
     /// Moves under way at most.
     #[arg(long, default_value_t = 2)]
     pub max_moves: u32,
-    /// Each filling replica copies at most this many MB/s (0: unthrottled).
+    /// Each node copies at most this many MB/s into the replicas the plan
+    /// fills there, all together (0: unthrottled).
     #[arg(long, default_value_t = 0)]
     pub throttle_mb_s: u32,
     /// The plan's random choices (the same map and seed, the same plan).

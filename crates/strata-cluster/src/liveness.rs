@@ -49,12 +49,15 @@ pub struct Liveness {
     disks: BTreeMap<NodeId, (u64, Vec<DiskReport>)>,
     /// Since when this member leads (ms), while it does.
     leading_since: Option<u64>,
+    /// When this member first saw each node in the map (ms): a node just
+    /// added gets a full period to heartbeat before it is judged.
+    known_since: BTreeMap<NodeId, u64>,
 }
 
 impl Liveness {
     /// A node silent for `down_after_ms` is marked down.
     pub fn new(down_after_ms: u64) -> Self {
-        Self { down_after_ms: down_after_ms.max(1), seen: BTreeMap::new(), disks: BTreeMap::new(), leading_since: None }
+        Self { down_after_ms: down_after_ms.max(1), seen: BTreeMap::new(), disks: BTreeMap::new(), leading_since: None, known_since: BTreeMap::new() }
     }
 
     /// Records a heartbeat received at `now_ms`.
@@ -78,13 +81,15 @@ impl Liveness {
             return Vec::new();
         }
         let since = *self.leading_since.get_or_insert(now_ms);
+        self.known_since.retain(|id, _| map.nodes.contains_key(id));
         let mut out = Vec::new();
         for n in map.nodes.values() {
+            let known = *self.known_since.entry(n.id).or_insert(now_ms);
             let last = self.seen.get(&n.id).copied();
             let fresh = last.is_some_and(|t| now_ms.saturating_sub(t) < self.down_after_ms);
             match n.state {
                 NodeState::Up => {
-                    let silent_for = now_ms.saturating_sub(last.unwrap_or(0).max(since));
+                    let silent_for = now_ms.saturating_sub(last.unwrap_or(0).max(since).max(known));
                     if silent_for >= self.down_after_ms {
                         out.push(Command::SetNodeState { node: n.id, state: NodeState::Down { since_ms: now_ms } });
                         continue;
@@ -170,6 +175,29 @@ mod tests {
         // Losing the lead forgets when it began: the next lead waits again.
         assert!(l.decide(&m, 10_100, false).is_empty());
         assert!(l.decide(&m, 20_000, true).is_empty());
+    }
+
+    /// A node added to the map while this member leads gets a full period
+    /// to heartbeat before it is judged (it was marked down at once).
+    #[test]
+    fn a_node_just_added_is_not_judged_before_a_full_period() {
+        let mut m = map(2);
+        let mut l = Liveness::new(5_000);
+        for t in [0, 2_000, 4_000, 6_000] {
+            l.heartbeat(&hb(1, None), t);
+            l.heartbeat(&hb(2, None), t);
+            assert!(l.decide(&m, t, true).is_empty());
+        }
+        m.apply(&Command::AddNode { id: 3, addr: "h:3".into(), zone: "z".into(), rack: "r".into() });
+        l.heartbeat(&hb(1, None), 7_000);
+        l.heartbeat(&hb(2, None), 7_000);
+        assert!(l.decide(&m, 7_000, true).is_empty(), "just added");
+        l.heartbeat(&hb(1, None), 11_000);
+        l.heartbeat(&hb(2, None), 11_000);
+        assert!(l.decide(&m, 11_000, true).is_empty(), "still within its first period");
+        l.heartbeat(&hb(1, None), 12_000);
+        l.heartbeat(&hb(2, None), 12_000);
+        assert_eq!(l.decide(&m, 12_000, true), vec![Command::SetNodeState { node: 3, state: NodeState::Down { since_ms: 12_000 } }]);
     }
 
     #[test]

@@ -97,8 +97,8 @@ pub struct Rebalance {
     pub moves: Vec<PlannedMove>,
     /// Moves under way at most.
     pub max_moves: u32,
-    /// Each filling replica of the plan copies at most this many MB/s
-    /// (0: unthrottled).
+    /// Each node copies at most this many MB/s into the replicas the plan
+    /// fills there, all together (0: unthrottled).
     pub throttle_mb_s: u32,
     /// When it started (ms since the epoch).
     pub started_ms: u64,

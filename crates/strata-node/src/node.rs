@@ -79,6 +79,8 @@ pub struct ClusterNode {
     pub(crate) probes: crate::liveness::Probes,
     /// Disks the reconciler could not open, and why.
     pub(crate) open_failures: std::sync::Mutex<BTreeMap<u32, String>>,
+    /// Paces the copies a rebalancing makes into this node.
+    pub(crate) pacer: crate::moves::Pacer,
     map_tx: watch::Sender<Arc<ClusterMap>>,
     feed: std::sync::OnceLock<MapFeed>,
     clock: Arc<dyn Clock>,
@@ -109,6 +111,7 @@ impl ClusterNode {
             liveness: std::sync::Mutex::new(strata_cluster::Liveness::new(config.down_after.as_millis() as u64)),
             probes: Default::default(),
             open_failures: Default::default(),
+            pacer: Default::default(),
             map_tx,
             feed: std::sync::OnceLock::new(),
             clock,

@@ -408,9 +408,9 @@ async fn apply_chunk(
             j += 1;
         }
         let keys: Vec<Key> = fetch[i..j].iter().map(|(k, _)| k.clone()).collect();
-        // A replica a rebalancing fills copies at the plan's pace.
+        // The replicas a rebalancing fills here copy at the plan's pace, together.
         if let Some(rate) = node.move_throttle(partition) {
-            tokio::time::sleep(Duration::from_secs_f64(size as f64 / rate as f64)).await;
+            node.pacer.wait(size, rate).await;
         }
         let got = node.rpc().fetch(addr, partition, &keys).await.map_err(|e| e.to_string())?;
         let mut pending = Vec::new();
