@@ -20,6 +20,7 @@ pub mod kv;
 pub mod liveness;
 pub mod map;
 pub mod meta;
+mod moves;
 
 pub use codec::{CodecError, decode_map, encode_map};
 pub use kv::{KvReplication, KvSection, KvStoreSpec};

@@ -118,7 +118,7 @@ pub struct Scrubber {
     /// Totals for metrics.
     pub totals: ScrubTotals,
     running: AtomicBool,
-    wake: tokio::sync::Notify,
+    wake: Arc<tokio::sync::Notify>,
     requested_deep: AtomicBool,
     requested: AtomicBool,
 }
@@ -133,7 +133,7 @@ impl Scrubber {
             status: Mutex::new(ScrubStatus::default()),
             totals: ScrubTotals::default(),
             running: AtomicBool::new(false),
-            wake: tokio::sync::Notify::new(),
+            wake: Arc::default(),
             requested_deep: AtomicBool::new(false),
             requested: AtomicBool::new(false),
         })
@@ -159,33 +159,20 @@ impl Scrubber {
     pub fn start(self: &Arc<Self>, workers: &Workers, config: ScrubConfig) {
         let me = self.clone();
         let mut scheduled = 0u64;
-        workers.spawn("scrub", self.next_wake(config.interval), move || {
+        workers.spawn("scrub", Next::requested_or(&self.wake, config.interval), move || {
             let deep = if me.requested.swap(false, Ordering::SeqCst) {
                 me.requested_deep.load(Ordering::SeqCst)
             } else {
                 scheduled += 1;
                 config.deep_every > 0 && scheduled.is_multiple_of(config.deep_every)
             };
-            let next = me.next_wake(config.interval);
+            let next = Next::requested_or(&me.wake, config.interval);
             let me = me.clone();
             async move {
                 me.pass(deep, config.rate_bytes_per_sec).await;
                 Ok(next)
             }
         });
-    }
-
-    /// A request, or `interval` after the wait starts.
-    fn next_wake(self: &Arc<Self>, interval: Option<Duration>) -> Next {
-        let me = self.clone();
-        Next::until(async move {
-            match interval {
-                Some(every) => {
-                    let _ = tokio::time::timeout(every, me.wake.notified()).await;
-                }
-                None => me.wake.notified().await,
-            }
-        })
     }
 
     fn update(&self, f: impl FnOnce(&mut ScrubStatus)) {

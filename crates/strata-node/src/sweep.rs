@@ -131,7 +131,7 @@ pub struct Sweeper {
     /// Totals for metrics.
     pub totals: SweepTotals,
     running: AtomicBool,
-    wake: tokio::sync::Notify,
+    wake: Arc<tokio::sync::Notify>,
     requested: AtomicBool,
     /// On a cluster node: scheduled passes run only while it leads the
     /// metadata group, so one node sweeps at a time.
@@ -158,7 +158,7 @@ impl Sweeper {
             status: Mutex::new(status),
             totals: SweepTotals::default(),
             running: AtomicBool::new(false),
-            wake: tokio::sync::Notify::new(),
+            wake: Arc::default(),
             requested: AtomicBool::new(false),
             cluster,
             broken: AtomicBool::new(false),
@@ -191,9 +191,9 @@ impl Sweeper {
     /// the metadata group) and on request, as the worker `sweep`.
     pub fn start(self: &Arc<Self>, workers: &Workers, config: SweepConfig) {
         let me = self.clone();
-        workers.spawn("sweep", self.next_wake(config.interval), move || {
+        workers.spawn("sweep", Next::requested_or(&self.wake, config.interval), move || {
             let requested = me.requested.swap(false, Ordering::SeqCst);
-            let next = me.next_wake(config.interval);
+            let next = Next::requested_or(&me.wake, config.interval);
             let me = me.clone();
             async move {
                 if requested || me.leads() {
@@ -202,19 +202,6 @@ impl Sweeper {
                 Ok(next)
             }
         });
-    }
-
-    /// A request, or `interval` after the wait starts.
-    fn next_wake(self: &Arc<Self>, interval: Option<Duration>) -> Next {
-        let me = self.clone();
-        Next::until(async move {
-            match interval {
-                Some(every) => {
-                    let _ = tokio::time::timeout(every, me.wake.notified()).await;
-                }
-                None => me.wake.notified().await,
-            }
-        })
     }
 
     /// Whether this node sweeps on schedule: a single node always, a

@@ -37,6 +37,20 @@ impl Next {
         }))
     }
 
+    /// When `wake` is notified (a request), or `interval` after the wait
+    /// starts (never, without one).
+    pub fn requested_or(wake: &Arc<tokio::sync::Notify>, interval: Option<Duration>) -> Self {
+        let wake = wake.clone();
+        Self::until(async move {
+            match interval {
+                Some(every) => {
+                    let _ = tokio::time::timeout(every, wake.notified()).await;
+                }
+                None => wake.notified().await,
+            }
+        })
+    }
+
     /// At the next change `rx` sees after the value it has seen (a clone
     /// of a receiver has seen what the original has); finished when the
     /// sender is gone.

@@ -1,0 +1,280 @@
+//! What changes where replicas live on a running cluster, as pure
+//! functions of the map: a move's checks, where a leaving replica goes,
+//! evacuation (removals, failed disks, down-out), and Ambry's rebalancing
+//! planned and stepped on the live map. The commands that apply them are
+//! in `map.rs`; the node that drives a move is in `strata-node`.
+
+use crate::map::*;
+use std::collections::BTreeSet;
+use strata_placement::ambry::{Disk as PlacementDisk, Layout, Replica as PlacementReplica};
+use strata_types::PartitionId;
+
+impl ClusterMap {
+    pub(crate) fn start_move(&mut self, partition: PartitionId, from: ReplicaLoc, to: ReplicaLoc, now_ms: u64) -> Result<(), MapError> {
+        let bad = |detail: String| MapError::BadMove { partition, detail };
+        let p = self.partitions.get(&partition).ok_or(MapError::NoSuchPartition(partition))?;
+        if p.moving.is_some() {
+            return Err(MapError::AlreadyMoving(partition));
+        }
+        if !p.replicas.contains(&from) {
+            return Err(bad(format!("node {} disk {} holds no replica of it", from.node, from.disk)));
+        }
+        let source = self.nodes.get(&from.node).ok_or(MapError::NoSuchNode(from.node))?;
+        let dest = self.nodes.get(&to.node).ok_or(MapError::NoSuchNode(to.node))?;
+        let disk = dest.disks.get(to.disk as usize).ok_or(MapError::NoSuchDisk { node: to.node, disk: to.disk })?;
+        if p.replicas.iter().any(|r| r.node == to.node) {
+            return Err(bad(format!("node {} already holds a replica of it (replicas go to distinct nodes)", to.node)));
+        }
+        if dest.zone != source.zone {
+            return Err(bad(format!("node {} is in zone {}, the replica's zone is {} (a move stays in its zone)", to.node, dest.zone, source.zone)));
+        }
+        if !dest.takes_replicas() || !disk.state.takes_replicas() {
+            return Err(bad(format!("node {} disk {} is not up (or is being removed)", to.node, to.disk)));
+        }
+        let used = self.allocated().get(&to).copied().unwrap_or(0);
+        if used.saturating_add(p.capacity_bytes) > disk.capacity_bytes {
+            return Err(bad(format!(
+                "node {} disk {} has {} of {} bytes unallocated, the replica needs {}",
+                to.node,
+                to.disk,
+                disk.capacity_bytes.saturating_sub(used),
+                disk.capacity_bytes,
+                p.capacity_bytes
+            )));
+        }
+        let p = self.partitions.get_mut(&partition).ok_or(MapError::NoSuchPartition(partition))?;
+        p.moving = Some(Move { from, to, started_ms: now_ms, phase: MovePhase::Filling });
+        Ok(())
+    }
+
+    /// Whether a replica at `loc` must leave: its node or disk is being
+    /// removed, its disk failed, or its node has been down for
+    /// `down_out_ms` (Ceph's down-out interval) at `now_ms`.
+    pub fn must_leave(&self, loc: ReplicaLoc, now_ms: u64, down_out_ms: u64) -> bool {
+        let Some(n) = self.nodes.get(&loc.node) else { return true };
+        let disk = n.disks.get(loc.disk as usize).map(|d| d.state);
+        n.removing
+            || matches!(disk, None | Some(DiskState::Failed | DiskState::Removing | DiskState::Removed))
+            || matches!(n.state, NodeState::Down { since_ms } if now_ms.saturating_sub(since_ms) >= down_out_ms)
+    }
+
+    /// Where the replica of `partition` at `from` can go: a disk of its
+    /// zone that takes replicas, with room, on a node holding no copy of
+    /// the partition; a rack the partition does not use yet first, then
+    /// the disk with the most unallocated room (Ambry's greedy choice).
+    pub fn move_target(&self, partition: PartitionId, from: ReplicaLoc) -> Option<ReplicaLoc> {
+        let p = self.partitions.get(&partition)?;
+        let zone = &self.nodes.get(&from.node)?.zone;
+        let holders = self.holders(partition);
+        let racks: BTreeSet<&str> = holders.iter().filter(|r| **r != from).filter_map(|r| self.nodes.get(&r.node)).map(|n| n.rack.as_str()).collect();
+        let allocated = self.allocated();
+        let mut best: Option<(bool, u64, ReplicaLoc)> = None;
+        for n in self.nodes.values().filter(|n| &n.zone == zone && n.takes_replicas() && !holders.iter().any(|r| r.node == n.id)) {
+            for (i, d) in n.disks.iter().enumerate() {
+                let loc = ReplicaLoc { node: n.id, disk: i as u32 };
+                let used = allocated.get(&loc).copied().unwrap_or(0);
+                if !d.state.takes_replicas() || used.saturating_add(p.capacity_bytes) > d.capacity_bytes {
+                    continue;
+                }
+                let key = (!racks.contains(n.rack.as_str()), d.capacity_bytes - used, loc);
+                if best.is_none_or(|b| (key.0, key.1) > (b.0, b.1)) {
+                    best = Some(key);
+                }
+            }
+        }
+        best.map(|b| b.2)
+    }
+
+    /// Refuses a removal (already marked in `self`) if a replica at `locs`
+    /// would have nowhere to go, naming the partition.
+    pub(crate) fn check_evacuable(&self, locs: &[ReplicaLoc], what: &str) -> Result<(), MapError> {
+        let mut trial = self.clone();
+        for p in self.partitions.values() {
+            for r in p.replicas.iter().filter(|r| locs.contains(r)) {
+                let Some(to) = trial.move_target(p.id, *r) else {
+                    return Err(MapError::CannotRemove {
+                        what: what.to_string(),
+                        detail: format!(
+                            "partition {}'s replica on node {} disk {} has nowhere to go in its zone (a node without a copy, with room)",
+                            p.id, r.node, r.disk
+                        ),
+                    });
+                };
+                // Book the room, as the moves will.
+                if let Some(tp) = trial.partitions.get_mut(&p.id) {
+                    tp.replicas.push(to);
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// The next steps of evacuation (removals, failed disks, nodes down
+    /// past `down_out_ms`), for the metadata leader to propose: a move for
+    /// each partition with a replica that must leave and no move under way
+    /// (at most `max_moves` under way in all), and the removal of nodes and
+    /// disks that hold nothing any more.
+    pub fn evacuation(&self, now_ms: u64, down_out_ms: u64, max_moves: usize) -> Vec<Command> {
+        let mut out = Vec::new();
+        let mut under_way = self.partitions.values().filter(|p| p.moving.is_some()).count();
+        // Each move chosen is booked in a trial map before the next is
+        // chosen, so a batch spreads its writes over the zone's disks
+        // instead of piling them on the one with the most room.
+        let mut trial = self.clone();
+        for p in self.partitions.values().filter(|p| p.moving.is_none()) {
+            if under_way >= max_moves {
+                break;
+            }
+            let Some(from) = p.replicas.iter().copied().find(|r| self.must_leave(*r, now_ms, down_out_ms)) else { continue };
+            // A partition none of whose replicas serves has nothing to copy from.
+            if !p.replicas.iter().any(|r| *r != from && self.serves(*r)) {
+                continue;
+            }
+            if let Some(to) = trial.move_target(p.id, from) {
+                let cmd = Command::StartMove { partition: p.id, from, to, now_ms };
+                trial.apply(&cmd);
+                out.push(cmd);
+                under_way += 1;
+            }
+        }
+        for n in self.nodes.values() {
+            let holds = |loc: &dyn Fn(&ReplicaLoc) -> bool| self.partitions.keys().any(|p| self.holders(*p).iter().any(loc));
+            if n.removing && !holds(&|r| r.node == n.id) {
+                out.push(Command::DropNode { node: n.id });
+                continue;
+            }
+            for (i, d) in n.disks.iter().enumerate() {
+                let loc = ReplicaLoc { node: n.id, disk: i as u32 };
+                if d.state == DiskState::Removing && !holds(&|r| *r == loc) {
+                    out.push(Command::DropDisk { node: n.id, disk: i as u32 });
+                }
+            }
+        }
+        out
+    }
+
+    /// Why the cluster is not settled enough to rebalance: a node down or
+    /// being removed, a disk not up, a move under way.
+    pub fn unsettled(&self) -> Result<(), String> {
+        for n in self.nodes.values() {
+            if !n.state.is_up() {
+                return Err(format!("node {} is down (wait for it, or remove it, first)", n.id));
+            }
+            if n.removing {
+                return Err(format!("node {} is being removed", n.id));
+            }
+            if let Some((i, d)) = n.disks.iter().enumerate().find(|(_, d)| !matches!(d.state, DiskState::Up | DiskState::Removed)) {
+                return Err(format!("node {} disk {i} is {:?}", n.id, d.state));
+            }
+        }
+        if let Some(p) = self.partitions.values().find(|p| p.moving.is_some()) {
+            return Err(format!("partition {} is moving a replica", p.id));
+        }
+        Ok(())
+    }
+
+    /// Ambry's rebalancing (Algorithm 1, `strata_placement::ambry`, the
+    /// code the simulator runs) planned on this map, zone by zone (racks
+    /// standing in for the library's zones, as for placement), over the
+    /// disks that take replicas.
+    pub fn rebalance_plan(&self, seed: u64) -> Result<Vec<PlannedMove>, MapError> {
+        if self.rebalance.is_some() {
+            return Err(MapError::CannotRebalance("a rebalancing is under way (strata cluster rebalance --cancel ends it)".into()));
+        }
+        self.unsettled().map_err(MapError::CannotRebalance)?;
+        let mut plan = Vec::new();
+        for zone in self.zones() {
+            let racks: Vec<&str> = self.nodes.values().filter(|n| n.zone == zone).map(|n| n.rack.as_str()).collect::<BTreeSet<_>>().into_iter().collect();
+            let mut disks = Vec::new();
+            let mut where_: Vec<ReplicaLoc> = Vec::new();
+            for n in self.nodes.values().filter(|n| n.zone == zone && n.takes_replicas()) {
+                let rack = racks.iter().position(|r| *r == n.rack).unwrap_or(0);
+                for (i, d) in n.disks.iter().enumerate().filter(|(_, d)| d.state.takes_replicas()) {
+                    disks.push(PlacementDisk { node: n.id as usize, zone: rack, capacity: d.capacity_bytes });
+                    where_.push(ReplicaLoc { node: n.id, disk: i as u32 });
+                }
+            }
+            let mut replicas = vec![Vec::new(); disks.len()];
+            for p in self.partitions.values() {
+                for r in &p.replicas {
+                    if let Some(d) = where_.iter().position(|w| w == r) {
+                        let read_write = p.state == PartitionState::ReadWrite;
+                        replicas[d].push(PlacementReplica { partition: p.id as usize, read_write, used: p.capacity_bytes, allocated: p.capacity_bytes });
+                    }
+                }
+            }
+            let mut layout = Layout { disks, replicas };
+            for m in layout.rebalance(seed, strata_placement::ambry::Phase1Rule::WholePartitions) {
+                plan.push(PlannedMove { partition: m.partition as PartitionId, from: where_[m.from], to: where_[m.to], bytes: m.bytes });
+            }
+        }
+        Ok(plan)
+    }
+
+    /// Where a planned move stands.
+    pub fn plan_state(&self, m: &PlannedMove) -> PlanState {
+        let Some(p) = self.partitions.get(&m.partition) else { return PlanState::Stale };
+        if let Some(mv) = p.moving {
+            return if mv.from == m.from && mv.to == m.to { PlanState::UnderWay } else { PlanState::Stale };
+        }
+        match (p.replicas.contains(&m.from), p.replicas.contains(&m.to)) {
+            (false, true) => PlanState::Done,
+            (true, false) => PlanState::Pending,
+            _ => PlanState::Stale,
+        }
+    }
+
+    /// The next steps of the rebalancing under way, for the leader: start
+    /// pending moves (in plan order) while fewer than its `max_moves` are
+    /// under way, skipping one that can no longer be made; end it once no
+    /// move is pending or under way.
+    pub fn rebalance_steps(&self, now_ms: u64) -> Vec<Command> {
+        let Some(plan) = &self.rebalance else { return Vec::new() };
+        let states: Vec<PlanState> = plan.moves.iter().map(|m| self.plan_state(m)).collect();
+        if states.iter().all(|s| matches!(s, PlanState::Done | PlanState::Stale)) {
+            return vec![Command::EndRebalance];
+        }
+        let mut under_way = self.partitions.values().filter(|p| p.moving.is_some()).count();
+        let mut trial = self.clone();
+        let mut out = Vec::new();
+        for (m, st) in plan.moves.iter().zip(&states) {
+            if under_way >= plan.max_moves as usize {
+                break;
+            }
+            if *st != PlanState::Pending {
+                continue;
+            }
+            let cmd = Command::StartMove { partition: m.partition, from: m.from, to: m.to, now_ms };
+            if let Outcome::Applied { .. } = trial.apply(&cmd) {
+                out.push(cmd);
+                under_way += 1;
+            }
+        }
+        out
+    }
+
+    /// How evenly the disks that take replicas are allocated.
+    pub fn spread(&self) -> Spread {
+        let allocated = self.allocated();
+        let fractions: Vec<f64> = self
+            .nodes
+            .values()
+            .filter(|n| n.takes_replicas())
+            .flat_map(|n| n.disks.iter().enumerate().filter(|(_, d)| d.state.takes_replicas()).map(move |(i, d)| (n.id, i as u32, d.capacity_bytes)))
+            .map(|(node, disk, cap)| allocated.get(&ReplicaLoc { node, disk }).copied().unwrap_or(0) as f64 / cap.max(1) as f64)
+            .collect();
+        let n = fractions.len();
+        if n == 0 {
+            return Spread { disks: 0, min: 0.0, max: 0.0, mean: 0.0, stddev: 0.0 };
+        }
+        let mean = fractions.iter().sum::<f64>() / n as f64;
+        let var = fractions.iter().map(|f| (f - mean).powi(2)).sum::<f64>() / n as f64;
+        Spread {
+            disks: n,
+            min: fractions.iter().copied().fold(f64::INFINITY, f64::min),
+            max: fractions.iter().copied().fold(0.0, f64::max),
+            mean,
+            stddev: var.sqrt(),
+        }
+    }
+}
