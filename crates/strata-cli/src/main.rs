@@ -99,6 +99,16 @@ enum Cmd {
 
 fn main() -> std::process::ExitCode {
     let cli = Cli::parse();
+    if !matches!(cli.cmd, Cmd::Server(_)) {
+        // A command whose output is piped into `head` ends quietly when the
+        // pipe closes, as Unix tools do, instead of panicking in println!.
+        // Sockets are unaffected (Rust sends with MSG_NOSIGNAL); the server
+        // keeps Rust's default of ignoring SIGPIPE.
+        // SAFETY: called before any thread starts; SIG_DFL is a valid handler.
+        unsafe {
+            libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+        }
+    }
     let filter = tracing_subscriber::EnvFilter::try_from_env("STRATA_LOG").unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
     tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).init();
     let rt = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
