@@ -3,7 +3,9 @@
 //! the evacuation's moves), at several cluster sizes, against the disk's
 //! fsync'd write bandwidth measured in the same run; and how evenly the
 //! disks are allocated before and after `cluster rebalance` on a cluster
-//! grown from 3 to 6 nodes.
+//! grown from 3 to 6 nodes; and, on a cluster grown from 5 to 8 nodes and
+//! not rebalanced, how a dead node's copies spread under Kinesis's
+//! recovery rule beside Ambry's greedy choice, in the same run.
 
 use crate::bench::{MB, disk_write_limit};
 use crate::bench_cluster::{Nodes, command};
@@ -55,6 +57,23 @@ struct Rebalanced {
     after: strata_cluster::Spread,
     replicas_per_disk_before: (usize, usize),
     replicas_per_disk_after: (usize, usize),
+}
+
+#[derive(serde::Serialize)]
+struct Placed {
+    rule: &'static str,
+    bytes: u64,
+    seconds: f64,
+    mbps: f64,
+    /// Nodes that received a copy.
+    written: usize,
+    /// The most copies one node received.
+    most_copies: usize,
+    /// Kinesis's degree of recovery parallelism π = Σ b / max b, b a
+    /// node's copies received plus read from it (a copy read from several
+    /// sources shared among them), as `strata sim kinesis-recovery`.
+    parallelism: f64,
+    after: strata_cluster::Spread,
 }
 
 /// The flags every node runs with here: fast detection, quick down-out.
@@ -236,6 +255,86 @@ async fn rebalance(a: &BenchRecoveryArgs) -> Result<Rebalanced> {
     })
 }
 
+/// Five nodes hold the data (two copies); three empty ones join and the
+/// cluster is not rebalanced; node 5 dies. Where its copies go, and how
+/// long they take, under the leader's `--recovery-placement rule`.
+async fn grown_recovery(a: &BenchRecoveryArgs, rule: &'static str) -> Result<Placed> {
+    let max_moves = a.max_moves.to_string();
+    let extra: Vec<&str> = FAST.iter().copied().chain(["--max-moves", &max_moves, "--recovery-placement", rule]).collect();
+    let mut nodes = Nodes::start_partial(&a.data_dir, 8, 5, 6, 2, &extra).await?;
+    fill(&nodes, 5, a.per_node * 5).await?;
+    drained(&nodes, 5).await?;
+    let c0 = nodes.client(0);
+    for i in 6..=8u64 {
+        command(&c0, json!({ "AddNode": { "id": i, "addr": nodes.addr_of(i as usize - 1), "zone": "z1", "rack": format!("r{i}") } })).await?;
+        command(&c0, json!({ "AddDisk": { "node": i, "path": "d0", "capacity_bytes": 1u64 << 40 } })).await?;
+    }
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let before = loop {
+        let map = map_of(&nodes, 0).await?;
+        if map.unsettled().is_ok() && map.spread().disks == 8 {
+            break map;
+        }
+        if Instant::now() > deadline {
+            bail!("the grown cluster never settled");
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    let victim = 5u64;
+    let bytes: u64 = nodes
+        .client(4)
+        .json(http::Method::GET, "/admin/partitions")
+        .await?
+        .as_array()
+        .map(|a| a.iter().filter_map(|p| p["used_bytes"].as_u64()).sum())
+        .unwrap_or(0);
+    nodes.kill(4);
+    let mut first_move = None;
+    let deadline = Instant::now() + Duration::from_secs(600);
+    let after = loop {
+        let map = map_of(&nodes, 0).await?;
+        if map.partitions.values().any(|p| p.moving.is_some()) {
+            first_move.get_or_insert_with(Instant::now);
+        }
+        if first_move.is_some() && map.partitions.values().all(|p| p.moving.is_none() && p.replicas.iter().all(|r| r.node != victim)) {
+            break map;
+        }
+        if Instant::now() > deadline {
+            bail!("node {victim}'s replicas were not re-created within 600 s");
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    let seconds = first_move.map_or(0.0, |t| t.elapsed().as_secs_f64()).max(1e-3);
+    // Each copy re-created: where it went, and the copy it was read from.
+    let mut copies: std::collections::BTreeMap<u64, usize> = std::collections::BTreeMap::new();
+    let mut work: std::collections::BTreeMap<u64, f64> = std::collections::BTreeMap::new();
+    for (id, p) in &before.partitions {
+        if !p.replicas.iter().any(|r| r.node == victim) {
+            continue;
+        }
+        let now = after.partitions.get(id).map(|q| q.replicas.clone()).unwrap_or_default();
+        let sources: Vec<_> = p.replicas.iter().filter(|r| r.node != victim).collect();
+        for to in now.iter().filter(|r| !p.replicas.contains(r)) {
+            *copies.entry(to.node).or_default() += 1;
+            *work.entry(to.node).or_default() += 1.0;
+            for from in &sources {
+                *work.entry(from.node).or_default() += 1.0 / sources.len() as f64;
+            }
+        }
+    }
+    let mbps = bytes as f64 / MB / seconds;
+    Ok(Placed {
+        rule,
+        bytes,
+        seconds,
+        mbps,
+        written: copies.len(),
+        most_copies: copies.values().copied().max().unwrap_or(0),
+        parallelism: work.values().sum::<f64>() / work.values().copied().fold(f64::MIN_POSITIVE, f64::max),
+        after: after.spread(),
+    })
+}
+
 pub async fn run(a: BenchRecoveryArgs) -> Result<()> {
     std::fs::create_dir_all(&a.data_dir).with_context(|| format!("creating {}", a.data_dir.display()))?;
     let disk_write_mbps = disk_write_limit(&a.data_dir, 2.0, 1)?;
@@ -248,9 +347,10 @@ pub async fn run(a: BenchRecoveryArgs) -> Result<()> {
         rows.push(recovery(&a, n, disk_write_mbps).await?);
     }
     let rebalanced = rebalance(&a).await?;
+    let placed = vec![grown_recovery(&a, "most-room").await?, grown_recovery(&a, "kinesis").await?];
     let _ = std::fs::remove_dir_all(&a.data_dir);
     if a.json {
-        println!("{}", json!({ "disk_write_mbps": disk_write_mbps, "recovery": rows, "rebalance": rebalanced }));
+        println!("{}", json!({ "disk_write_mbps": disk_write_mbps, "recovery": rows, "rebalance": rebalanced, "recovery_placement": placed }));
         return Ok(());
     }
     println!("limit measured in this run: disk fsync'd write {disk_write_mbps:.0} MB/s (one stream); every node process on this one machine and disk");
@@ -278,6 +378,27 @@ pub async fn run(a: BenchRecoveryArgs) -> Result<()> {
     println!("|---|---|---|---|---|");
     for (what, s, (lo, hi)) in [("before", &r.before, r.replicas_per_disk_before), ("after", &r.after, r.replicas_per_disk_after)] {
         println!("| {what} | {} | {:.2}%..{:.2}% | {:.3} points | {lo}..{hi} |", s.disks, s.min * 100.0, s.max * 100.0, s.stddev * 100.0);
+    }
+    println!();
+    println!("recovery placement on a cluster grown from 5 to 8 nodes, not rebalanced, whose node 5 dies (2 copies; the leader's --recovery-placement):");
+    println!(
+        "| rule | data on the dead node | re-replicated in s | MB/s | x disk write | nodes written to | most copies to one node | parallelism (sum/max of copies read + written per node) | allocated min..max after |"
+    );
+    println!("|---|---|---|---|---|---|---|---|---|");
+    for p in &placed {
+        println!(
+            "| {} | {} | {:.2} | {:.1} | {:.2} | {} | {} | {:.2} | {:.2}%..{:.2}% |",
+            p.rule,
+            format_size(p.bytes),
+            p.seconds,
+            p.mbps,
+            p.mbps / disk_write_mbps,
+            p.written,
+            p.most_copies,
+            p.parallelism,
+            p.after.min * 100.0,
+            p.after.max * 100.0
+        );
     }
     Ok(())
 }

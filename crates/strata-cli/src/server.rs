@@ -128,6 +128,13 @@ pub struct ServerArgs {
     /// the leader evacuates removed, failed or long-down nodes and disks.
     #[arg(long, default_value_t = 4)]
     pub max_moves: usize,
+    /// Cluster mode: where the leader re-creates a replica that must leave
+    /// a node or disk: `kinesis` (Kinesis's recovery rule: the partition's
+    /// hash location, one per rack, with the least recovery work under
+    /// way, so many disks share the copying) or `most-room` (Ambry's
+    /// greedy: the disk with the most unallocated room).
+    #[arg(long, default_value = "kinesis")]
+    pub recovery_placement: strata_cluster::RecoveryPlacement,
     /// Idle period of intra-zone replication, ms.
     #[arg(long, default_value_t = 100)]
     pub intra_replication_ms: u64,
@@ -236,6 +243,7 @@ impl ServerArgs {
             down_after_ms: 6000,
             down_out_ms: 600_000,
             max_moves: 4,
+            recovery_placement: strata_cluster::RecoveryPlacement::default(),
             intra_replication_ms: 100,
             inter_replication_ms: 500,
             s3_listen: Some("off".into()),
@@ -421,6 +429,7 @@ async fn run_cluster(args: ServerArgs, node_id: u64) -> Result<()> {
         down_after: Duration::from_millis(args.down_after_ms.max(args.heartbeat_ms.saturating_mul(2)).max(100)),
         down_out: Duration::from_millis(args.down_out_ms.max(args.down_after_ms)),
         max_moves: args.max_moves.max(1),
+        recovery_placement: args.recovery_placement,
     };
     let workers = strata_node::Workers::new();
     let node = strata_node::ClusterNode::start(config, clock.clone(), workers.clone()).await?;

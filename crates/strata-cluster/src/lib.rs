@@ -29,3 +29,4 @@ pub use map::{
     ClusterMap, Command, Disk, DiskState, MapError, Move, MovePhase, Node, NodeId, NodeState, Outcome, Partition, PartitionState, PlanState, PlannedMove,
     Rebalance, ReplicaLoc, Spread,
 };
+pub use moves::RecoveryPlacement;

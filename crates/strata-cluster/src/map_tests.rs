@@ -2,6 +2,7 @@
 //! rebalancing, each refused cleanly when it cannot be done.
 
 use super::*;
+use crate::RecoveryPlacement;
 
 fn cluster(zones: usize, nodes_per_zone: usize, racks_per_zone: usize) -> ClusterMap {
     let mut m = ClusterMap::default();
@@ -160,8 +161,12 @@ fn bad_moves_are_refused_and_change_nothing() {
 /// Runs evacuation as the leader would, with every move finishing at
 /// once, until it has nothing left to do.
 fn evacuate(m: &mut ClusterMap, now_ms: u64, down_out_ms: u64) {
+    evacuate_by(m, now_ms, down_out_ms, 2, RecoveryPlacement::default());
+}
+
+fn evacuate_by(m: &mut ClusterMap, now_ms: u64, down_out_ms: u64, max_moves: usize, rule: RecoveryPlacement) {
     for _ in 0..100 {
-        let cmds = m.evacuation(now_ms, down_out_ms, 2);
+        let cmds = m.evacuation(now_ms, down_out_ms, max_moves, rule);
         let moving: Vec<(PartitionId, ReplicaLoc)> = m.partitions.values().filter_map(|p| p.moving.map(|mv| (p.id, mv.to))).collect();
         if cmds.is_empty() && moving.is_empty() {
             return;
@@ -222,7 +227,7 @@ fn failed_disks_and_nodes_down_past_the_down_out_time_are_re_replicated() {
     m.apply(&Command::AddPartitions { count: 6, replicas_per_zone: 3, capacity_bytes: 1 << 30 });
     m.apply(&Command::SetNodeState { node: 2, state: NodeState::Down { since_ms: 1_000 } });
     // Not yet out: nothing moves.
-    assert!(m.evacuation(5_000, 10_000, 8).is_empty());
+    assert!(m.evacuation(5_000, 10_000, 8, RecoveryPlacement::default()).is_empty());
     // Out: every replica on node 2 goes elsewhere, from the survivors.
     evacuate(&mut m, 11_000, 10_000);
     assert!(m.partitions.values().all(|p| p.replicas.len() == 3 && p.replicas.iter().all(|r| r.node != 2)));
@@ -235,17 +240,109 @@ fn failed_disks_and_nodes_down_past_the_down_out_time_are_re_replicated() {
     let mut m = cluster(1, 5, 5);
     m.apply(&Command::AddPartitions { count: 6, replicas_per_zone: 3, capacity_bytes: 1 << 30 });
     m.apply(&Command::SetDiskState { node: 1, disk: 0, state: DiskState::Failed });
-    let starts = m.evacuation(0, u64::MAX, 2).iter().filter(|c| matches!(c, Command::StartMove { .. })).count();
+    let starts = m.evacuation(0, u64::MAX, 2, RecoveryPlacement::default()).iter().filter(|c| matches!(c, Command::StartMove { .. })).count();
     assert!(starts <= 2, "{starts}");
     // A batch spreads over the zone: no disk takes two of it while
     // another free one takes none.
     let mut m = cluster(1, 9, 9);
     m.apply(&Command::AddPartitions { count: 9, replicas_per_zone: 3, capacity_bytes: 1 << 30 });
     m.apply(&Command::SetDiskState { node: 1, disk: 0, state: DiskState::Failed });
-    let targets: Vec<NodeId> =
-        m.evacuation(0, u64::MAX, 16).iter().filter_map(|c| if let Command::StartMove { to, .. } = c { Some(to.node) } else { None }).collect();
+    let targets: Vec<NodeId> = m
+        .evacuation(0, u64::MAX, 16, RecoveryPlacement::default())
+        .iter()
+        .filter_map(|c| if let Command::StartMove { to, .. } = c { Some(to.node) } else { None })
+        .collect();
     let distinct: BTreeSet<NodeId> = targets.iter().copied().collect();
     assert!(targets.len() >= 2 && distinct.len() * 2 >= targets.len(), "{targets:?}");
+}
+
+/// A cluster grown from five nodes to eight, not yet rebalanced, whose
+/// node 5 fails: twelve replicas to re-create.
+fn grown_then_failed() -> ClusterMap {
+    let mut m = cluster(1, 5, 5);
+    m.apply(&Command::AddPartitions { count: 30, replicas_per_zone: 2, capacity_bytes: 1 << 30 });
+    for id in 6..=8u64 {
+        m.apply(&Command::AddNode { id, addr: format!("127.0.0.{id}:7000"), zone: "z0".into(), rack: format!("n{id}") });
+        m.apply(&Command::AddDisk { node: id, path: "d0".into(), capacity_bytes: 1 << 40 });
+    }
+    m.apply(&Command::SetDiskState { node: 5, disk: 0, state: DiskState::Failed });
+    m
+}
+
+/// Copies each node receives from one batch of evacuation.
+fn targets(m: &ClusterMap, rule: RecoveryPlacement) -> BTreeMap<NodeId, usize> {
+    let mut out = BTreeMap::new();
+    for c in m.evacuation(0, u64::MAX, 64, rule) {
+        if let Command::StartMove { to, .. } = c {
+            *out.entry(to.node).or_default() += 1;
+        }
+    }
+    out
+}
+
+#[test]
+fn kinesis_spreads_recovery_where_most_room_piles_it_on_the_emptiest_disks() {
+    let m = grown_then_failed();
+    let most_room = targets(&m, RecoveryPlacement::MostRoom);
+    let kinesis = targets(&m, RecoveryPlacement::Kinesis);
+    assert_eq!(most_room.values().sum::<usize>(), 12);
+    assert_eq!(kinesis.values().sum::<usize>(), 12);
+    // Ambry's greedy sends every copy to the three empty nodes.
+    assert_eq!(most_room.keys().copied().collect::<Vec<_>>(), vec![6, 7, 8], "{most_room:?}");
+    // Kinesis's LR shares the copying among more of the survivors (the
+    // busiest sources, nodes 1 and 4 here, get no copies).
+    assert!(kinesis.len() >= 5 && kinesis.values().all(|&c| c <= 3), "{kinesis:?}");
+    assert!(!kinesis.contains_key(&5));
+    // Counting the reads from the surviving copies too, no node works
+    // more under Kinesis than under the greedy choice.
+    let work = |rule| {
+        let mut work: BTreeMap<NodeId, usize> = BTreeMap::new();
+        for c in m.evacuation(0, u64::MAX, 64, rule) {
+            if let Command::StartMove { partition, from, to, .. } = c {
+                *work.entry(to.node).or_default() += 1;
+                for r in m.partitions[&partition].replicas.iter().filter(|r| **r != from) {
+                    *work.entry(r.node).or_default() += 1;
+                }
+            }
+        }
+        work.into_values().max().unwrap_or(0)
+    };
+    assert!(work(RecoveryPlacement::Kinesis) <= work(RecoveryPlacement::MostRoom));
+    // Both end with every partition at two copies on distinct nodes,
+    // none on the failed disk.
+    for rule in [RecoveryPlacement::Kinesis, RecoveryPlacement::MostRoom] {
+        let mut m = grown_then_failed();
+        evacuate_by(&mut m, 0, u64::MAX, 4, rule);
+        for p in m.partitions.values() {
+            let nodes: BTreeSet<NodeId> = p.replicas.iter().map(|r| r.node).collect();
+            assert_eq!(nodes.len(), 2, "{rule:?} {p:?}");
+            assert!(!nodes.contains(&5), "{rule:?} {p:?}");
+        }
+    }
+}
+
+#[test]
+fn kinesis_recovery_keeps_racks_apart_and_falls_back_when_its_locations_are_full() {
+    // Two racks of three nodes: a copy re-created for a partition on rack
+    // r0 and r1 stays off the surviving copy's rack when it can.
+    let mut m = cluster(1, 6, 2);
+    m.apply(&Command::AddPartitions { count: 6, replicas_per_zone: 2, capacity_bytes: 1 << 30 });
+    m.apply(&Command::SetDiskState { node: 1, disk: 0, state: DiskState::Failed });
+    for c in m.evacuation(0, u64::MAX, 64, RecoveryPlacement::Kinesis) {
+        let Command::StartMove { partition, from, to, .. } = c else { continue };
+        let other = m.partitions[&partition].replicas.iter().find(|r| **r != from).map(|r| m.nodes[&r.node].rack.clone());
+        assert_ne!(Some(m.nodes[&to.node].rack.clone()), other, "partition {partition} went to its other copy's rack");
+    }
+    // A hash location without room is passed over; if none has room, the
+    // greedy choice still finds the disk that has.
+    let mut m = cluster(1, 3, 3);
+    m.apply(&Command::AddPartitions { count: 3, replicas_per_zone: 2, capacity_bytes: 1 << 39 });
+    m.apply(&Command::AddNode { id: 9, addr: "127.0.0.9:7000".into(), zone: "z0".into(), rack: "r9".into() });
+    m.apply(&Command::AddDisk { node: 9, path: "d0".into(), capacity_bytes: 1 << 41 });
+    m.apply(&Command::SetDiskState { node: 1, disk: 0, state: DiskState::Failed });
+    let p = *m.partitions.values().find(|p| p.replicas.iter().any(|r| r.node == 1)).map(|p| &p.id).unwrap();
+    let from = ReplicaLoc { node: 1, disk: 0 };
+    assert_eq!(m.recovery_target(RecoveryPlacement::Kinesis, p, from).map(|t| t.node), Some(9));
 }
 
 #[test]

@@ -5,9 +5,79 @@
 //! in `map.rs`; the node that drives a move is in `strata-node`.
 
 use crate::map::*;
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use strata_placement::ambry::{Disk as PlacementDisk, Layout, Replica as PlacementReplica};
+use strata_placement::kinesis::{Kinesis, RecoveryRule, ServerState};
 use strata_types::PartitionId;
+
+/// Where evacuation (re-replication after a failure, removals) re-creates
+/// a replica that must leave. A node setting (`strata server
+/// --recovery-placement`), read by the metadata leader.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum RecoveryPlacement {
+    /// Kinesis's recovery rule LR (§3.4, §6.2.4), the placement library's
+    /// `Kinesis::recover`: the zone's racks are the segments, the disks
+    /// their servers, the partition id the key; of the partition's unused
+    /// hash locations that can take it, the one with the least recovery
+    /// work under way (replicas filling on it, or being read from it), then
+    /// the least allocated. A dead disk's replicas are re-created on many
+    /// disks at once, not piled on the emptiest ones. Falls back to `MostRoom` where no hash
+    /// location on a rack the partition does not use can take the replica.
+    #[default]
+    Kinesis,
+    /// Ambry's greedy choice ([`ClusterMap::move_target`]): the disk with
+    /// the most unallocated room, which restores storage balance but sends
+    /// every copy to the emptiest disks.
+    MostRoom,
+}
+
+impl std::str::FromStr for RecoveryPlacement {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "kinesis" => Ok(Self::Kinesis),
+            "most-room" => Ok(Self::MostRoom),
+            _ => Err(format!("unknown recovery placement {s:?} (kinesis or most-room)")),
+        }
+    }
+}
+
+/// The map's disks of one zone as Kinesis's servers.
+struct ZoneDisks<'a> {
+    map: &'a ClusterMap,
+    disks: Vec<ReplicaLoc>,
+    allocated: BTreeMap<ReplicaLoc, u64>,
+    /// Bytes the replica needs.
+    need: u64,
+    /// Disks that are no candidates: on nodes holding a copy (one copy per
+    /// node) or on racks the partition uses. Kinesis reads them as the
+    /// surviving replicas, so they count as alive.
+    taken: BTreeSet<usize>,
+}
+
+impl ServerState for ZoneDisks<'_> {
+    fn used(&self, s: usize) -> u64 {
+        self.allocated.get(&self.disks[s]).copied().unwrap_or(0)
+    }
+    fn capacity(&self, s: usize) -> u64 {
+        let loc = self.disks[s];
+        self.map.nodes.get(&loc.node).and_then(|n| n.disks.get(loc.disk as usize)).map_or(0, |d| d.capacity_bytes)
+    }
+    fn queue(&self, _: usize) -> u64 {
+        0
+    }
+    /// A disk that cannot take the replica: not up, on a node that takes
+    /// none, or without room.
+    fn faulty(&self, s: usize) -> bool {
+        if self.taken.contains(&s) {
+            return false;
+        }
+        let loc = self.disks[s];
+        let Some(n) = self.map.nodes.get(&loc.node) else { return true };
+        let up = n.takes_replicas() && n.disks.get(loc.disk as usize).is_some_and(|d| d.state.takes_replicas());
+        !up || self.used(s).saturating_add(self.need) > self.capacity(s)
+    }
+}
 
 impl ClusterMap {
     pub(crate) fn start_move(&mut self, partition: PartitionId, from: ReplicaLoc, to: ReplicaLoc, now_ms: u64) -> Result<(), MapError> {
@@ -85,6 +155,75 @@ impl ClusterMap {
         best.map(|b| b.2)
     }
 
+    /// Where evacuation sends the replica of `partition` at `from`, by
+    /// `rule`.
+    pub fn recovery_target(&self, rule: RecoveryPlacement, partition: PartitionId, from: ReplicaLoc) -> Option<ReplicaLoc> {
+        match rule {
+            RecoveryPlacement::Kinesis => self.kinesis_target(partition, from).or_else(|| self.move_target(partition, from)),
+            RecoveryPlacement::MostRoom => self.move_target(partition, from),
+        }
+    }
+
+    /// [`RecoveryPlacement::Kinesis`], on racks the partition does not use
+    /// (a copy never joins another on its rack while
+    /// [`ClusterMap::move_target`] can find one that does not).
+    fn kinesis_target(&self, partition: PartitionId, from: ReplicaLoc) -> Option<ReplicaLoc> {
+        let p = self.partitions.get(&partition)?;
+        let zone = &self.nodes.get(&from.node)?.zone;
+        // Kinesis's failure-isolated segments are the zone's racks, its
+        // servers their disks.
+        let mut disks = Vec::new();
+        let mut racks: BTreeMap<&str, Vec<usize>> = BTreeMap::new();
+        for n in self.nodes.values().filter(|n| &n.zone == zone) {
+            for i in 0..n.disks.len() {
+                racks.entry(n.rack.as_str()).or_default().push(disks.len());
+                disks.push(ReplicaLoc { node: n.id, disk: i as u32 });
+            }
+        }
+        // Kinesis needs r < k; with one rack there is nothing to choose.
+        let k = racks.len();
+        if k < 2 {
+            return None;
+        }
+        let layout = Kinesis::new(k, p.replicas.len().clamp(1, k - 1), racks.into_values().collect());
+        let holders = self.holders(partition);
+        let used_racks: BTreeSet<&str> = holders.iter().filter(|h| **h != from).filter_map(|h| self.nodes.get(&h.node)).map(|n| n.rack.as_str()).collect();
+        let taken: BTreeSet<usize> = (0..disks.len())
+            .filter(|&s| {
+                let loc: ReplicaLoc = disks[s];
+                holders.iter().any(|h| h.node == loc.node) || self.nodes.get(&loc.node).is_some_and(|n| used_racks.contains(n.rack.as_str()))
+            })
+            .collect();
+        let load = self.recovery_load();
+        let surviving: Vec<usize> = taken.iter().copied().collect();
+        let st = ZoneDisks { map: self, disks, allocated: self.allocated(), need: p.capacity_bytes, taken };
+        // The recovery work under way first; on a tie (a batch's first
+        // pick, or after a batch has finished), the least allocated disk,
+        // in 16 MiB units, so successive batches keep the storage even.
+        // Only on a rack the partition does not use: where none of its hash
+        // locations qualifies, the greedy choice looks further.
+        let recovery_load = |s: usize| (load.get(&st.disks[s]).copied().unwrap_or(0) << 32) | (st.used(s) >> 24).min((1 << 32) - 1);
+        let (_, dest) = layout.recover(&partition.to_be_bytes(), &surviving, RecoveryRule::Load, &st, recovery_load)?;
+        Some(st.disks[dest])
+    }
+
+    /// The copying under way on each disk, in sixtieths of a replica: a
+    /// filling replica counts whole on its disk, and is shared among the
+    /// serving replicas it pulls from (each fetch batch goes to one of
+    /// them).
+    pub fn recovery_load(&self) -> BTreeMap<ReplicaLoc, u64> {
+        let mut load: BTreeMap<ReplicaLoc, u64> = BTreeMap::new();
+        for q in self.partitions.values() {
+            let Some(m) = q.moving else { continue };
+            *load.entry(m.to).or_default() += 60;
+            let sources: Vec<ReplicaLoc> = q.replicas.iter().copied().filter(|r| *r != m.from && *r != m.to && self.serves(*r)).collect();
+            for r in &sources {
+                *load.entry(*r).or_default() += 60 / sources.len().clamp(1, 60) as u64;
+            }
+        }
+        load
+    }
+
     /// Refuses a removal (already marked in `self`) if a replica at `locs`
     /// would have nowhere to go, naming the partition.
     pub(crate) fn check_evacuable(&self, locs: &[ReplicaLoc], what: &str) -> Result<(), MapError> {
@@ -112,9 +251,9 @@ impl ClusterMap {
     /// The next steps of evacuation (removals, failed disks, nodes down
     /// past `down_out_ms`), for the metadata leader to propose: a move for
     /// each partition with a replica that must leave and no move under way
-    /// (at most `max_moves` under way in all), and the removal of nodes and
+    /// (to where `rule` says; at most `max_moves` under way in all), and the removal of nodes and
     /// disks that hold nothing any more.
-    pub fn evacuation(&self, now_ms: u64, down_out_ms: u64, max_moves: usize) -> Vec<Command> {
+    pub fn evacuation(&self, now_ms: u64, down_out_ms: u64, max_moves: usize, rule: RecoveryPlacement) -> Vec<Command> {
         let mut out = Vec::new();
         let mut under_way = self.partitions.values().filter(|p| p.moving.is_some()).count();
         // Each move chosen is booked in a trial map before the next is
@@ -130,7 +269,7 @@ impl ClusterMap {
             if !p.replicas.iter().any(|r| *r != from && self.serves(*r)) {
                 continue;
             }
-            if let Some(to) = trial.move_target(p.id, from) {
+            if let Some(to) = trial.recovery_target(rule, p.id, from) {
                 let cmd = Command::StartMove { partition: p.id, from, to, now_ms };
                 trial.apply(&cmd);
                 out.push(cmd);

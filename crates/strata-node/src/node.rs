@@ -43,6 +43,8 @@ pub struct ClusterConfig {
     pub down_out: Duration,
     /// Moves under way at most, cluster-wide, for evacuation.
     pub max_moves: usize,
+    /// Where evacuation re-creates a replica.
+    pub recovery_placement: strata_cluster::RecoveryPlacement,
 }
 
 /// Errors of cluster operations.
