@@ -100,7 +100,21 @@ pub struct RouterStats {
     pub read_repairs: std::sync::atomic::AtomicU64,
     /// Read repairs that failed (the damaged replica refused or did not answer).
     pub read_repair_failures: std::sync::atomic::AtomicU64,
+    /// Replica writes that completed after their operation was
+    /// acknowledged (the replicas beyond the policy's count).
+    pub late_writes_done: std::sync::atomic::AtomicU64,
+    /// Late writes that failed (replication brings those replicas the blob).
+    pub late_writes_failed: std::sync::atomic::AtomicU64,
+    /// Late writes cancelled because too many bytes were already in flight
+    /// after their acknowledgements (a slow replica; replication catches it up).
+    pub late_writes_dropped: std::sync::atomic::AtomicU64,
+    /// Bytes of late writes in flight now.
+    pub late_write_bytes: std::sync::atomic::AtomicU64,
 }
+
+/// Bytes of late writes (see [`RouterStats::late_writes_done`]) a router
+/// lets run at once; beyond them a late write is cancelled.
+const LATE_WRITE_BYTES_MAX: u64 = 256 << 20;
 
 /// Router tunables.
 #[derive(Debug, Clone)]
@@ -323,6 +337,7 @@ impl Router {
                     }
                     acks += 1;
                     if acks >= needed {
+                        self.finish_late(pending, &op);
                         return Ok(());
                     }
                 }
@@ -330,6 +345,47 @@ impl Router {
             }
         }
         Err(RouterError::from_replica_errors(partition, needed, acks, errors))
+    }
+
+    /// Lets the replica writes still running after an operation's
+    /// acknowledgement finish in the background (Ambry: the put is
+    /// acknowledged at the policy's count, every replica still gets the
+    /// write). Dropping them instead would cancel requests mid-flight,
+    /// closing their connections (the next request pays a new TLS
+    /// handshake) and leaving those replicas to copy the blob by pull
+    /// replication. Bounded by [`LATE_WRITE_BYTES_MAX`] in flight.
+    fn finish_late<F>(&self, mut pending: futures_util::stream::FuturesUnordered<F>, op: &WriteOp)
+    where
+        F: std::future::Future<Output = Result<bool, ReplicaError>> + Send + 'static,
+    {
+        use futures_util::StreamExt;
+        use std::sync::atomic::Ordering::Relaxed;
+        if pending.is_empty() {
+            return;
+        }
+        let bytes = match op {
+            WriteOp::Put { data, .. } | WriteOp::ReplicaPut { data, .. } => data.len() as u64,
+            _ => 0,
+        } * pending.len() as u64;
+        let stats = self.stats.clone();
+        let room = stats.late_write_bytes.fetch_add(bytes, Relaxed) + bytes <= LATE_WRITE_BYTES_MAX;
+        let runtime = match tokio::runtime::Handle::try_current() {
+            Ok(runtime) if room => runtime,
+            _ => {
+                stats.late_write_bytes.fetch_sub(bytes, Relaxed);
+                stats.late_writes_dropped.fetch_add(pending.len() as u64, Relaxed);
+                return;
+            }
+        };
+        runtime.spawn(async move {
+            while let Some(r) = pending.next().await {
+                match r {
+                    Ok(_) => stats.late_writes_done.fetch_add(1, Relaxed),
+                    Err(_) => stats.late_writes_failed.fetch_add(1, Relaxed),
+                };
+            }
+            stats.late_write_bytes.fetch_sub(bytes, Relaxed);
+        });
     }
 
     /// Reads from the partition's local-zone replicas in random order until

@@ -23,6 +23,8 @@ enum Mode {
     Collides,
     /// Its node accepts the request and never answers (paused).
     Paused,
+    /// Its node answers writes 300 ms late.
+    Slow,
 }
 
 struct Handle(Arc<Replica>, Mode);
@@ -33,6 +35,7 @@ impl ReplicaHandle for Handle {
         async move {
             match (mode, &op) {
                 (Mode::Down, _) => return Err(ReplicaError::Unreachable("node down".into())),
+                (Mode::Slow, _) => tokio::time::sleep(std::time::Duration::from_millis(300)).await,
                 (Mode::Raced, WriteOp::Put { key, props, data }) => {
                     r.submit(WriteOp::ReplicaPut { key: key.clone(), props: props.clone(), data: data.clone(), created_ms: 1 }).await?;
                 }
@@ -116,6 +119,25 @@ fn whole(b: strata_router::BlobBody) -> Bytes {
 
 async fn put(r: &Arc<Router>, data: &'static [u8], policy: Option<Policy>) -> Result<strata_types::BlobId, RouterError> {
     r.put_bytes(PutOptions { policy, ..PutOptions::default() }, Bytes::from_static(data)).await
+}
+
+#[tokio::test]
+async fn a_slow_replica_still_gets_the_write_after_the_put_is_acknowledged() {
+    let dir = tempfile::tempdir().unwrap();
+    let rs = replicas(dir.path(), 3);
+    let r = router(vec![(rs[0].clone(), Mode::Healthy), (rs[1].clone(), Mode::Healthy), (rs[2].clone(), Mode::Slow)], vec![]);
+    let t = std::time::Instant::now();
+    let id = put(&r, b"two acks, three copies", None).await.expect("2 acks of 3 is the default");
+    assert!(t.elapsed() < std::time::Duration::from_millis(300), "the put waited for the slow replica");
+    // Not cancelled at the acknowledgement: the slow replica's write lands.
+    let key = id.key();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+    while rs[2].info(&key).is_err() {
+        assert!(std::time::Instant::now() < deadline, "the slow replica never got the blob");
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    assert_eq!(r.stats().late_writes_done.load(Ordering::Relaxed), 1);
+    assert_eq!(r.stats().late_write_bytes.load(Ordering::Relaxed), 0);
 }
 
 #[tokio::test]

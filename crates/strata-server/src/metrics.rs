@@ -439,6 +439,30 @@ impl Collector for ClusterCollector {
             "Read repairs that could not write their copy",
             stats.read_repair_failures.load(Ordering::Relaxed) as f64,
         )?;
+        counter(
+            &mut encoder,
+            "strata_router_late_writes_done",
+            "Replica writes that completed after their operation was acknowledged",
+            stats.late_writes_done.load(Ordering::Relaxed) as f64,
+        )?;
+        counter(
+            &mut encoder,
+            "strata_router_late_writes_failed",
+            "Replica writes after the acknowledgement that failed (replication catches the replica up)",
+            stats.late_writes_failed.load(Ordering::Relaxed) as f64,
+        )?;
+        counter(
+            &mut encoder,
+            "strata_router_late_writes_dropped",
+            "Replica writes cancelled at the acknowledgement because too many late bytes were in flight",
+            stats.late_writes_dropped.load(Ordering::Relaxed) as f64,
+        )?;
+        gauge(
+            &mut encoder,
+            "strata_router_late_write_bytes",
+            "Bytes of replica writes still running after their acknowledgement",
+            stats.late_write_bytes.load(Ordering::Relaxed) as f64,
+        )?;
         gauge(
             &mut encoder,
             "strata_router_upload_buffer_bytes",
