@@ -2,7 +2,12 @@
 //! with this one, a task asks the peer — in one batched journal request for
 //! all shared partitions — what its replicas hold after this node's token
 //! for each, keeps what this replica lacks, fetches it, appends it, and
-//! only then moves and persists the token. Intra-zone and inter-zone peers
+//! only then moves the token. The token is persisted at most once every
+//! [`TOKEN_PERSIST_MS`] per replica: each write is a temp file, two fsyncs
+//! and a rename, which every poll (every 100 ms per peer while blobs
+//! arrive) made a large share of a busy node's work. A crash loses at most
+//! that much progress, and nothing else: the blobs are here already, and
+//! the next round finds them present and skips them. Intra-zone and inter-zone peers
 //! run on separate thread pools with separate periods; partitions that lag
 //! most are processed first.
 //!
@@ -26,6 +31,8 @@ use strata_rpc::{Fetched, JournalChunk, JournalItem};
 use strata_types::{Clock, Key, PartitionId};
 
 const TOKENS_FILE: &str = "replication.tokens";
+/// Least time between two writes of one replica's tokens file.
+pub const TOKEN_PERSIST_MS: u64 = 1_000;
 const KIND_TOKENS: u16 = 0x30;
 /// Journal entries asked per partition per round.
 const JOURNAL_MAX: u32 = 2_000;
@@ -91,7 +98,9 @@ impl PairLag {
 pub struct Replication {
     clock: Arc<dyn Clock>,
     lag: Mutex<BTreeMap<(PartitionId, NodeId), PairLag>>,
-    tokens: Mutex<HashMap<PartitionId, BTreeMap<NodeId, Token>>>,
+    tokens: Mutex<HashMap<PartitionId, ReplicaTokens>>,
+    /// Writes of tokens files.
+    pub token_writes: AtomicU64,
     /// Puts being fetched per partition, by whichever peer task claimed
     /// them first: the other peers' tasks leave them alone, so a replica
     /// catching up from several peers fetches each blob once, from
@@ -111,6 +120,7 @@ impl Replication {
             clock,
             lag: Mutex::new(BTreeMap::new()),
             tokens: Mutex::new(HashMap::new()),
+            token_writes: AtomicU64::new(0),
             inflight: Mutex::new(HashMap::new()),
             bytes_intra: AtomicU64::new(0),
             bytes_inter: AtomicU64::new(0),
@@ -137,19 +147,30 @@ impl Replication {
 
     fn token(&self, replica: &Replica, peer: NodeId) -> Token {
         let mut g = self.tokens.lock().unwrap_or_else(|p| p.into_inner());
-        let t = g.entry(replica.partition()).or_insert_with(|| load_tokens(replica));
-        t.get(&peer).copied().unwrap_or_default()
+        let t = g.entry(replica.partition()).or_insert_with(|| ReplicaTokens::load(replica));
+        t.peers.get(&peer).copied().unwrap_or_default()
     }
 
+    /// Moves the token (call only once what it covers is durable here);
+    /// writes the tokens file if it changed and was last written more than
+    /// [`TOKEN_PERSIST_MS`] ago (a later call writes what this one left).
     fn set_token(&self, replica: &Replica, peer: NodeId, token: Token) -> std::io::Result<()> {
+        let now = self.clock.now_ms();
         let mut g = self.tokens.lock().unwrap_or_else(|p| p.into_inner());
-        let t = g.entry(replica.partition()).or_insert_with(|| load_tokens(replica));
-        if t.get(&peer) == Some(&token) {
+        let t = g.entry(replica.partition()).or_insert_with(|| ReplicaTokens::load(replica));
+        if t.peers.get(&peer) != Some(&token) {
+            t.peers.insert(peer, token);
+            t.dirty = true;
+        }
+        if !t.dirty || now.saturating_sub(t.written_ms) < TOKEN_PERSIST_MS {
             return Ok(());
         }
-        t.insert(peer, token);
-        let payload = postcard::to_stdvec(&*t).map_err(std::io::Error::other)?;
-        strata_engine::fsutil::write_atomic(&replica.dir().join(TOKENS_FILE), &encode_frame(KIND_TOKENS, &payload)).map_err(std::io::Error::other)
+        let payload = postcard::to_stdvec(&t.peers).map_err(std::io::Error::other)?;
+        strata_engine::fsutil::write_atomic(&replica.dir().join(TOKENS_FILE), &encode_frame(KIND_TOKENS, &payload)).map_err(std::io::Error::other)?;
+        self.token_writes.fetch_add(1, Ordering::Relaxed);
+        t.dirty = false;
+        t.written_ms = now;
+        Ok(())
     }
 
     fn record(&self, partition: PartitionId, peer: NodeId, intra_zone: bool, f: impl FnOnce(&mut PairLag)) {
@@ -210,6 +231,21 @@ impl Drop for Claims<'_> {
                 set.remove(k);
             }
         }
+    }
+}
+
+/// One replica's tokens, and whether the file is behind them.
+struct ReplicaTokens {
+    peers: BTreeMap<NodeId, Token>,
+    /// Changed since the file was last written.
+    dirty: bool,
+    /// When the file was last written (0: not by this process).
+    written_ms: u64,
+}
+
+impl ReplicaTokens {
+    fn load(replica: &Replica) -> Self {
+        Self { peers: load_tokens(replica), dirty: false, written_ms: 0 }
     }
 }
 
@@ -491,4 +527,40 @@ async fn apply_chunk(
         l.error = None;
     });
     Ok(behind > 0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use strata_types::ManualClock;
+
+    #[test]
+    fn tokens_are_written_at_most_once_a_second_and_never_left_behind() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let clock = ManualClock::new(10_000);
+        let store = strata_engine::Store::open(dir.path(), strata_engine::EngineConfig::default(), Arc::new(clock.clone())).expect("store");
+        let replica = store.create_replica(1).expect("replica");
+        let rep = Replication::new(Arc::new(clock.clone()));
+        let at = |lsn| Token { incarnation: [7; 16], lsn };
+        // The first move is written (nothing was, by this process).
+        rep.set_token(&replica, 2, at(1)).expect("set");
+        assert_eq!(load_tokens(&replica).get(&2), Some(&at(1)));
+        // Moves within the next second stay in memory.
+        for lsn in 2..50 {
+            clock.advance(10);
+            rep.set_token(&replica, 2, at(lsn)).expect("set");
+        }
+        assert_eq!(rep.token(&replica, 2), at(49));
+        assert_eq!(load_tokens(&replica).get(&2), Some(&at(1)));
+        assert_eq!(rep.token_writes.load(Ordering::Relaxed), 1);
+        // A later call with no change writes what was left behind.
+        clock.advance(TOKEN_PERSIST_MS);
+        rep.set_token(&replica, 2, at(49)).expect("set");
+        assert_eq!(load_tokens(&replica).get(&2), Some(&at(49)));
+        assert_eq!(rep.token_writes.load(Ordering::Relaxed), 2);
+        // Nothing to write: nothing written.
+        clock.advance(TOKEN_PERSIST_MS);
+        rep.set_token(&replica, 2, at(49)).expect("set");
+        assert_eq!(rep.token_writes.load(Ordering::Relaxed), 2);
+    }
 }

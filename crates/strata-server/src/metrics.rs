@@ -519,6 +519,12 @@ impl Collector for ClusterCollector {
             rep.bytes_inter.load(Ordering::Relaxed) as f64,
         )?;
         counter(&mut encoder, "strata_replication_records", "Records applied by replication", rep.records.load(Ordering::Relaxed) as f64)?;
+        counter(
+            &mut encoder,
+            "strata_replication_token_writes",
+            "Writes of replicas' replication tokens files (at most one a second per replica)",
+            rep.token_writes.load(Ordering::Relaxed) as f64,
+        )?;
         let lag = rep.lag();
         type Get = fn(&strata_node::PairLag) -> f64;
         let gauges: [(&str, &str, Get); 3] = [
