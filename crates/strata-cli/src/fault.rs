@@ -221,6 +221,37 @@ fn inject(data: &Path, rng: &mut impl Rng, counts: &mut Counts, broken: bool) ->
     if parts.is_empty() {
         return Ok(());
     }
+    if broken {
+        // Loses acknowledged data on purpose: cuts every active log in the
+        // middle, as if acknowledged bytes had never reached the disk; if a
+        // compaction just left every active log empty, the fullest sealed
+        // segment instead, so the broken mode always loses something. And
+        // nothing else this round: a flip would excuse the blobs the cut
+        // damaged as bitrot the store reported (the checker accepts a
+        // corrupt report for a blob written before a flip).
+        let header = strata_format::headers::SEGMENT_HEADER_BYTES;
+        let cut = |path: &Path| -> Result<bool> {
+            let bytes = std::fs::read(path)?;
+            let end = bytes.iter().rposition(|b| *b != 0).map_or(0, |p| p + 1);
+            if end <= header + 100 {
+                return Ok(false);
+            }
+            std::fs::OpenOptions::new().write(true).open(path)?.set_len((header + (end - header) / 2) as u64)?;
+            eprintln!("broken on purpose: cut {} in half", path.display());
+            Ok(true)
+        };
+        let mut any = false;
+        for (_, active, _) in &parts {
+            any |= cut(active)?;
+        }
+        if !any {
+            let fullest = parts.iter().flat_map(|(sealed, _, _)| sealed.iter()).max_by_key(|p| std::fs::metadata(p).map_or(0, |m| m.len()));
+            if !fullest.map(|p| cut(p)).transpose()?.unwrap_or(false) {
+                anyhow::bail!("broken mode: no log holds data to cut");
+            }
+        }
+        return Ok(());
+    }
     let (sealed, active, idx) = &parts[rng.random_range(0..parts.len())];
     // Where the acknowledged records end, before any flip: a flip can make
     // the walk stop earlier, and a torn write there would overwrite
@@ -261,19 +292,6 @@ fn inject(data: &Path, rng: &mut impl Rng, counts: &mut Counts, broken: bool) ->
             counts.torn_writes += 1;
             if VERBOSE.load(std::sync::atomic::Ordering::Relaxed) {
                 eprintln!("tore a write of {} bytes after {cut} at {end} of {}", rec.len(), active.display());
-            }
-        }
-    }
-    if broken {
-        // Loses acknowledged data on purpose: cuts every active log in the
-        // middle, as if acknowledged bytes had never reached the disk.
-        for (_, active, _) in &parts {
-            let bytes = std::fs::read(active)?;
-            let header = strata_format::headers::SEGMENT_HEADER_BYTES;
-            let end = bytes.iter().rposition(|b| *b != 0).map_or(0, |p| p + 1);
-            if end > header + 100 {
-                std::fs::OpenOptions::new().write(true).open(active)?.set_len((header + (end - header) / 2) as u64)?;
-                eprintln!("broken on purpose: cut {} in half", active.display());
             }
         }
     }
