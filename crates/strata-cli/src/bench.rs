@@ -60,6 +60,9 @@ pub struct BenchArgs {
 pub enum BenchWhat {
     /// S3 PUT/GET against MinIO on the same filesystem, with our own SigV4 load generator.
     S3(crate::bench_s3::BenchS3Args),
+    /// Every benchmark with a floor (native, S3 against MinIO, cluster,
+    /// key-value against SQLite), and one table of verdicts.
+    All(crate::bench_all::BenchAllArgs),
 }
 
 struct Limits {
@@ -380,8 +383,10 @@ where
 }
 
 pub async fn run(a: BenchArgs) -> Result<()> {
-    if let Some(BenchWhat::S3(s3)) = a.what {
-        return crate::bench_s3::run(s3).await;
+    match a.what {
+        Some(BenchWhat::S3(s3)) => return crate::bench_s3::run(s3).await,
+        Some(BenchWhat::All(all)) => return crate::bench_all::run(all).await,
+        None => {}
     }
     std::fs::create_dir_all(&a.data_dir).with_context(|| format!("creating {}", a.data_dir.display()))?;
     let probe_dir = a.data_dir.clone();

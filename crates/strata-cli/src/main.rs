@@ -1,6 +1,7 @@
 //! `strata`: the server, the client commands and the benchmark in one binary.
 
 mod bench;
+mod bench_all;
 mod bench_cluster;
 mod bench_kv;
 mod bench_kv_push;
