@@ -558,22 +558,35 @@ impl Target {
         let ids: Arc<Vec<String>> = Arc::new(ids[ids.len().saturating_sub(hot)..].to_vec());
         let limit = get_limit(conc).await?;
         eprintln!("GET {} x{conc} (loopback now {limit:.0} MB/s) ...", format_size(size));
+        let (n, took, lat) = self.get_phase(ids, size, conc, secs, |w, i, _| w + i * 7919).await?;
+        Ok(vec![put, row("GET", size, conc, n, took, &lat, "loopback", limit)])
+    }
+
+    /// `conc` raw GET clients reading `ids` for `secs`; the `w`th client's
+    /// `i`th read takes the blob at `pick(w, i, conc)` (modulo the count).
+    async fn get_phase(
+        &self,
+        ids: Arc<Vec<String>>,
+        size: u64,
+        conc: usize,
+        secs: f64,
+        pick: fn(usize, usize, usize) -> usize,
+    ) -> Result<(u64, f64, Vec<u64>)> {
         let mut getters = Vec::with_capacity(conc);
         for _ in 0..conc {
             getters.push(Arc::new(tokio::sync::Mutex::new(RawGetter::connect_with(self.addr, self.signer.clone(), self.tls.clone()).await?)));
         }
         let getters = Arc::new(getters);
-        let (n, took, lat) = phase(conc, secs, move |w, i| {
+        phase(conc, secs, move |w, i| {
             let (getters, ids) = (getters.clone(), ids.clone());
             async move {
-                let id = &ids[(w + i as usize * 7919) % ids.len()];
+                let id = &ids[pick(w, i as usize, conc) % ids.len()];
                 let n = getters[w].lock().await.get(id).await?;
                 anyhow::ensure!(n == size, "short read: {n} of {size} bytes");
                 Ok(())
             }
         })
-        .await?;
-        Ok(vec![put, row("GET", size, conc, n, took, &lat, "loopback", limit)])
+        .await
     }
 
     /// GETs of blobs out of every cache: the blobs of the PUT phase of
@@ -612,23 +625,9 @@ impl Target {
             self.written.fetch_add(count << 20, std::sync::atomic::Ordering::Relaxed);
         }
         eprintln!("GET {} x{conc}, cold (disk O_DIRECT read {limit:.0} MB/s) ...", format_size(size));
-        let mut getters = Vec::with_capacity(conc);
-        for _ in 0..conc {
-            getters.push(Arc::new(tokio::sync::Mutex::new(RawGetter::connect_with(self.addr, self.signer.clone(), self.tls.clone()).await?)));
-        }
-        let getters = Arc::new(getters);
         // Each read a different blob, in a scattered order, none twice
         // unless the phase outlasts the set.
-        let (n, took, lat) = phase(conc, secs, move |w, i| {
-            let (getters, ids) = (getters.clone(), ids.clone());
-            async move {
-                let id = &ids[(i as usize * conc + w).wrapping_mul(7919) % ids.len()];
-                let n = getters[w].lock().await.get(id).await?;
-                anyhow::ensure!(n == size, "short read: {n} of {size} bytes");
-                Ok(())
-            }
-        })
-        .await?;
+        let (n, took, lat) = self.get_phase(ids, size, conc, secs, |w, i, conc| (i * conc + w).wrapping_mul(7919)).await?;
         Ok(Some(row("GET", size, conc, n, took, &lat, COLD, limit)))
     }
 

@@ -204,27 +204,34 @@ fn per_disk(map: &strata_cluster::ClusterMap) -> (usize, usize) {
     (counts.values().copied().min().unwrap_or(0), counts.values().copied().max().unwrap_or(0))
 }
 
+/// Adds the running processes `from + 1 ..= to` to the map (one disk
+/// each, racks of their own) and waits until their disks take replicas
+/// and nothing is unsettled; returns that map.
+async fn grow(nodes: &Nodes, from: usize, to: usize) -> Result<strata_cluster::ClusterMap> {
+    let c0 = nodes.client(0);
+    for i in from as u64 + 1..=to as u64 {
+        command(&c0, json!({ "AddNode": { "id": i, "addr": nodes.addr_of(i as usize - 1), "zone": "z1", "rack": format!("r{i}") } })).await?;
+        command(&c0, json!({ "AddDisk": { "node": i, "path": "d0", "capacity_bytes": 1u64 << 40 } })).await?;
+    }
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let map = map_of(nodes, 0).await?;
+        match map.unsettled() {
+            Ok(()) if map.spread().disks == to => return Ok(map),
+            Ok(()) if Instant::now() > deadline => bail!("only {} of {to} disks take replicas", map.spread().disks),
+            Err(e) if Instant::now() > deadline => bail!("the grown cluster never settled: {e}"),
+            _ => tokio::time::sleep(Duration::from_millis(100)).await,
+        }
+    }
+}
+
 async fn rebalance(a: &BenchRecoveryArgs) -> Result<Rebalanced> {
     // Six processes, three in the map at first; partitions fill them; then
     // the other three join and the cluster rebalances.
     let nodes = Nodes::start_partial(&a.data_dir, 6, 3, 4, 3, &FAST).await?;
     fill(&nodes, 3, a.per_node * 3).await?;
     let c0 = nodes.client(0);
-    for i in 4..=6u64 {
-        command(&c0, json!({ "AddNode": { "id": i, "addr": nodes.addr_of(i as usize - 1), "zone": "z1", "rack": format!("r{i}") } })).await?;
-        command(&c0, json!({ "AddDisk": { "node": i, "path": "d0", "capacity_bytes": 1u64 << 40 } })).await?;
-    }
-    // The new nodes' disks open and heartbeat before the plan is made.
-    let deadline = Instant::now() + Duration::from_secs(60);
-    let map = loop {
-        let map = map_of(&nodes, 0).await?;
-        match map.unsettled() {
-            Ok(()) if map.spread().disks == 6 => break map,
-            Ok(()) if Instant::now() > deadline => bail!("only {} of 6 disks take replicas", map.spread().disks),
-            Err(e) if Instant::now() > deadline => bail!("the grown cluster never settled: {e}"),
-            _ => tokio::time::sleep(Duration::from_millis(100)).await,
-        }
-    };
+    let map = grow(&nodes, 3, 6).await?;
     let before = map.spread();
     let replicas_per_disk_before = per_disk(&map);
     let plan = map.rebalance_plan(1).map_err(|e| anyhow::anyhow!("{e}"))?;
@@ -264,22 +271,7 @@ async fn grown_recovery(a: &BenchRecoveryArgs, rule: &'static str) -> Result<Pla
     let mut nodes = Nodes::start_partial(&a.data_dir, 8, 5, 6, 2, &extra).await?;
     fill(&nodes, 5, a.per_node * 5).await?;
     drained(&nodes, 5).await?;
-    let c0 = nodes.client(0);
-    for i in 6..=8u64 {
-        command(&c0, json!({ "AddNode": { "id": i, "addr": nodes.addr_of(i as usize - 1), "zone": "z1", "rack": format!("r{i}") } })).await?;
-        command(&c0, json!({ "AddDisk": { "node": i, "path": "d0", "capacity_bytes": 1u64 << 40 } })).await?;
-    }
-    let deadline = Instant::now() + Duration::from_secs(60);
-    let before = loop {
-        let map = map_of(&nodes, 0).await?;
-        if map.unsettled().is_ok() && map.spread().disks == 8 {
-            break map;
-        }
-        if Instant::now() > deadline {
-            bail!("the grown cluster never settled");
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    };
+    let before = grow(&nodes, 5, 8).await?;
     let victim = 5u64;
     let bytes: u64 = nodes
         .client(4)
