@@ -21,6 +21,7 @@ pub mod liveness;
 pub mod map;
 pub mod meta;
 mod moves;
+mod placement;
 
 pub use codec::{CodecError, decode_map, encode_map};
 pub use kv::{KvReplication, KvSection, KvStoreSpec};

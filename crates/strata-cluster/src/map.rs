@@ -2,7 +2,6 @@
 
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet};
-use strata_placement::ambry::{Disk as PlacementDisk, Layout, Replica as PlacementReplica};
 use strata_types::{PartitionId, Policies, Policy};
 
 /// A node's id, chosen by the operator and unique in the cluster.
@@ -724,64 +723,6 @@ impl ClusterMap {
     /// Zones, sorted.
     pub fn zones(&self) -> BTreeSet<&str> {
         self.nodes.values().map(|n| n.zone.as_str()).collect()
-    }
-
-    fn add_partitions(&mut self, count: u32, per_zone: usize, capacity: u64) -> Result<Vec<PartitionId>, MapError> {
-        let zones: Vec<String> = self.zones().into_iter().map(String::from).collect();
-        if zones.is_empty() {
-            return Err(MapError::NoRoom { zone: "-".into(), detail: "the cluster has no nodes".into() });
-        }
-        // One placement layout per zone; inside a zone, racks play the part
-        // of the placement library's zones so replicas spread over racks.
-        let mut layouts = Vec::new();
-        for zone in &zones {
-            let mut disks = Vec::new();
-            let mut where_: Vec<ReplicaLoc> = Vec::new();
-            let racks: Vec<&str> = self.nodes.values().filter(|n| n.zone == *zone).map(|n| n.rack.as_str()).collect::<BTreeSet<_>>().into_iter().collect();
-            for n in self.nodes.values().filter(|n| n.zone == *zone) {
-                let rack = racks.iter().position(|r| *r == n.rack).unwrap_or(0);
-                for (i, d) in n.disks.iter().enumerate() {
-                    if d.state.takes_replicas() && n.takes_replicas() {
-                        disks.push(PlacementDisk { node: n.id as usize, zone: rack, capacity: d.capacity_bytes });
-                        where_.push(ReplicaLoc { node: n.id, disk: i as u32 });
-                    }
-                }
-            }
-            let mut replicas = vec![Vec::new(); disks.len()];
-            for p in self.partitions.values() {
-                for r in &p.replicas {
-                    if let Some(d) = where_.iter().position(|w| w == r) {
-                        replicas[d].push(PlacementReplica {
-                            partition: p.id as usize,
-                            read_write: p.state == PartitionState::ReadWrite,
-                            used: 0,
-                            allocated: p.capacity_bytes,
-                        });
-                    }
-                }
-            }
-            let nodes_in_zone =
-                self.nodes.values().filter(|n| n.zone == *zone && n.takes_replicas() && n.disks.iter().any(|d| d.state.takes_replicas())).count();
-            if nodes_in_zone == 0 {
-                return Err(MapError::NoRoom { zone: zone.clone(), detail: "no node that is up with a disk that is up".into() });
-            }
-            layouts.push((zone.clone(), Layout { disks, replicas }, where_, per_zone.min(nodes_in_zone)));
-        }
-        let first = self.partitions.keys().next_back().map_or(0, |p| p + 1);
-        let mut ids = Vec::with_capacity(count as usize);
-        for id in first..first + count as u64 {
-            let mut replicas = Vec::new();
-            for (zone, layout, where_, n) in layouts.iter_mut() {
-                let chosen = layout.place_partition(id as usize, *n, capacity).ok_or_else(|| MapError::NoRoom {
-                    zone: zone.clone(),
-                    detail: format!("{n} replicas of {capacity} bytes on distinct nodes do not fit the unallocated space"),
-                })?;
-                replicas.extend(chosen.into_iter().map(|d| where_[d]));
-            }
-            self.partitions.insert(id, Partition { id, state: PartitionState::ReadWrite, capacity_bytes: capacity, replicas, moving: None });
-            ids.push(id);
-        }
-        Ok(ids)
     }
 
     /// Where a partition has (or is getting, or still keeps) a copy: its

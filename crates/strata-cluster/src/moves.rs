@@ -6,7 +6,6 @@
 
 use crate::map::*;
 use std::collections::{BTreeMap, BTreeSet};
-use strata_placement::ambry::{Disk as PlacementDisk, Layout, Replica as PlacementReplica};
 use strata_placement::kinesis::{Kinesis, RecoveryRule, ServerState};
 use strata_types::PartitionId;
 
@@ -323,26 +322,7 @@ impl ClusterMap {
         self.unsettled().map_err(MapError::CannotRebalance)?;
         let mut plan = Vec::new();
         for zone in self.zones() {
-            let racks: Vec<&str> = self.nodes.values().filter(|n| n.zone == zone).map(|n| n.rack.as_str()).collect::<BTreeSet<_>>().into_iter().collect();
-            let mut disks = Vec::new();
-            let mut where_: Vec<ReplicaLoc> = Vec::new();
-            for n in self.nodes.values().filter(|n| n.zone == zone && n.takes_replicas()) {
-                let rack = racks.iter().position(|r| *r == n.rack).unwrap_or(0);
-                for (i, d) in n.disks.iter().enumerate().filter(|(_, d)| d.state.takes_replicas()) {
-                    disks.push(PlacementDisk { node: n.id as usize, zone: rack, capacity: d.capacity_bytes });
-                    where_.push(ReplicaLoc { node: n.id, disk: i as u32 });
-                }
-            }
-            let mut replicas = vec![Vec::new(); disks.len()];
-            for p in self.partitions.values() {
-                for r in &p.replicas {
-                    if let Some(d) = where_.iter().position(|w| w == r) {
-                        let read_write = p.state == PartitionState::ReadWrite;
-                        replicas[d].push(PlacementReplica { partition: p.id as usize, read_write, used: p.capacity_bytes, allocated: p.capacity_bytes });
-                    }
-                }
-            }
-            let mut layout = Layout { disks, replicas };
+            let (mut layout, where_) = self.zone_layout(zone);
             for m in layout.rebalance(seed, strata_placement::ambry::Phase1Rule::WholePartitions) {
                 plan.push(PlannedMove { partition: m.partition as PartitionId, from: where_[m.from], to: where_[m.to], bytes: m.bytes });
             }
