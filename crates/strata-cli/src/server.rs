@@ -444,7 +444,14 @@ async fn run_cluster(args: ServerArgs, node_id: u64) -> Result<()> {
         node.rpc().clone(),
         detector.clone(),
         Arc::new(move |epoch| stale.saw_epoch(epoch)),
-    );
+    )
+    .with_catch_up({
+        let node = node.clone();
+        Arc::new(move || {
+            let node = node.clone();
+            Box::pin(async move { node.catch_up().await })
+        })
+    });
     let rconfig = args.router_config()?;
     let router = Arc::new(Router::new(Arc::new(view), rconfig, clock, None));
     let kv = strata_server::KvStores::open(args.data_dir.join("kv")).context("opening the read-only stores")?;

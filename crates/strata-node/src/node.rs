@@ -84,6 +84,9 @@ pub struct ClusterNode {
     /// Paces the copies a rebalancing makes into this node.
     pub(crate) pacer: crate::moves::Pacer,
     map_tx: watch::Sender<Arc<ClusterMap>>,
+    /// Held while a map is published, so a slower older map never replaces
+    /// a newer one (the feed and a catch-up publish concurrently).
+    publishing: std::sync::Mutex<()>,
     feed: std::sync::OnceLock<MapFeed>,
     clock: Arc<dyn Clock>,
     rpc: RpcClient,
@@ -115,6 +118,7 @@ impl ClusterNode {
             open_failures: Default::default(),
             pacer: Default::default(),
             map_tx,
+            publishing: std::sync::Mutex::new(()),
             feed: std::sync::OnceLock::new(),
             clock,
             rpc: RpcClient::new(Duration::from_secs(10)),
@@ -167,7 +171,24 @@ impl ClusterNode {
         &self.clock
     }
 
+    /// Brings this node's map up to the newest the metadata group has
+    /// committed (a read index from the leader, applied here, published),
+    /// for a request naming a partition the map does not hold yet. Gives up
+    /// after 3 s (no leader, cut off): the map stays as it was.
+    pub async fn catch_up(&self) {
+        let Some(raft) = self.raft_node() else { return };
+        let caught = tokio::time::timeout(Duration::from_secs(3), async {
+            let index = raft.read_index().await.ok()?;
+            raft.wait_applied(index).await;
+            Some(raft.map())
+        });
+        if let Ok(Some(map)) = caught.await {
+            self.publish(map);
+        }
+    }
+
     fn publish(&self, map: Arc<ClusterMap>) {
+        let _one_at_a_time = self.publishing.lock().unwrap_or_else(|p| p.into_inner());
         if map.epoch <= self.map().epoch && self.map().epoch != 0 {
             return;
         }

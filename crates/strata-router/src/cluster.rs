@@ -29,7 +29,11 @@ pub struct ClusterMapView {
     rpc: RpcClient,
     detector: Arc<FailureDetector>,
     on_stale: Arc<dyn Fn(u64) + Send + Sync>,
+    catch_up: Option<CatchUp>,
 }
+
+/// Brings a node's map up to the newest the cluster has committed.
+pub type CatchUp = Arc<dyn Fn() -> BoxFuture<'static, ()> + Send + Sync>;
 
 impl ClusterMapView {
     /// A view for a router on datanode `node` (its zone comes from the map)
@@ -44,7 +48,14 @@ impl ClusterMapView {
         detector: Arc<FailureDetector>,
         on_stale: Arc<dyn Fn(u64) + Send + Sync>,
     ) -> Self {
-        Self { map, node, zone, local, rpc, detector, on_stale }
+        Self { map, node, zone, local, rpc, detector, on_stale, catch_up: None }
+    }
+
+    /// How this view catches up with the cluster's newest map when a blob
+    /// names a partition its copy does not hold yet.
+    pub fn with_catch_up(mut self, catch_up: CatchUp) -> Self {
+        self.catch_up = Some(catch_up);
+        self
     }
 
     /// The failure detector.
@@ -119,6 +130,12 @@ impl ClusterView for ClusterMapView {
     }
     fn all_partitions(&self) -> Vec<PartitionId> {
         self.map.borrow().partitions.keys().copied().collect()
+    }
+    fn catch_up(&self) -> BoxFuture<'_, ()> {
+        match &self.catch_up {
+            Some(f) => f(),
+            None => Box::pin(async {}),
+        }
     }
 }
 

@@ -20,7 +20,7 @@ mod failure;
 mod local;
 
 pub use chunking::{BlobBody, BlobData, ByteRange};
-pub use cluster::{ClusterMapView, LocalReplicas};
+pub use cluster::{CatchUp, ClusterMapView, LocalReplicas};
 pub use error::{ReplicaError, RouterError, Unavailable};
 pub use failure::{FailureDetector, FailureDetectorConfig, NodeHealth};
 pub use local::LocalView;
@@ -75,6 +75,14 @@ pub trait ClusterView: Send + Sync {
     }
     /// Every partition of the cluster, writable or not.
     fn all_partitions(&self) -> Vec<PartitionId>;
+    /// Brings the view up to the newest map the cluster has committed. A
+    /// blob id can name a partition this node's copy of the map does not
+    /// hold yet (another node acknowledged a put to a partition created a
+    /// moment ago): the router calls this before it answers that the
+    /// partition does not exist. Nothing to do by default.
+    fn catch_up(&self) -> BoxFuture<'_, ()> {
+        Box::pin(async {})
+    }
 }
 
 /// Owners starting with this are reserved for blobs Strata writes for
@@ -288,6 +296,10 @@ impl Router {
     /// it from a faster replica first. Anything else is a collision.
     async fn write_quorum(&self, partition: PartitionId, op: WriteOp, policy: Policy) -> Result<(), RouterError> {
         let mut replicas = self.view.replicas(partition);
+        if replicas.is_empty() && !self.view.has_partition(partition) {
+            self.view.catch_up().await;
+            replicas = self.view.replicas(partition);
+        }
         if replicas.is_empty() {
             return Err(if self.view.has_partition(partition) {
                 Unavailable::NoLocalReplica { partition }.into()
@@ -394,10 +406,19 @@ impl Router {
     /// proxy request). "Not found" only when every replica asked answered
     /// so; when some did not answer, the outcome is unknown (503).
     async fn read_record(&self, id: BlobId, with_data: bool) -> Result<BlobRecord, RouterError> {
-        let mut local = self.view.replicas(id.partition());
-        let mut remote = self.view.remote_replicas(id.partition());
+        let (mut local, mut remote) = (self.view.replicas(id.partition()), self.view.remote_replicas(id.partition()));
+        if local.is_empty() && remote.is_empty() && !self.view.has_partition(id.partition()) {
+            self.view.catch_up().await;
+            (local, remote) = (self.view.replicas(id.partition()), self.view.remote_replicas(id.partition()));
+        }
         if local.is_empty() && remote.is_empty() {
-            return Err(RouterError::NoSuchPartition(id.partition()));
+            // A partition whose replicas all sit on down nodes or disks:
+            // whether the blob exists is unknown, not "no".
+            return Err(if self.view.has_partition(id.partition()) {
+                Unavailable::NoReplicaAnswered { partition: id.partition(), failures: Vec::new() }.into()
+            } else {
+                RouterError::NoSuchPartition(id.partition())
+            });
         }
         {
             use rand::seq::SliceRandom;

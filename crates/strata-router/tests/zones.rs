@@ -275,3 +275,91 @@ async fn gets_repair_damaged_copies_and_never_call_them_missing() {
     let e = r.info(both).await.map(|_| ());
     assert!(matches!(e, Err(RouterError::Corrupt(_))), "{e:?}");
 }
+
+/// A node whose copy of the map lags: it does not hold partition 1 until it
+/// catches up with the cluster (as a follower that has not applied the
+/// entry creating it yet).
+struct Lagging {
+    zones: Zones,
+    caught_up: std::sync::atomic::AtomicBool,
+    catch_ups: std::sync::atomic::AtomicUsize,
+}
+
+impl ClusterView for Lagging {
+    fn writable_partitions(&self) -> Vec<PartitionId> {
+        if self.caught_up.load(Ordering::SeqCst) { self.zones.writable_partitions() } else { Vec::new() }
+    }
+    fn all_partitions(&self) -> Vec<PartitionId> {
+        if self.caught_up.load(Ordering::SeqCst) { self.zones.all_partitions() } else { Vec::new() }
+    }
+    fn replicas(&self, p: PartitionId) -> Vec<Arc<dyn ReplicaHandle>> {
+        if self.caught_up.load(Ordering::SeqCst) { self.zones.replicas(p) } else { Vec::new() }
+    }
+    fn remote_replicas(&self, p: PartitionId) -> Vec<Arc<dyn ReplicaHandle>> {
+        if self.caught_up.load(Ordering::SeqCst) { self.zones.remote_replicas(p) } else { Vec::new() }
+    }
+    fn catch_up(&self) -> BoxFuture<'_, ()> {
+        self.catch_ups.fetch_add(1, Ordering::SeqCst);
+        self.caught_up.store(true, Ordering::SeqCst);
+        Box::pin(async {})
+    }
+}
+
+#[tokio::test]
+async fn a_node_whose_map_lags_catches_up_before_calling_a_partition_missing() {
+    let dir = tempfile::tempdir().unwrap();
+    let rs = replicas(dir.path(), 3);
+    let writer = router(rs.iter().map(|r| (r.clone(), Mode::Healthy)).collect(), vec![]);
+    let id = put(&writer, b"put to a partition created a moment ago", None).await.unwrap();
+    let lagging = |rs: &[Arc<Replica>]| {
+        let view = Lagging {
+            zones: Zones { local: rs.iter().map(|r| (r.clone(), Mode::Healthy)).collect(), remote: vec![] },
+            caught_up: false.into(),
+            catch_ups: 0.into(),
+        };
+        let view = Arc::new(view);
+        (view.clone(), Arc::new(Router::new(view, RouterConfig::default(), Arc::new(SystemClock), Some(7))))
+    };
+    // A get: the blob, not "partition 1 does not exist".
+    let (view, reader) = lagging(&rs);
+    assert_eq!(&reader.get(id, None).await.map(whole).unwrap()[..], b"put to a partition created a moment ago");
+    assert_eq!(view.catch_ups.load(Ordering::SeqCst), 1);
+    // A delete too.
+    let (view, deleter) = lagging(&rs);
+    deleter.delete(id).await.unwrap();
+    assert_eq!(view.catch_ups.load(Ordering::SeqCst), 1);
+    assert!(matches!(writer.get(id, None).await.map(|_| ()), Err(RouterError::Deleted | RouterError::NotFound)));
+    // A partition that does not exist even after catching up: 404, once.
+    let (view, reader) = lagging(&rs);
+    let nowhere = strata_types::BlobId::new(strata_types::BlobKind::Simple, 9, &mut rand::rng());
+    let r = reader.get(nowhere, None).await.map(|_| ());
+    assert!(matches!(r, Err(RouterError::NoSuchPartition(9))), "{r:?}");
+    assert_eq!(view.catch_ups.load(Ordering::SeqCst), 1);
+}
+
+#[tokio::test]
+async fn a_partition_whose_replicas_all_are_out_of_service_is_unavailable_not_missing() {
+    /// The map holds partition 1, but every replica sits on a down node.
+    struct AllDown;
+    impl ClusterView for AllDown {
+        fn writable_partitions(&self) -> Vec<PartitionId> {
+            vec![]
+        }
+        fn all_partitions(&self) -> Vec<PartitionId> {
+            vec![1]
+        }
+        fn replicas(&self, _: PartitionId) -> Vec<Arc<dyn ReplicaHandle>> {
+            Vec::new()
+        }
+        fn has_partition(&self, p: PartitionId) -> bool {
+            p == 1
+        }
+        fn replica_count(&self, p: PartitionId) -> usize {
+            if p == 1 { 3 } else { 0 }
+        }
+    }
+    let r = Arc::new(Router::new(Arc::new(AllDown), RouterConfig::default(), Arc::new(SystemClock), Some(1)));
+    let id = strata_types::BlobId::new(strata_types::BlobKind::Simple, 1, &mut rand::rng());
+    let got = r.get(id, None).await.map(|_| ());
+    assert!(matches!(got, Err(RouterError::Unavailable(_))), "{got:?}");
+}
