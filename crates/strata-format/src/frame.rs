@@ -26,15 +26,28 @@ const WHAT: &str = "frame";
 
 /// Frames `payload` as a message of `kind`.
 pub fn encode_frame(kind: u16, payload: &[u8]) -> Vec<u8> {
+    let (head, tail) = frame_around(kind, &[payload]);
     let mut out = Vec::with_capacity(FRAME_HEADER_BYTES + payload.len() + 4);
-    out.extend_from_slice(&FRAME_MAGIC.to_le_bytes());
-    out.extend_from_slice(&FRAME_VERSION.to_le_bytes());
-    out.extend_from_slice(&kind.to_le_bytes());
-    out.extend_from_slice(&(payload.len() as u32).to_le_bytes());
+    out.extend_from_slice(&head);
     out.extend_from_slice(payload);
-    let crc = crate::crc::crc32c(&out);
-    out.extend_from_slice(&crc.to_le_bytes());
+    out.extend_from_slice(&tail);
     out
+}
+
+/// The header and the checksum trailer of a frame of `kind` whose payload
+/// is `parts` one after the other: the frame is `head`, the parts, `tail`.
+/// For senders that pass a large payload on without copying it into one
+/// buffer (a replica write's blob data); the bytes are those of
+/// [`encode_frame`] over the parts joined.
+pub fn frame_around(kind: u16, parts: &[&[u8]]) -> ([u8; FRAME_HEADER_BYTES], [u8; 4]) {
+    let len: usize = parts.iter().map(|p| p.len()).sum();
+    let mut head = [0u8; FRAME_HEADER_BYTES];
+    head[0..4].copy_from_slice(&FRAME_MAGIC.to_le_bytes());
+    head[4..6].copy_from_slice(&FRAME_VERSION.to_le_bytes());
+    head[6..8].copy_from_slice(&kind.to_le_bytes());
+    head[8..12].copy_from_slice(&(len as u32).to_le_bytes());
+    let crc = parts.iter().fold(crate::crc::crc32c(&head), |crc, p| crate::crc::crc32c_append(crc, p));
+    (head, crc.to_le_bytes())
 }
 
 /// Total length of the frame whose header starts `b`, once the header is
@@ -89,5 +102,14 @@ mod tests {
             assert!(decode_frame(&g).is_err(), "flip at {i}");
         }
         assert!(decode_frame(&f[..f.len() - 1]).is_err());
+    }
+
+    #[test]
+    fn a_frame_around_parts_is_the_frame_of_the_parts_joined() {
+        let parts: [&[u8]; 4] = [b"head", b"", &[7u8; 5000], b"end"];
+        let (head, tail) = frame_around(9, &parts);
+        let sent = [&head[..], &parts.concat(), &tail[..]].concat();
+        assert_eq!(sent, encode_frame(9, &parts.concat()));
+        assert_eq!(decode_frame(&sent).unwrap(), (9, &parts.concat()[..]));
     }
 }

@@ -14,12 +14,57 @@
 //! strata-auth; never axum or the storage engine.
 
 use bytes::Bytes;
-use http_body_util::{BodyExt, Full};
+use http_body_util::BodyExt;
+use std::collections::VecDeque;
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 use strata_format::frame::{decode_frame, encode_frame};
 
-type Inner = hyper_util::client::legacy::Client<hyper_rustls::HttpsConnector<hyper_util::client::legacy::connect::HttpConnector>, Full<Bytes>>;
+type Inner = hyper_util::client::legacy::Client<hyper_rustls::HttpsConnector<hyper_util::client::legacy::connect::HttpConnector>, Chunks>;
+
+/// A body sent as the chunks it was given, in order, none copied into
+/// another buffer (a replica write's blob data goes out as the router got
+/// it), with its exact length so the peer reads a Content-Length.
+#[derive(Debug, Default)]
+pub struct Chunks {
+    chunks: VecDeque<Bytes>,
+    remaining: u64,
+}
+
+impl Chunks {
+    /// A body of `chunks`, in order.
+    pub fn new(chunks: Vec<Bytes>) -> Self {
+        let remaining = chunks.iter().map(|c| c.len() as u64).sum();
+        Self { chunks: chunks.into_iter().filter(|c| !c.is_empty()).collect(), remaining }
+    }
+}
+
+impl From<Vec<u8>> for Chunks {
+    fn from(body: Vec<u8>) -> Self {
+        Self::new(vec![Bytes::from(body)])
+    }
+}
+
+impl http_body::Body for Chunks {
+    type Data = Bytes;
+    type Error = std::convert::Infallible;
+
+    fn poll_frame(mut self: std::pin::Pin<&mut Self>, _: &mut std::task::Context<'_>) -> std::task::Poll<Option<Result<http_body::Frame<Bytes>, Self::Error>>> {
+        let next = self.chunks.pop_front();
+        if let Some(c) = &next {
+            self.remaining -= c.len() as u64;
+        }
+        std::task::Poll::Ready(next.map(|c| Ok(http_body::Frame::data(c))))
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.chunks.is_empty()
+    }
+
+    fn size_hint(&self) -> http_body::SizeHint {
+        http_body::SizeHint::with_exact(self.remaining)
+    }
+}
 
 /// A pooled client for node-to-node requests. Cheap to clone.
 #[derive(Clone)]
@@ -119,27 +164,33 @@ impl Client {
     /// POSTs `body` (a frame) to `addr`'s `path` and returns the answer's
     /// bytes; a non-2xx status is garbage, no answer in `timeout` unreachable.
     pub async fn post_raw(&self, addr: &str, path: &str, body: Vec<u8>, timeout: Duration) -> Result<Bytes, NetError> {
-        self.exchange(http::Method::POST, addr, path, "application/x-strata-frame", body, timeout).await
+        self.exchange(http::Method::POST, addr, path, "application/x-strata-frame", body.into(), timeout).await
+    }
+
+    /// [`Client::post_raw`] with a frame given as chunks, sent without
+    /// joining them.
+    pub async fn post_chunks(&self, addr: &str, path: &str, chunks: Vec<Bytes>, timeout: Duration) -> Result<Bytes, NetError> {
+        self.exchange(http::Method::POST, addr, path, "application/x-strata-frame", Chunks::new(chunks), timeout).await
     }
 
     /// POSTs a JSON body to `addr`'s `path` and returns the answer's bytes.
     pub async fn post_json(&self, addr: &str, path: &str, body: Vec<u8>, timeout: Duration) -> Result<Bytes, NetError> {
-        self.exchange(http::Method::POST, addr, path, "application/json", body, timeout).await
+        self.exchange(http::Method::POST, addr, path, "application/json", body.into(), timeout).await
     }
 
     /// GETs `addr`'s `path` and returns the answer's bytes.
     pub async fn get(&self, addr: &str, path: &str, timeout: Duration) -> Result<Bytes, NetError> {
-        self.exchange(http::Method::GET, addr, path, "application/octet-stream", Vec::new(), timeout).await
+        self.exchange(http::Method::GET, addr, path, "application/octet-stream", Chunks::default(), timeout).await
     }
 
-    async fn exchange(&self, method: http::Method, addr: &str, path: &str, content_type: &str, body: Vec<u8>, timeout: Duration) -> Result<Bytes, NetError> {
+    async fn exchange(&self, method: http::Method, addr: &str, path: &str, content_type: &str, body: Chunks, timeout: Duration) -> Result<Bytes, NetError> {
         let unreachable = |d: String| NetError::Unreachable { addr: addr.to_string(), detail: d };
         let garbage = |d: String| NetError::Garbage { addr: addr.to_string(), detail: d };
         let mut req = http::Request::builder().method(method.clone()).uri(format!("{}://{addr}{path}", scheme()));
         if method != http::Method::GET {
             req = req.header(http::header::CONTENT_TYPE, content_type);
         }
-        let req = req.body(Full::new(Bytes::from(body))).map_err(|e| garbage(e.to_string()))?;
+        let req = req.body(body).map_err(|e| garbage(e.to_string()))?;
         let fut = async {
             let resp = self.0.request(req).await.map_err(|e| unreachable(e.to_string()))?;
             let status = resp.status();

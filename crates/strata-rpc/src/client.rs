@@ -41,8 +41,8 @@ impl RpcClient {
         Self { http: strata_net::Client::new(), timeout }
     }
 
-    async fn call<T: serde::de::DeserializeOwned>(&self, addr: &str, path: &str, kind: u16, frame: Vec<u8>) -> Result<(u64, T, Bytes), RpcError> {
-        let body = self.http.post_raw(addr, path, frame, self.timeout).await.map_err(|e| match e {
+    async fn call<T: serde::de::DeserializeOwned>(&self, addr: &str, path: &str, kind: u16, frame: Vec<Bytes>) -> Result<(u64, T, Bytes), RpcError> {
+        let body = self.http.post_chunks(addr, path, frame, self.timeout).await.map_err(|e| match e {
             NetError::Unreachable { .. } => RpcError::Unreachable(e.to_string()),
             NetError::Garbage { .. } => RpcError::Garbage(e.to_string()),
         })?;
@@ -66,15 +66,14 @@ impl RpcClient {
                 return Err(RpcError::Remote(WireError::Invalid("replicated deletes are pulled, not pushed".into())));
             }
         };
-        let parts: Vec<&[u8]> = data.iter().map(|d| &d[..]).collect();
-        let frame = encode_message(KIND_WRITE, &WriteRequest { epoch, partition, op: wire }, &parts);
+        let frame = message(KIND_WRITE, &WriteRequest { epoch, partition, op: wire }, data.into_iter().cloned().collect());
         let (e, ack, _) = self.call(addr, "/rpc/v1/write", KIND_WRITE, frame).await?;
         Ok((e, ack))
     }
 
     /// Reads a blob from `addr`'s replica.
     pub async fn read(&self, addr: &str, epoch: u64, partition: PartitionId, key: &Key, with_data: bool) -> Result<(u64, WireRecord, Bytes), RpcError> {
-        let frame = encode_message(KIND_READ, &ReadRequest { epoch, partition, key: key.as_bytes().to_vec(), with_data }, &[]);
+        let frame = message(KIND_READ, &ReadRequest { epoch, partition, key: key.as_bytes().to_vec(), with_data }, Vec::new());
         let (e, rec, data): (u64, WireRecord, Bytes) = self.call(addr, "/rpc/v1/read", KIND_READ, frame).await?;
         if with_data && data.len() as u64 != rec.size {
             return Err(RpcError::Garbage(format!("{addr}: {} data bytes for a blob of {}", data.len(), rec.size)));
@@ -84,14 +83,14 @@ impl RpcClient {
 
     /// Asks `addr` what its replicas hold after each token.
     pub async fn journal(&self, addr: &str, items: Vec<JournalItem>) -> Result<(u64, Vec<JournalAnswer>), RpcError> {
-        let frame = encode_message(KIND_JOURNAL, &items, &[]);
+        let frame = message(KIND_JOURNAL, &items, Vec::new());
         let (e, answers, _) = self.call(addr, "/rpc/v1/journal", KIND_JOURNAL, frame).await?;
         Ok((e, answers))
     }
 
     /// A page of key digests of `addr`'s replica of `partition`.
     pub async fn digest(&self, addr: &str, req: &DigestRequest) -> Result<Vec<WireDigest>, RpcError> {
-        let frame = encode_message(KIND_DIGEST, req, &[]);
+        let frame = message(KIND_DIGEST, req, Vec::new());
         let (_, page, _): (u64, Vec<WireDigest>, Bytes) = self.call(addr, "/rpc/v1/digest", KIND_DIGEST, frame).await?;
         Ok(page)
     }
@@ -99,7 +98,7 @@ impl RpcClient {
     /// Fetches records from `addr`'s replica: each key's state, and the data
     /// of the live ones.
     pub async fn fetch(&self, addr: &str, partition: PartitionId, keys: &[Key]) -> Result<Vec<(Fetched, Bytes)>, RpcError> {
-        let frame = encode_message(KIND_FETCH, &FetchRequest { partition, keys: keys.iter().map(|k| k.as_bytes().to_vec()).collect() }, &[]);
+        let frame = message(KIND_FETCH, &FetchRequest { partition, keys: keys.iter().map(|k| k.as_bytes().to_vec()).collect() }, Vec::new());
         let (_, states, data): (u64, Vec<Fetched>, Bytes) = self.call(addr, "/rpc/v1/fetch", KIND_FETCH, frame).await?;
         if states.len() != keys.len() {
             return Err(RpcError::Garbage(format!("{addr}: {} answers for {} keys", states.len(), keys.len())));

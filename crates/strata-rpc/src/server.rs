@@ -31,11 +31,12 @@ fn no_replica(host: &dyn ReplicaHost, partition: PartitionId, caller_epoch: u64)
     WireError::NoReplica { partition, node_epoch, stale: caller_epoch < node_epoch }
 }
 
-/// Answers one request frame with one answer frame.
-pub async fn serve(host: &dyn ReplicaHost, body: Bytes) -> Vec<u8> {
+/// Answers one request frame with one answer frame, as chunks to send in
+/// order (a read's or a fetch's blob data shared, not copied).
+pub async fn serve(host: &dyn ReplicaHost, body: Bytes) -> Vec<Bytes> {
     let kind = if body.len() >= 8 { u16::from_le_bytes([body[6], body[7]]) } else { 0 };
     let epoch = host.epoch();
-    let garbage = |kind: u16, e: DecodeError| encode_message(kind, &Answer::<()> { epoch, result: Err(WireError::Invalid(e.to_string())) }, &[]);
+    let garbage = |kind: u16, e: DecodeError| message(kind, &Answer::<()> { epoch, result: Err(WireError::Invalid(e.to_string())) }, Vec::new());
     match kind {
         KIND_WRITE => {
             let (req, data): (WriteRequest, Bytes) = match decode_message(KIND_WRITE, &body) {
@@ -43,7 +44,7 @@ pub async fn serve(host: &dyn ReplicaHost, body: Bytes) -> Vec<u8> {
                 Err(e) => return garbage(kind, e),
             };
             let result = write(host, req, data).await;
-            encode_message(KIND_WRITE, &Answer { epoch, result }, &[])
+            message(KIND_WRITE, &Answer { epoch, result }, Vec::new())
         }
         KIND_READ => {
             let (req, _): (ReadRequest, Bytes) = match decode_message(KIND_READ, &body) {
@@ -51,8 +52,8 @@ pub async fn serve(host: &dyn ReplicaHost, body: Bytes) -> Vec<u8> {
                 Err(e) => return garbage(kind, e),
             };
             match read(host, &req) {
-                Ok((rec, data)) => encode_message(KIND_READ, &Answer { epoch, result: Ok(rec) }, &[&data]),
-                Err(e) => encode_message(KIND_READ, &Answer::<WireRecord> { epoch, result: Err(e) }, &[]),
+                Ok((rec, data)) => message(KIND_READ, &Answer { epoch, result: Ok(rec) }, vec![data]),
+                Err(e) => message(KIND_READ, &Answer::<WireRecord> { epoch, result: Err(e) }, Vec::new()),
             }
         }
         KIND_JOURNAL => {
@@ -61,14 +62,14 @@ pub async fn serve(host: &dyn ReplicaHost, body: Bytes) -> Vec<u8> {
                 Err(e) => return garbage(kind, e),
             };
             let answers: Vec<JournalAnswer> = items.into_iter().map(|i| JournalAnswer { partition: i.partition, result: journal(host, &i) }).collect();
-            encode_message(KIND_JOURNAL, &Answer { epoch, result: Ok(answers) }, &[])
+            message(KIND_JOURNAL, &Answer { epoch, result: Ok(answers) }, Vec::new())
         }
         KIND_DIGEST => {
             let (req, _): (DigestRequest, Bytes) = match decode_message(KIND_DIGEST, &body) {
                 Ok(x) => x,
                 Err(e) => return garbage(kind, e),
             };
-            encode_message(KIND_DIGEST, &Answer { epoch, result: digest(host, &req) }, &[])
+            message(KIND_DIGEST, &Answer { epoch, result: digest(host, &req) }, Vec::new())
         }
         KIND_FETCH => {
             let (req, _): (FetchRequest, Bytes) = match decode_message(KIND_FETCH, &body) {
@@ -76,14 +77,11 @@ pub async fn serve(host: &dyn ReplicaHost, body: Bytes) -> Vec<u8> {
                 Err(e) => return garbage(kind, e),
             };
             match fetch(host, &req) {
-                Ok((states, data)) => {
-                    let parts: Vec<&[u8]> = data.iter().map(|b| &b[..]).collect();
-                    encode_message(KIND_FETCH, &Answer { epoch, result: Ok(states) }, &parts)
-                }
-                Err(e) => encode_message(KIND_FETCH, &Answer::<Vec<Fetched>> { epoch, result: Err(e) }, &[]),
+                Ok((states, data)) => message(KIND_FETCH, &Answer { epoch, result: Ok(states) }, data),
+                Err(e) => message(KIND_FETCH, &Answer::<Vec<Fetched>> { epoch, result: Err(e) }, Vec::new()),
             }
         }
-        k => encode_message(k, &Answer::<()> { epoch, result: Err(WireError::Invalid(format!("unknown message kind {k:#x}"))) }, &[]),
+        k => message(k, &Answer::<()> { epoch, result: Err(WireError::Invalid(format!("unknown message kind {k:#x}"))) }, Vec::new()),
     }
 }
 

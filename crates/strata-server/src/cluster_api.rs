@@ -35,7 +35,7 @@ fn not_clustered() -> Response {
 async fn rpc(State(st): S, body: Bytes) -> Response {
     let Some(n) = st.cluster.clone() else { return not_clustered() };
     let answer = strata_rpc::serve(&*n, body).await;
-    ([(header::CONTENT_TYPE, "application/x-strata-frame")], answer).into_response()
+    ([(header::CONTENT_TYPE, "application/x-strata-frame")], axum::body::Body::new(strata_net::Chunks::new(answer))).into_response()
 }
 
 async fn raft(State(st): S, body: Bytes) -> Response {
