@@ -228,6 +228,24 @@ async fn used_bytes(c: &Client) -> u64 {
         .unwrap_or(0)
 }
 
+/// The write path's engine counters summed over every node (records,
+/// group-commit batches, fsyncs and seconds in them), to say where a PUT
+/// phase's time went.
+async fn write_path(nodes: &Nodes) -> [f64; 4] {
+    let mut out = [0f64; 4];
+    for i in 0..nodes.addrs.len() {
+        let Ok(text) = nodes.client(i).get_text("/metrics").await else { continue };
+        for (k, name) in ["strata_engine_records", "strata_engine_batches", "strata_engine_fsyncs", "strata_engine_fsync_seconds"].iter().enumerate() {
+            out[k] += text
+                .lines()
+                .filter(|l| l.strip_prefix(name).is_some_and(|rest| rest.trim_start_matches("_total").starts_with(['{', ' '])))
+                .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+                .sum::<f64>();
+        }
+    }
+    out
+}
+
 #[derive(serde::Serialize)]
 struct Row {
     nodes: usize,
@@ -243,6 +261,12 @@ struct Row {
     lag_max_bytes: u64,
     lag_max_seconds: f64,
     drain_seconds: f64,
+    /// Replica records written per fsync during the PUT phase.
+    records_per_fsync: f64,
+    /// fsyncs per second, all nodes together.
+    fsyncs_per_s: f64,
+    /// Mean time of one fsync, ms.
+    fsync_ms: f64,
 }
 
 #[derive(serde::Serialize)]
@@ -295,6 +319,7 @@ pub async fn run(a: BenchClusterArgs) -> Result<()> {
                 }
             })
         };
+        let written_before = write_path(&nodes).await;
         let (puts, put_secs, put_lat) = {
             let (ids, clients, payload) = (ids.clone(), clients.clone(), payload.clone());
             phase(a.concurrency, a.seconds, move |w, i| {
@@ -308,6 +333,8 @@ pub async fn run(a: BenchClusterArgs) -> Result<()> {
             })
             .await?
         };
+        let written = write_path(&nodes).await;
+        let [records, _, fsyncs, fsync_secs] = std::array::from_fn(|k| written[k] - written_before[k]);
         sampling.store(0, Ordering::Relaxed);
         let _ = sampler.await;
         // Time for replication to drain once the load stops.
@@ -355,6 +382,9 @@ pub async fn run(a: BenchClusterArgs) -> Result<()> {
             lag_max_bytes: lag_max.0.load(Ordering::Relaxed),
             lag_max_seconds: lag_max.1.load(Ordering::Relaxed) as f64 / 1000.0,
             drain_seconds,
+            records_per_fsync: records / fsyncs.max(1.0),
+            fsyncs_per_s: fsyncs / put_secs,
+            fsync_ms: fsync_secs * 1000.0 / fsyncs.max(1.0),
         });
         // Catch-up: wipe the last node (not the metadata member) and let its
         // replicas bootstrap from their peers.
@@ -402,11 +432,13 @@ pub async fn run(a: BenchClusterArgs) -> Result<()> {
         a.seconds
     );
     println!();
-    println!("| nodes | replicas | PUT MB/s | PUT ops/s | PUT p50/p99 ms | GET MB/s | GET ops/s | GET p50/p99 ms | repl. lag max (bytes, s) | drain s |");
-    println!("|---|---|---|---|---|---|---|---|---|---|");
+    println!(
+        "| nodes | replicas | PUT MB/s | PUT ops/s | PUT p50/p99 ms | GET MB/s | GET ops/s | GET p50/p99 ms | repl. lag max (bytes, s) | drain s | PUT: records/fsync, fsyncs/s, ms each |"
+    );
+    println!("|---|---|---|---|---|---|---|---|---|---|---|");
     for r in &rows {
         println!(
-            "| {} | {} | {:.1} | {:.0} | {:.1} / {:.1} | {:.1} | {:.0} | {:.1} / {:.1} | {:.2} MB, {:.2} | {:.2} |",
+            "| {} | {} | {:.1} | {:.0} | {:.1} / {:.1} | {:.1} | {:.0} | {:.1} / {:.1} | {:.2} MB, {:.2} | {:.2} | {:.1}, {:.0}, {:.2} |",
             r.nodes,
             r.replicas,
             r.put_mbps,
@@ -419,7 +451,10 @@ pub async fn run(a: BenchClusterArgs) -> Result<()> {
             r.get_p99_ms,
             r.lag_max_bytes as f64 / MB,
             r.lag_max_seconds,
-            r.drain_seconds
+            r.drain_seconds,
+            r.records_per_fsync,
+            r.fsyncs_per_s,
+            r.fsync_ms
         );
     }
     if let Some(c) = catch_up {

@@ -131,6 +131,12 @@ impl ClusterView for ClusterMapView {
     fn all_partitions(&self) -> Vec<PartitionId> {
         self.map.borrow().partitions.keys().copied().collect()
     }
+    fn holds_locally(&self, partition: PartitionId) -> bool {
+        let Some(node) = self.node else { return false };
+        let map = self.map.borrow();
+        let serving_here = map.partitions.get(&partition).is_some_and(|p| p.replicas.iter().any(|r| r.node == node && map.serves(*r)));
+        serving_here && self.local.as_ref().is_some_and(|l| l.replica(partition).is_some())
+    }
     fn catch_up(&self) -> BoxFuture<'_, ()> {
         match &self.catch_up {
             Some(f) => f(),

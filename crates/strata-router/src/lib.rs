@@ -83,6 +83,11 @@ pub trait ClusterView: Send + Sync {
     fn catch_up(&self) -> BoxFuture<'_, ()> {
         Box::pin(async {})
     }
+    /// Whether this node holds a serving replica of the partition itself
+    /// (a router on a datanode). None by default (a frontend).
+    fn holds_locally(&self, _partition: PartitionId) -> bool {
+        false
+    }
 }
 
 /// Owners starting with this are reserved for blobs Strata writes for
@@ -269,12 +274,18 @@ impl Router {
 
     /// Puts one blob of at most one chunk (simple, chunk or composite kind)
     /// on a random writable partition, retrying elsewhere when a partition
-    /// is read-only or busy.
+    /// is read-only or busy. A router on a datanode draws from the writable
+    /// partitions this node holds a replica of, while there are any: one
+    /// copy is then written here rather than sent over the network (at 6
+    /// nodes and 3 replicas, a put otherwise sent three copies out as
+    /// often as not). Clients spread over the nodes still spread the puts
+    /// over every partition.
     pub(crate) async fn put_one(&self, kind: BlobKind, container: ContainerRef, props: PutProps, data: Bytes, policy: Policy) -> Result<BlobId, RouterError> {
         let mut last = RouterError::NoWritablePartition;
         let mut candidates = self.view.writable_partitions();
         for _ in 0..self.config.put_attempts {
-            let Some(id) = self.new_id(kind, container, &candidates) else { break };
+            let local: Vec<PartitionId> = candidates.iter().copied().filter(|p| self.view.holds_locally(*p)).collect();
+            let Some(id) = self.new_id(kind, container, if local.is_empty() { &candidates } else { &local }) else { break };
             let op = WriteOp::Put { key: id.key(), props: props.clone(), data: data.clone() };
             match self.write_quorum(id.partition(), op, policy).await {
                 Ok(()) => return Ok(id),

@@ -363,3 +363,49 @@ async fn a_partition_whose_replicas_all_are_out_of_service_is_unavailable_not_mi
     let got = r.get(id, None).await.map(|_| ());
     assert!(matches!(got, Err(RouterError::Unavailable(_))), "{got:?}");
 }
+
+/// Two partitions; this node holds a replica of partition 2 only.
+struct OneLocal {
+    one: Vec<Arc<Replica>>,
+    two: Vec<(Arc<Replica>, Mode)>,
+}
+
+impl ClusterView for OneLocal {
+    fn writable_partitions(&self) -> Vec<PartitionId> {
+        vec![1, 2]
+    }
+    fn all_partitions(&self) -> Vec<PartitionId> {
+        vec![1, 2]
+    }
+    fn replicas(&self, p: PartitionId) -> Vec<Arc<dyn ReplicaHandle>> {
+        match p {
+            1 => self.one.iter().map(|r| Arc::new(Handle(r.clone(), Mode::Healthy)) as Arc<dyn ReplicaHandle>).collect(),
+            2 => self.two.iter().map(|(r, m)| Arc::new(Handle(r.clone(), *m)) as Arc<dyn ReplicaHandle>).collect(),
+            _ => Vec::new(),
+        }
+    }
+    fn holds_locally(&self, p: PartitionId) -> bool {
+        p == 2
+    }
+}
+
+#[tokio::test]
+async fn a_datanode_puts_to_partitions_it_holds_and_elsewhere_when_they_fail() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = |i: usize| {
+        Store::open(&dir.path().join(format!("n{i}")), EngineConfig { disk_reserve_bytes: 0, ..EngineConfig::default() }, Arc::new(SystemClock)).unwrap()
+    };
+    let stores: Vec<Store> = (0..3).map(store).collect();
+    let one: Vec<Arc<Replica>> = stores.iter().map(|s| s.create_replica(1).unwrap()).collect();
+    let two: Vec<Arc<Replica>> = stores.iter().map(|s| s.create_replica(2).unwrap()).collect();
+    let view = |mode: Mode| OneLocal { one: one.clone(), two: two.iter().map(|r| (r.clone(), mode)).collect() };
+    let r = Arc::new(Router::new(Arc::new(view(Mode::Healthy)), RouterConfig::default(), Arc::new(SystemClock), Some(3)));
+    for _ in 0..20 {
+        assert_eq!(put(&r, b"local", None).await.unwrap().partition(), 2, "a put went past the partition this node holds");
+    }
+    // The local partition's replicas down: the puts go to the other one.
+    let r = Arc::new(Router::new(Arc::new(view(Mode::Down)), RouterConfig::default(), Arc::new(SystemClock), Some(4)));
+    for _ in 0..5 {
+        assert_eq!(put(&r, b"elsewhere", None).await.unwrap().partition(), 1);
+    }
+}
