@@ -61,6 +61,9 @@ pub struct PairLag {
     pub intra_zone: bool,
     /// Token.
     pub token_lsn: u64,
+    /// The token as last written to the tokens file: where replication
+    /// from this peer starts again after a crash.
+    pub token_persisted_lsn: u64,
     /// The peer's last sequence number.
     pub peer_lsn: u64,
     /// Records the peer had beyond the token at the last poll.
@@ -154,7 +157,8 @@ impl Replication {
     /// Moves the token (call only once what it covers is durable here);
     /// writes the tokens file if it changed and was last written more than
     /// [`TOKEN_PERSIST_MS`] ago (a later call writes what this one left).
-    fn set_token(&self, replica: &Replica, peer: NodeId, token: Token) -> std::io::Result<()> {
+    /// Returns the peer's token as the file holds it now.
+    fn set_token(&self, replica: &Replica, peer: NodeId, token: Token) -> std::io::Result<u64> {
         let now = self.clock.now_ms();
         let mut g = self.tokens.lock().unwrap_or_else(|p| p.into_inner());
         let t = g.entry(replica.partition()).or_insert_with(|| ReplicaTokens::load(replica));
@@ -163,14 +167,15 @@ impl Replication {
             t.dirty = true;
         }
         if !t.dirty || now.saturating_sub(t.written_ms) < TOKEN_PERSIST_MS {
-            return Ok(());
+            return Ok(t.persisted.get(&peer).map_or(0, |t| t.lsn));
         }
         let payload = postcard::to_stdvec(&t.peers).map_err(std::io::Error::other)?;
         strata_engine::fsutil::write_atomic(&replica.dir().join(TOKENS_FILE), &encode_frame(KIND_TOKENS, &payload)).map_err(std::io::Error::other)?;
         self.token_writes.fetch_add(1, Ordering::Relaxed);
         t.dirty = false;
         t.written_ms = now;
-        Ok(())
+        t.persisted = t.peers.clone();
+        Ok(token.lsn)
     }
 
     fn record(&self, partition: PartitionId, peer: NodeId, intra_zone: bool, f: impl FnOnce(&mut PairLag)) {
@@ -181,6 +186,7 @@ impl Replication {
             peer,
             intra_zone,
             token_lsn: 0,
+            token_persisted_lsn: 0,
             peer_lsn: 0,
             lag_records: 0,
             lag_bytes: 0,
@@ -237,6 +243,8 @@ impl Drop for Claims<'_> {
 /// One replica's tokens, and whether the file is behind them.
 struct ReplicaTokens {
     peers: BTreeMap<NodeId, Token>,
+    /// As the file holds them.
+    persisted: BTreeMap<NodeId, Token>,
     /// Changed since the file was last written.
     dirty: bool,
     /// When the file was last written (0: not by this process).
@@ -245,7 +253,8 @@ struct ReplicaTokens {
 
 impl ReplicaTokens {
     fn load(replica: &Replica) -> Self {
-        Self { peers: load_tokens(replica), dirty: false, written_ms: 0 }
+        let peers = load_tokens(replica);
+        Self { persisted: peers.clone(), peers, dirty: false, written_ms: 0 }
     }
 }
 
@@ -509,7 +518,7 @@ async fn apply_chunk(
     // Everything is durable here: the token may move.
     let peer_last = chunk.next_lsn.saturating_sub(1);
     let new_lsn = if chunk.from_index { peer_last } else { chunk.entries.last().map_or(token.lsn, |e| e.lsn) };
-    rep.set_token(replica, peer, Token { incarnation: chunk.incarnation, lsn: new_lsn }).map_err(|e| format!("persisting the token: {e}"))?;
+    let persisted = rep.set_token(replica, peer, Token { incarnation: chunk.incarnation, lsn: new_lsn }).map_err(|e| format!("persisting the token: {e}"))?;
     let counter = if intra { &rep.bytes_intra } else { &rep.bytes_inter };
     counter.fetch_add(bytes, Ordering::Relaxed);
     rep.records.fetch_add(applied, Ordering::Relaxed);
@@ -520,6 +529,7 @@ async fn apply_chunk(
     let waited = if found > 0 { node.clock().now_ms().saturating_sub(prev_poll_ms) as f64 / 1000.0 } else { 0.0 };
     rep.record(partition, peer, intra, |l| {
         l.token_lsn = new_lsn;
+        l.token_persisted_lsn = persisted;
         l.peer_lsn = peer_last;
         l.lag_records = found;
         l.lag_bytes = found_bytes;
@@ -543,19 +553,19 @@ mod tests {
         let rep = Replication::new(Arc::new(clock.clone()));
         let at = |lsn| Token { incarnation: [7; 16], lsn };
         // The first move is written (nothing was, by this process).
-        rep.set_token(&replica, 2, at(1)).expect("set");
+        assert_eq!(rep.set_token(&replica, 2, at(1)).expect("set"), 1, "the file's token");
         assert_eq!(load_tokens(&replica).get(&2), Some(&at(1)));
         // Moves within the next second stay in memory.
         for lsn in 2..50 {
             clock.advance(10);
-            rep.set_token(&replica, 2, at(lsn)).expect("set");
+            assert_eq!(rep.set_token(&replica, 2, at(lsn)).expect("set"), 1, "the file's token");
         }
         assert_eq!(rep.token(&replica, 2), at(49));
         assert_eq!(load_tokens(&replica).get(&2), Some(&at(1)));
         assert_eq!(rep.token_writes.load(Ordering::Relaxed), 1);
         // A later call with no change writes what was left behind.
         clock.advance(TOKEN_PERSIST_MS);
-        rep.set_token(&replica, 2, at(49)).expect("set");
+        assert_eq!(rep.set_token(&replica, 2, at(49)).expect("set"), 49);
         assert_eq!(load_tokens(&replica).get(&2), Some(&at(49)));
         assert_eq!(rep.token_writes.load(Ordering::Relaxed), 2);
         // Nothing to write: nothing written.

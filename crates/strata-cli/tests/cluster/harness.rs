@@ -448,8 +448,10 @@ async fn holds(c: &Cluster, n: u8, id: &str) -> bool {
     blobs.as_array().into_iter().flatten().any(|b| b["id"] == id && b["state"] == "live")
 }
 
-/// Waits until node `n`'s replication tokens against `peers` reach every
-/// record those peers hold now.
+/// Waits until node `n`'s replication tokens against `peers`, as its tokens
+/// files hold them (where replication starts again after a crash; the file
+/// is written at most once a second), reach every record those peers hold
+/// now.
 async fn caught_up(c: &Cluster, n: u8, peers: &[u8]) {
     let mut target = BTreeMap::new();
     for &peer in peers {
@@ -465,7 +467,7 @@ async fn caught_up(c: &Cluster, n: u8, peers: &[u8]) {
             .as_array()
             .into_iter()
             .flatten()
-            .map(|l| ((l["partition"].as_u64().unwrap_or(0), l["peer"].as_u64().unwrap_or(0)), l["token_lsn"].as_u64().unwrap_or(0)))
+            .map(|l| ((l["partition"].as_u64().unwrap_or(0), l["peer"].as_u64().unwrap_or(0)), l["token_persisted_lsn"].as_u64().unwrap_or(0)))
             .collect();
         if target.iter().all(|(pair, lsn)| tokens.get(pair).is_some_and(|t| t >= lsn)) {
             return;
