@@ -161,7 +161,7 @@ pub(crate) fn disk_write_limit(dir: &Path, secs: f64, streams: usize) -> Result<
 
 /// O_DIRECT sequential read of the probe file: the device's read rate,
 /// bypassing the page cache.
-fn disk_read_limit(dir: &Path) -> Result<f64> {
+pub(crate) fn disk_read_limit(dir: &Path) -> Result<f64> {
     let block = 1 << 20;
     let layout = std::alloc::Layout::from_size_align(block, 4096)?;
     // SAFETY: the layout has a non-zero size; the buffer is freed below.

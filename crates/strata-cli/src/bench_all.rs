@@ -191,7 +191,13 @@ fn cluster(a: &BenchAllArgs, limits: &mut Vec<String>) -> Vec<Verdict> {
     out.push(verdict(
         "cluster",
         "catch-up of a wiped node >= 80% of fsync'd disk write",
-        format!("{:.0} MB/s, {:.2} of {:.0} MB/s", f(c, "mbps"), f(c, "ratio_to_disk"), f(c, "disk_write_mbps")),
+        format!(
+            "{:.0} MB/s, {:.2} of {:.0} MB/s ({:.2} of the disk copying to itself)",
+            f(c, "mbps"),
+            f(c, "ratio_to_disk"),
+            f(c, "disk_write_mbps"),
+            f(c, "ratio_to_disk_copy")
+        ),
         c.get("ratio_to_disk").map(|_| f(c, "ratio_to_disk") >= 0.8),
     ));
     out

@@ -5,7 +5,7 @@
 //! through replication, beside the disk's fsync'd write bandwidth and the
 //! loopback TCP bandwidth measured in the same run.
 
-use crate::bench::{MB, disk_write_limit, loopback_limit, percentile, phase};
+use crate::bench::{MB, disk_read_limit, disk_write_limit, loopback_limit, percentile, phase};
 use crate::size::{format_size, parse_size};
 use anyhow::{Context, Result, bail};
 use bytes::Bytes;
@@ -277,11 +277,19 @@ struct CatchUp {
     mbps: f64,
     disk_write_mbps: f64,
     ratio_to_disk: f64,
+    /// The O_DIRECT read rate of the same disk.
+    disk_read_mbps: f64,
+    /// Over the rate of copying from this disk to itself, reading and
+    /// writing each byte once: 1 / (1/write + 1/read).
+    ratio_to_disk_copy: f64,
 }
 
 pub async fn run(a: BenchClusterArgs) -> Result<()> {
     std::fs::create_dir_all(&a.data_dir).with_context(|| format!("creating {}", a.data_dir.display()))?;
     let disk_write_mbps = disk_write_limit(&a.data_dir, 2.0, 1)?;
+    // Catch-up reads what it writes from the same disk (the peers' cold
+    // replicas): its limit here is the disk doing both.
+    let disk_read_mbps = disk_read_limit(&a.data_dir)?;
     let _ = std::fs::remove_file(a.data_dir.join("disk-probe-0"));
     let loopback_mbps = loopback_limit(1.0, a.concurrency.clamp(1, 8)).await?;
     let mut rows = Vec::new();
@@ -410,7 +418,17 @@ pub async fn run(a: BenchClusterArgs) -> Result<()> {
             }
             let seconds = t.elapsed().as_secs_f64();
             let mbps = before as f64 / MB / seconds;
-            catch_up = Some(CatchUp { nodes: n, bytes: before, seconds, mbps, disk_write_mbps, ratio_to_disk: mbps / disk_write_mbps });
+            let copy_mbps = 1.0 / (1.0 / disk_write_mbps + 1.0 / disk_read_mbps);
+            catch_up = Some(CatchUp {
+                nodes: n,
+                bytes: before,
+                seconds,
+                mbps,
+                disk_write_mbps,
+                ratio_to_disk: mbps / disk_write_mbps,
+                disk_read_mbps,
+                ratio_to_disk_copy: mbps / copy_mbps,
+            });
         }
         drop(nodes);
     }
@@ -460,13 +478,15 @@ pub async fn run(a: BenchClusterArgs) -> Result<()> {
     if let Some(c) = catch_up {
         println!();
         println!(
-            "catch-up of a wiped node ({} nodes): {:.0} MB in {:.2} s = {:.1} MB/s, {:.2}x the disk's fsync'd write bandwidth ({:.0} MB/s)",
+            "catch-up of a wiped node ({} nodes): {:.0} MB in {:.2} s = {:.1} MB/s, {:.2}x the disk's fsync'd write bandwidth ({:.0} MB/s), {:.2}x its rate copying to itself ({:.0} MB/s read with O_DIRECT)",
             c.nodes,
             c.bytes as f64 / MB,
             c.seconds,
             c.mbps,
             c.ratio_to_disk,
-            c.disk_write_mbps
+            c.disk_write_mbps,
+            c.ratio_to_disk_copy,
+            c.disk_read_mbps
         );
     }
     Ok(())
