@@ -100,16 +100,25 @@ enum Cmd {
 
 fn main() -> std::process::ExitCode {
     let cli = Cli::parse();
-    if !matches!(cli.cmd, Cmd::Server(_)) {
-        // A command whose output is piped into `head` ends quietly when the
-        // pipe closes, as Unix tools do, instead of panicking in println!.
-        // Sockets are unaffected (Rust sends with MSG_NOSIGNAL); the server
-        // keeps Rust's default of ignoring SIGPIPE.
-        // SAFETY: called before any thread starts; SIG_DFL is a valid handler.
-        unsafe {
-            libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+    // A command whose output is piped into `head` ends quietly when the pipe
+    // closes, as Unix tools do: printing to a closed stdout panics in
+    // println!, and the hook turns that one panic into death by SIGPIPE.
+    // SIGPIPE itself stays ignored (Rust's default), so a socket whose peer
+    // hung up mid-write (hyper writes with writev, which has no
+    // MSG_NOSIGNAL) is an error the command reports, never a silent death.
+    let default_hook = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        let msg = info.payload().downcast_ref::<String>().map(String::as_str).or_else(|| info.payload().downcast_ref::<&str>().copied()).unwrap_or("");
+        if msg.starts_with("failed printing to stdout") && msg.contains("Broken pipe") {
+            // SAFETY: restoring the default action of a signal and raising
+            // it on this process; no handler runs.
+            unsafe {
+                libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+                libc::raise(libc::SIGPIPE);
+            }
         }
-    }
+        default_hook(info);
+    }));
     let filter = tracing_subscriber::EnvFilter::try_from_env("STRATA_LOG").unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
     tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).init();
     let rt = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {

@@ -21,3 +21,28 @@ fn a_closed_stdout_pipe_ends_a_command_quietly() {
     use std::os::unix::process::ExitStatusExt;
     assert_eq!(done.status.signal(), Some(libc::SIGPIPE), "{:?}: {stderr}", done.status);
 }
+
+#[test]
+fn a_server_that_hangs_up_mid_upload_is_an_error_not_a_silent_death() {
+    // A "server" that reads a little of the request and closes the socket.
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    let addr = listener.local_addr().expect("addr");
+    let server = std::thread::spawn(move || {
+        use std::io::Read;
+        for _ in 0..4 {
+            let Ok((mut s, _)) = listener.accept() else { return };
+            let mut buf = vec![0u8; 64 << 10];
+            let _ = s.read(&mut buf);
+        }
+    });
+    let dir = tempfile::tempdir().expect("tempdir");
+    let file = dir.path().join("big");
+    std::fs::write(&file, vec![7u8; 64 << 20]).expect("write");
+    let done = Command::new(env!("CARGO_BIN_EXE_strata")).args(["put", "--server", &format!("http://{addr}")]).arg(&file).output().expect("run strata put");
+    let stderr = String::from_utf8_lossy(&done.stderr);
+    use std::os::unix::process::ExitStatusExt;
+    assert_eq!(done.status.signal(), None, "killed by a signal: {stderr}");
+    assert!(!done.status.success(), "a put the server never answered succeeded");
+    assert!(stderr.contains("error"), "{stderr}");
+    drop(server);
+}
