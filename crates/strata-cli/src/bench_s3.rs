@@ -105,11 +105,18 @@ impl S3Client {
         let status = resp.status().as_u16();
         let mut body = resp.into_body();
         let mut n = 0u64;
+        let mut error = Vec::new();
         while let Some(frame) = body.frame().await {
             if let Ok(d) = frame.context("reading the response")?.into_data() {
                 n += d.len() as u64;
+                if !(200..300).contains(&status) && error.len() < 400 {
+                    error.extend_from_slice(&d[..d.len().min(400 - error.len())]);
+                }
             }
         }
+        // A refusal says why (the S3 error document), so a failed run can be
+        // diagnosed from its output.
+        anyhow::ensure!(status < 400 || status == 404, "{path} answered {status}: {}", String::from_utf8_lossy(&error));
         Ok((status, n))
     }
 }
