@@ -57,6 +57,10 @@ pub async fn serve(
     tokio::pin!(shutdown);
     loop {
         tokio::select! {
+            _ = gate.room() => {}
+            _ = &mut shutdown => break,
+        }
+        tokio::select! {
             r = listener.accept() => match r {
                 Ok((stream, remote)) => {
                     let _ = stream.set_nodelay(true);
@@ -127,6 +131,10 @@ where
     let tls = tls.map(|(config, state)| (tokio_rustls::TlsAcceptor::from(config), state));
     tokio::pin!(shutdown);
     loop {
+        tokio::select! {
+            _ = gate.room() => {}
+            () = &mut shutdown => return Ok(()),
+        }
         let (stream, remote) = tokio::select! {
             r = listener.accept() => match r {
                 Ok(accepted) => accepted,

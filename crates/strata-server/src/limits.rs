@@ -77,7 +77,17 @@ pub struct Gate {
     pub evicted: AtomicU64,
     /// Connections closed because their head or idle time ran out.
     pub timed_out: AtomicU64,
+    /// Told whenever a connection's place is freed.
+    freed: Notify,
 }
+
+/// Connections admitted beyond the budget while the ones they evicted are
+/// still closing. Each holds a descriptor, so the accept loop waits for
+/// evicted connections to close before it takes more than this many over:
+/// a flood of new connections (2,000 half-sent requests) would otherwise
+/// accept faster than the evicted ones close and run the process out of
+/// descriptors. Well inside the headroom the budget leaves (256).
+pub const OVER_BUDGET_MAX: usize = 64;
 
 #[derive(Default)]
 struct Slots {
@@ -123,7 +133,24 @@ impl Gate {
             refused: AtomicU64::new(0),
             evicted: AtomicU64::new(0),
             timed_out: AtomicU64::new(0),
+            freed: Notify::new(),
         })
+    }
+
+    /// Resolves once fewer than [`OVER_BUDGET_MAX`] connections are held
+    /// beyond the budget (evicted ones still closing): the accept loop
+    /// awaits it before each accept, so a flood waits in the kernel's
+    /// backlog, holding no descriptor here.
+    pub async fn room(&self) {
+        loop {
+            let freed = self.freed.notified();
+            tokio::pin!(freed);
+            freed.as_mut().enable();
+            if self.lock().count < self.max + OVER_BUDGET_MAX {
+                return;
+            }
+            freed.await;
+        }
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Slots> {
@@ -244,6 +271,8 @@ impl Drop for Ticket {
             g.free.push(self.index);
             g.count = g.count.saturating_sub(1);
         }
+        drop(g);
+        self.gate.freed.notify_waiters();
     }
 }
 
@@ -288,6 +317,31 @@ pub fn head_timeout_response() -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[tokio::test]
+    async fn a_flood_waits_for_evicted_connections_to_close_past_the_overshoot() {
+        let gate = Gate::new(4);
+        let mut held = Vec::new();
+        // Every admitted connection waits for a head, so each new one
+        // evicts one; none of the evicted closes yet.
+        for _ in 0..4 + OVER_BUDGET_MAX {
+            tokio::time::timeout(Duration::from_secs(1), gate.room()).await.expect("room below the overshoot");
+            let t = gate.admit().expect("an evictable connection");
+            t.set_waiting(true);
+            held.push(t);
+        }
+        assert_eq!(gate.open(), 4 + OVER_BUDGET_MAX);
+        // Now the accept loop waits instead of taking one more descriptor...
+        assert!(tokio::time::timeout(Duration::from_millis(100), gate.room()).await.is_err(), "the overshoot is unbounded");
+        // ...until an evicted connection closes.
+        let waiting = tokio::spawn({
+            let gate = gate.clone();
+            async move { gate.room().await }
+        });
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        held.remove(0);
+        tokio::time::timeout(Duration::from_secs(1), waiting).await.expect("woken when a place was freed").expect("task");
+    }
 
     #[tokio::test]
     async fn a_full_gate_evicts_the_oldest_waiting_connection_and_refuses_when_all_are_busy() {
