@@ -116,7 +116,7 @@ impl S3Client {
         }
         // A refusal says why (the S3 error document), so a failed run can be
         // diagnosed from its output.
-        anyhow::ensure!(status < 400 || status == 404, "{path} answered {status}: {}", String::from_utf8_lossy(&error));
+        anyhow::ensure!(status < 400, "{path} answered {status}: {}", String::from_utf8_lossy(&error));
         Ok((status, n))
     }
 }

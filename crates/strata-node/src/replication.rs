@@ -162,17 +162,13 @@ impl Replication {
         let now = self.clock.now_ms();
         let mut g = self.tokens.lock().unwrap_or_else(|p| p.into_inner());
         let t = g.entry(replica.partition()).or_insert_with(|| ReplicaTokens::load(replica));
-        if t.peers.get(&peer) != Some(&token) {
-            t.peers.insert(peer, token);
-            t.dirty = true;
-        }
-        if !t.dirty || now.saturating_sub(t.written_ms) < TOKEN_PERSIST_MS {
+        t.peers.insert(peer, token);
+        if t.peers == t.persisted || now.saturating_sub(t.written_ms) < TOKEN_PERSIST_MS {
             return Ok(t.persisted.get(&peer).map_or(0, |t| t.lsn));
         }
         let payload = postcard::to_stdvec(&t.peers).map_err(std::io::Error::other)?;
         strata_engine::fsutil::write_atomic(&replica.dir().join(TOKENS_FILE), &encode_frame(KIND_TOKENS, &payload)).map_err(std::io::Error::other)?;
         self.token_writes.fetch_add(1, Ordering::Relaxed);
-        t.dirty = false;
         t.written_ms = now;
         t.persisted = t.peers.clone();
         Ok(token.lsn)
@@ -243,10 +239,8 @@ impl Drop for Claims<'_> {
 /// One replica's tokens, and whether the file is behind them.
 struct ReplicaTokens {
     peers: BTreeMap<NodeId, Token>,
-    /// As the file holds them.
+    /// As the file holds them (the file is behind while they differ).
     persisted: BTreeMap<NodeId, Token>,
-    /// Changed since the file was last written.
-    dirty: bool,
     /// When the file was last written (0: not by this process).
     written_ms: u64,
 }
@@ -254,7 +248,7 @@ struct ReplicaTokens {
 impl ReplicaTokens {
     fn load(replica: &Replica) -> Self {
         let peers = load_tokens(replica);
-        Self { persisted: peers.clone(), peers, dirty: false, written_ms: 0 }
+        Self { persisted: peers.clone(), peers, written_ms: 0 }
     }
 }
 
