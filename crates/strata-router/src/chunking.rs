@@ -105,7 +105,7 @@ impl Router {
             }
             let mut frame = &frame[..];
             while !frame.is_empty() {
-                if buf.capacity() == 0 {
+                if held.is_none() {
                     // Room for a whole chunk before filling it: a buffer
                     // half full never waits for more, so puts waiting for
                     // room hold none and cannot wait on each other.
@@ -116,7 +116,10 @@ impl Router {
                             break;
                         }
                     }
-                    buf.reserve(chunk_size);
+                    // A whole chunk, or what the sender announced is left
+                    // of its body (more if it sends more).
+                    let left = opts.size_hint.map_or(chunk_size as u64, |n| n.saturating_sub(total - frame.len() as u64));
+                    buf.reserve((left as usize).max(frame.len()).min(chunk_size));
                 }
                 let take = frame.len().min(chunk_size - buf.len());
                 buf.extend_from_slice(&frame[..take]);

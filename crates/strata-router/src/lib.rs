@@ -211,6 +211,11 @@ pub struct PutOptions {
     /// The container (account and container ids) the blob and its chunks
     /// belong to; their ids say so.
     pub container: ContainerRef,
+    /// The body's length as its sender announced it (`Content-Length`):
+    /// the upload buffer is sized for it instead of a whole chunk, so a
+    /// small blob does not take (and fault in) chunk-sized memory. Only a
+    /// hint: a body longer or shorter than it is still taken whole.
+    pub size_hint: Option<u64>,
 }
 
 /// The router.

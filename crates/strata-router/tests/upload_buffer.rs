@@ -68,3 +68,41 @@ async fn concurrent_puts_stay_within_the_upload_buffer_and_all_finish() {
         assert!(got == data, "blob {id} read back different bytes");
     }
 }
+
+/// A body's announced size only sizes the first buffer: bodies shorter or
+/// longer than announced (by a byte, or by chunks) are stored whole, and
+/// every put gives its room back.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_wrong_size_hint_changes_nothing_but_the_buffer() {
+    let dir = tempfile::tempdir().unwrap();
+    let clock = Arc::new(SystemClock);
+    let store = Arc::new(Store::open(dir.path(), EngineConfig::default(), clock.clone()).unwrap());
+    for p in 0..2 {
+        store.create_replica(p).unwrap();
+    }
+    let config = RouterConfig { chunk_size: MIB, upload_buffer_bytes: 4 * MIB as u64, ..RouterConfig::default() };
+    let router = Arc::new(Router::new(Arc::new(LocalView::new(store)), config, clock, Some(7)));
+    let cases: [(usize, Option<u64>); 8] = [
+        (1000, Some(1000)),
+        (1000, Some(999)),
+        (1000, Some(1)),
+        (1000, Some(0)),
+        (1000, Some(5 * MIB as u64)),
+        (MIB + 1, Some(MIB as u64)),
+        (3 * MIB + 17, Some(100)),
+        (2 * MIB, Some(u64::MAX)),
+    ];
+    for (n, (len, hint)) in cases.into_iter().enumerate() {
+        let data: Vec<u8> = (0..len).map(|i| (i as u8).wrapping_mul(13).wrapping_add(n as u8)).collect();
+        let frames: Vec<Result<Bytes, std::io::Error>> = data.chunks(100_000).map(|c| Ok(Bytes::copy_from_slice(c))).collect();
+        let opts = PutOptions { size_hint: hint, ..PutOptions::default() };
+        let id = router.put_stream(opts, futures_util::stream::iter(frames)).await.unwrap();
+        assert_eq!(router.upload_buffer_held(), 0, "a put of {len} bytes announced as {hint:?} still holds room");
+        let body = router.get(id, None).await.unwrap();
+        let got = match body.data {
+            BlobData::Whole(b, _) => b.to_vec(),
+            BlobData::Stream(s) => s.map(|c| c.unwrap()).collect::<Vec<_>>().await.concat(),
+        };
+        assert!(got == data, "{len} bytes announced as {hint:?} read back as {} different bytes", got.len());
+    }
+}

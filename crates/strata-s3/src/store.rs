@@ -136,9 +136,10 @@ impl StrataS3 {
         length: Option<i64>,
         content_md5: Option<&str>,
         sums: &Expected,
-        opts: PutOptions,
+        mut opts: PutOptions,
     ) -> Result<Stored, S3Error> {
         let started_ms = self.now_ms();
+        opts.size_hint = length.and_then(|l| u64::try_from(l).ok());
         let want = match content_md5 {
             None => None,
             Some(b64) => {
@@ -171,7 +172,7 @@ impl StrataS3 {
         let (blob, size, md5) = if length.is_some_and(|l| l <= INLINE_HASH_BYTES) {
             let mut hasher = md5x::Single::new();
             let mut size = 0u64;
-            let mut buf = bytes::BytesMut::new();
+            let mut buf = bytes::BytesMut::with_capacity(length.and_then(|l| usize::try_from(l).ok()).unwrap_or(0));
             let mut body = body;
             while let Some(frame) = body.next().await {
                 let frame = frame.map_err(|e| body_err(&e.to_string()))?;

@@ -110,6 +110,7 @@ fn put_options(h: &HeaderMap, container: strata_types::ContainerRef) -> Result<P
         meta,
         policy: parse_policy(h)?,
         container,
+        size_hint: None,
     })
 }
 
@@ -117,13 +118,14 @@ async fn put_blob(State(st): S, headers: HeaderMap, body: Body) -> Response {
     let t = Instant::now();
     let r = async {
         let container = strata_names::read(&*st.names, |s| crate::auth::put_container(headers.get("x-strata-container").map(HeaderValue::as_bytes), s))?;
-        let opts = put_options(&headers, container)?;
+        let mut opts = put_options(&headers, container)?;
         let max = st.router.config().blob_bytes_max;
         if let Some(len) = header_str(&headers, "content-length")? {
             let len: u64 = len.parse().map_err(|_| ApiError::BadHeader { name: "content-length".into(), reason: "not a number".into() })?;
             if len > max {
                 return Err(strata_router::RouterError::TooLarge { size: len, max }.into());
             }
+            opts.size_hint = Some(len);
         }
         let received = Arc::new(AtomicU64::new(0));
         let counter = received.clone();
