@@ -71,8 +71,15 @@ pub enum TlsError {
     Config(String),
 }
 
+/// ring's suites with AES-128-GCM first (TLS 1.3's mandatory suite, and
+/// Go's and BoringSSL's first choice on AES hardware): 10 AES rounds where
+/// AES-256 takes 14, so every byte a node encrypts or decrypts costs about
+/// a fifth less CPU. In a 3-replica cluster each blob byte is encrypted
+/// and decrypted three times. The other suites stay for clients without it.
 fn provider() -> Arc<rustls::crypto::CryptoProvider> {
-    Arc::new(rustls::crypto::ring::default_provider())
+    let mut p = rustls::crypto::ring::default_provider();
+    p.cipher_suites.sort_by_key(|s| s.suite() != rustls::CipherSuite::TLS13_AES_128_GCM_SHA256);
+    Arc::new(p)
 }
 
 /// A certificate chain and its private key.
@@ -334,6 +341,8 @@ pub fn server_config(public: Option<&Identity>, cluster: Option<(&Identity, &Clu
         }
     };
     let mut config = builder.with_cert_resolver(Arc::new(ByServerName { cluster: cluster_key, public }));
+    // This server's order of suites decides, not the client's.
+    config.ignore_client_order = true;
     config.alpn_protocols = vec![b"http/1.1".to_vec()];
     Ok(Arc::new(config))
 }
@@ -383,6 +392,40 @@ mod tests {
         f["crc32c"] = secret_crc(&mixed.cluster_id, &mixed.ca_cert_pem, &mixed.ca_key_pem).into();
         assert!(ClusterSecret::parse(&serde_json::to_vec(&f).unwrap(), "f").is_err());
         assert!(matches!(ClusterSecret::parse(b"{}", "f"), Err(TlsError::BadSecret { .. })));
+    }
+
+    /// A client that prefers AES-256 (ring's default order, as the node
+    /// and client crates build theirs) gets AES-128-GCM from a Strata server.
+    #[test]
+    fn servers_choose_aes_128_gcm_whatever_the_client_prefers() {
+        let s = ClusterSecret::generate().unwrap();
+        let node = s.mint(&[CLUSTER_SERVER_NAME.into()]).unwrap();
+        let server_cfg = server_config(None, Some((&node, &s))).unwrap();
+        let client_cfg = ClientConfig::builder_with_provider(Arc::new(rustls::crypto::ring::default_provider()))
+            .with_safe_default_protocol_versions()
+            .unwrap()
+            .with_root_certificates(s.roots().unwrap())
+            .with_no_client_auth();
+        assert_eq!(
+            client_cfg.crypto_provider().cipher_suites[0].suite(),
+            rustls::CipherSuite::TLS13_AES_256_GCM_SHA384,
+            "the client must prefer AES-256 for this test to mean anything"
+        );
+        let name = rustls::pki_types::ServerName::try_from(CLUSTER_SERVER_NAME).unwrap();
+        let mut client = rustls::ClientConnection::new(Arc::new(client_cfg), name).unwrap();
+        let mut server = rustls::ServerConnection::new(server_cfg).unwrap();
+        for _ in 0..10 {
+            let mut wire = Vec::new();
+            client.write_tls(&mut wire).unwrap();
+            server.read_tls(&mut &wire[..]).unwrap();
+            server.process_new_packets().unwrap();
+            let mut back = Vec::new();
+            server.write_tls(&mut back).unwrap();
+            client.read_tls(&mut &back[..]).unwrap();
+            client.process_new_packets().unwrap();
+        }
+        assert!(!client.is_handshaking() && !server.is_handshaking(), "the handshake did not finish");
+        assert_eq!(server.negotiated_cipher_suite().map(|c| c.suite()), Some(rustls::CipherSuite::TLS13_AES_128_GCM_SHA256));
     }
 
     #[test]
