@@ -75,7 +75,7 @@ impl Nodes {
             .arg("--cluster-secret")
             .arg(secret)
             .args(["--listen", &Self::addr(net, i), "--node-id", &i.to_string(), "--meta", &format!("1={}", Self::addr(net, 1))])
-            .args(["--outbound-ip", &format!("127.0.{net}.{i}"), "--intra-replication-ms", "20", "--disk-reserve", "0"])
+            .args(["--outbound-ip", &format!("127.0.{net}.{i}"), "--disk-reserve", "0"])
             // Every node shares this machine's memory.
             .args(["--tail-cache", "256MiB"])
             .args(extra)

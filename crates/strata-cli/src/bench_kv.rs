@@ -338,7 +338,11 @@ pub async fn run(a: BenchKvArgs) -> Result<()> {
         let sl = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
         let sqlite_addr = sl.local_addr()?;
         let sqlite_srv = tokio::spawn(async move { axum::serve(sl, sqlite_app).await });
-        let (router_store, router) = crate::server::open_node(&crate::server::ServerArgs::for_bench(dir.join("node")))?;
+        // The node serves only key-value lookups here: no tail cache, whose
+        // background prefault (3 GiB of fresh pages, each a host fault on a
+        // VM) would run during the HTTP rounds.
+        let node_args = crate::server::ServerArgs { tail_cache: "0".into(), ..crate::server::ServerArgs::for_bench(dir.join("node")) };
+        let (router_store, router) = crate::server::open_node(&node_args)?;
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
         let strata_addr = listener.local_addr()?;
         let (ids, creds) = crate::server::bench_identities(&dir.join("node"), strata_addr).await?;
