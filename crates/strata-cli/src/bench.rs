@@ -297,8 +297,15 @@ impl RawGetter {
 
     /// GETs `/id`, checks the status is 200, and returns the body length read.
     pub(crate) async fn get(&mut self, id: &str) -> Result<u64> {
-        use tokio::io::{AsyncReadExt, AsyncWriteExt};
-        let head = match &self.signer {
+        let head = self.head(id);
+        self.send(&head, id).await
+    }
+
+    /// The request head of a GET of `/id`, signed now when the getter signs
+    /// (valid for the server's clock-skew window, 15 minutes): a load
+    /// generator can build its requests before its clock starts.
+    pub(crate) fn head(&self, id: &str) -> Vec<u8> {
+        match &self.signer {
             None => format!("GET /{id} HTTP/1.1\r\nHost: {}\r\n\r\n", self.host),
             Some(signer) => {
                 let path = format!("/{id}");
@@ -310,8 +317,15 @@ impl RawGetter {
                     self.host, sig.amz_date, sig.content_sha256, sig.authorization
                 )
             }
-        };
-        self.stream.write_all(head.as_bytes()).await?;
+        }
+        .into_bytes()
+    }
+
+    /// Sends a head from [`RawGetter::head`] (of a GET of `/id`), checks the
+    /// status is 200, and returns the body length read.
+    pub(crate) async fn send(&mut self, head: &[u8], id: &str) -> Result<u64> {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        self.stream.write_all(head).await?;
         // Read until the end of the head; the rest of the buffer is body.
         let mut filled = 0;
         let head_end = loop {
