@@ -385,6 +385,13 @@ impl Cluster {
         let cmd = serde_json::json!({ "AddNode": { "id": n, "addr": self.mapped(n), "zone": format!("z{zone}"), "rack": "r9" } });
         self.command(1, cmd).await;
         self.command(1, serde_json::json!({ "AddDisk": { "node": n, "path": "d0", "capacity_bytes": 4u64 << 30 } })).await;
+        // A command returns once committed; node 1 may publish the entry a
+        // moment later. Callers compare maps read from node 1 next.
+        let key = n.to_string();
+        self.map_until(1, Duration::from_secs(10), "the new node's disk", |v| {
+            v["map"]["nodes"][key.as_str()]["disks"].as_array().is_some_and(|d| !d.is_empty())
+        })
+        .await;
     }
 
     /// Runs the `strata` CLI against node `via` as a holder of the secret.
