@@ -37,6 +37,9 @@ pub struct BenchKvPushArgs {
     /// Working directory (removed afterwards).
     #[arg(long, default_value = "./strata-bench-kv-push")]
     pub data_dir: PathBuf,
+    /// Print JSON instead of tables.
+    #[arg(long)]
+    pub json: bool,
 }
 
 fn write_input(path: &Path, n: u64, size: usize, version: u64) -> Result<u64> {
@@ -172,6 +175,34 @@ pub async fn run(a: BenchKvPushArgs) -> Result<()> {
     let _ = std::fs::remove_dir_all(&root);
 
     let mb = input_bytes as f64 / 1e6;
+    if a.json {
+        let pushes: Vec<_> = [("v1", &first), ("v2", &second)]
+            .into_iter()
+            .map(|(label, s)| {
+                let nodes: Vec<_> = s["node_mb_per_s"]
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .map(|n| {
+                        let rate = n["mb_per_s"].as_f64().unwrap_or(0.0);
+                        json!({ "node": n["node"], "bytes": n["bytes"], "mb_per_s": rate, "ratio_to_disk": rate / disk.max(1e-9) })
+                    })
+                    .collect();
+                json!({ "version": label, "swap_ms": s["swap_ms"], "nodes": nodes })
+            })
+            .collect();
+        let out = json!({
+            "records": a.records,
+            "input_mb": mb,
+            "rust_build_s": rust_s,
+            "spark_build_s": spark_s,
+            "spark_output_identical": identical,
+            "disk_write_mbps": disk,
+            "pushes": pushes,
+        });
+        println!("{out}");
+        return Ok(());
+    }
     println!(
         "{} records of {}-byte values ({:.0} MB of keys and values), ring of {} partitions, {} replicas",
         a.records,

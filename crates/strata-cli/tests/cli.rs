@@ -46,3 +46,30 @@ fn a_server_that_hangs_up_mid_upload_is_an_error_not_a_silent_death() {
     assert!(stderr.contains("error"), "{stderr}");
     drop(server);
 }
+
+/// `strata bench all` reads `strata bench-kv-push --json`: a small run on
+/// three real node processes prints both pushes, every node's bytes and
+/// rate, and the swap time.
+#[test]
+fn bench_kv_push_prints_its_figures_as_json() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let out = Command::new(env!("CARGO_BIN_EXE_strata"))
+        .args(["bench-kv-push", "--records", "3000", "--pyenv", "/nonexistent", "--json", "--data-dir"])
+        .arg(dir.path().join("push"))
+        .output()
+        .expect("run strata bench-kv-push");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("one JSON object on stdout");
+    assert_eq!(v["records"], 3000);
+    assert!(v["spark_build_s"].is_null() && v["spark_output_identical"].is_null(), "no PySpark given: {v}");
+    assert!(v["rust_build_s"].as_f64().is_some_and(|s| s > 0.0) && v["disk_write_mbps"].as_f64().is_some_and(|d| d > 0.0), "{v}");
+    let pushes = v["pushes"].as_array().expect("pushes");
+    assert_eq!(pushes.len(), 2, "{v}");
+    for p in pushes {
+        assert!(p["swap_ms"].as_f64().is_some_and(|ms| ms > 0.0), "{p}");
+        let nodes = p["nodes"].as_array().expect("nodes");
+        assert_eq!(nodes.len(), 3, "{p}");
+        assert!(nodes.iter().all(|n| n["bytes"].as_u64().is_some_and(|b| b > 0) && n["mb_per_s"].as_f64().is_some_and(|r| r > 0.0)), "{p}");
+    }
+}
