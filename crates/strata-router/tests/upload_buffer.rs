@@ -12,17 +12,29 @@ use strata_types::SystemClock;
 
 const MIB: usize = 1 << 20;
 
+/// A router over a one-node store with `partitions` replicas in `dir`.
+fn router_over(dir: &std::path::Path, partitions: strata_types::PartitionId, config: RouterConfig) -> Arc<Router> {
+    let clock = Arc::new(SystemClock);
+    let store = Arc::new(Store::open(dir, EngineConfig::default(), clock.clone()).unwrap());
+    for p in 0..partitions {
+        store.create_replica(p).unwrap();
+    }
+    Arc::new(Router::new(Arc::new(LocalView::new(store)), config, clock, Some(7)))
+}
+
+/// A blob's bytes, whole.
+async fn read_back(router: &Arc<Router>, id: strata_types::BlobId) -> Vec<u8> {
+    match router.get(id, None).await.unwrap().data {
+        BlobData::Whole(b, _) => b.to_vec(),
+        BlobData::Stream(s) => s.map(|c| c.unwrap()).collect::<Vec<_>>().await.concat(),
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn concurrent_puts_stay_within_the_upload_buffer_and_all_finish() {
     let dir = tempfile::tempdir().unwrap();
-    let clock = Arc::new(SystemClock);
-    let store = Arc::new(Store::open(dir.path(), EngineConfig::default(), clock.clone()).unwrap());
-    for p in 0..4 {
-        store.create_replica(p).unwrap();
-    }
     let limit = 3 * MIB as u64;
-    let config = RouterConfig { chunk_size: MIB, upload_buffer_bytes: limit, ..RouterConfig::default() };
-    let router = Arc::new(Router::new(Arc::new(LocalView::new(store)), config, clock, Some(7)));
+    let router = router_over(dir.path(), 4, RouterConfig { chunk_size: MIB, upload_buffer_bytes: limit, ..RouterConfig::default() });
 
     // Watch the bytes held while the puts run.
     let (peak, done) = (Arc::new(AtomicU64::new(0)), Arc::new(AtomicBool::new(false)));
@@ -60,12 +72,7 @@ async fn concurrent_puts_stay_within_the_upload_buffer_and_all_finish() {
     assert!(router.stats().upload_buffer_waits.load(Ordering::Relaxed) > 0, "the buffer never bound: the test proves nothing");
     assert_eq!(router.upload_buffer_held(), 0, "finished puts still hold room");
     for (id, data) in written {
-        let body = router.get(id, None).await.unwrap();
-        let got = match body.data {
-            BlobData::Whole(b, _) => b.to_vec(),
-            BlobData::Stream(s) => s.map(|c| c.unwrap()).collect::<Vec<_>>().await.concat(),
-        };
-        assert!(got == data, "blob {id} read back different bytes");
+        assert!(read_back(&router, id).await == data, "blob {id} read back different bytes");
     }
 }
 
@@ -75,13 +82,7 @@ async fn concurrent_puts_stay_within_the_upload_buffer_and_all_finish() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_wrong_size_hint_changes_nothing_but_the_buffer() {
     let dir = tempfile::tempdir().unwrap();
-    let clock = Arc::new(SystemClock);
-    let store = Arc::new(Store::open(dir.path(), EngineConfig::default(), clock.clone()).unwrap());
-    for p in 0..2 {
-        store.create_replica(p).unwrap();
-    }
-    let config = RouterConfig { chunk_size: MIB, upload_buffer_bytes: 4 * MIB as u64, ..RouterConfig::default() };
-    let router = Arc::new(Router::new(Arc::new(LocalView::new(store)), config, clock, Some(7)));
+    let router = router_over(dir.path(), 2, RouterConfig { chunk_size: MIB, upload_buffer_bytes: 4 * MIB as u64, ..RouterConfig::default() });
     let cases: [(usize, Option<u64>); 8] = [
         (1000, Some(1000)),
         (1000, Some(999)),
@@ -98,11 +99,7 @@ async fn a_wrong_size_hint_changes_nothing_but_the_buffer() {
         let opts = PutOptions { size_hint: hint, ..PutOptions::default() };
         let id = router.put_stream(opts, futures_util::stream::iter(frames)).await.unwrap();
         assert_eq!(router.upload_buffer_held(), 0, "a put of {len} bytes announced as {hint:?} still holds room");
-        let body = router.get(id, None).await.unwrap();
-        let got = match body.data {
-            BlobData::Whole(b, _) => b.to_vec(),
-            BlobData::Stream(s) => s.map(|c| c.unwrap()).collect::<Vec<_>>().await.concat(),
-        };
+        let got = read_back(&router, id).await;
         assert!(got == data, "{len} bytes announced as {hint:?} read back as {} different bytes", got.len());
     }
 }
