@@ -288,36 +288,20 @@ async fn clear(t: &Target, keys: Vec<String>) -> Result<()> {
     Ok(())
 }
 
-/// Waits until Strata's tail cache is faulted in (`strata_engine_tail_cache_
-/// ready_bytes` reaching `strata_engine_tail_cache_bytes`). A node faults
-/// its tail cache in on an idle-priority thread after it starts; on a VM
-/// each fresh page is a host fault, which no guest priority holds back, and
-/// a 4 KiB PUT phase started right after the server lost 30% of the CPU to
-/// it. The rows measure a node that has finished starting.
+/// Waits until Strata's tail cache is faulted in, as its metrics say
+/// (`strata_engine_tail_cache_ready_bytes` against `_bytes`); see
+/// [`crate::bench::wait_for_tail_cache`].
 async fn warmed_up(t: &Target) -> Result<()> {
     let Some(admin) = &t.admin else { return Ok(()) };
     let opts = strata_client::ClientOptions { credentials: Some(t.client.creds.clone()), ..Default::default() };
     let client = strata_client::Client::with_options(admin, &opts);
-    let gauge = |text: &str, name: &str| -> f64 { text.lines().find_map(|l| l.strip_prefix(name).and_then(|v| v.trim().parse::<f64>().ok())).unwrap_or(0.0) };
-    let deadline = Instant::now() + Duration::from_secs(120);
-    loop {
+    let gauge =
+        |text: &str, name: &str| -> u64 { text.lines().find_map(|l| l.strip_prefix(name).and_then(|v| v.trim().parse::<f64>().ok())).unwrap_or(0.0) as u64 };
+    crate::bench::wait_for_tail_cache(t.name, || async {
         let text = client.get_text("/metrics").await.with_context(|| format!("{}: reading /metrics", t.name))?;
-        let (ready, size) = (gauge(&text, "strata_engine_tail_cache_ready_bytes "), gauge(&text, "strata_engine_tail_cache_bytes "));
-        if ready >= size {
-            return Ok(());
-        }
-        if Instant::now() > deadline {
-            eprintln!(
-                "{}: the tail cache is still faulting in ({:.0} of {:.0} MiB) after 120 s; measuring anyway",
-                t.name,
-                ready / 1048576.0,
-                size / 1048576.0
-            );
-            return Ok(());
-        }
-        eprintln!("{}: waiting for the tail cache to fault in ({:.0} of {:.0} MiB) ...", t.name, ready / 1048576.0, size / 1048576.0);
-        tokio::time::sleep(Duration::from_secs(1)).await;
-    }
+        Ok((gauge(&text, "strata_engine_tail_cache_ready_bytes "), gauge(&text, "strata_engine_tail_cache_bytes ")))
+    })
+    .await
 }
 
 async fn get_phase(t: &Target, size: u64, conc: usize, secs: f64, keys: Arc<Vec<String>>) -> Result<Row> {

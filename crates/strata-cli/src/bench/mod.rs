@@ -3,16 +3,19 @@
 //! and O_DIRECT read of the data directory's filesystem, loopback TCP), so
 //! every figure is also a ratio to what the hardware allows.
 
+mod limits;
+mod load;
+
+pub(crate) use limits::{MB, disk_direct_limit, disk_limits, disk_read_limit, disk_write_limit, loopback_for, loopback_limit};
+pub(crate) use load::{RawGetter, percentile, phase, wait_for_tail_cache};
+
 use crate::server::{ServerArgs, open_node};
 use crate::size::{format_size, parse_size};
 use anyhow::{Context, Result};
 use bytes::Bytes;
 use rand::RngCore;
-use std::io::{Read, Write};
-use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
 use strata_client::{Client, PutArgs};
 
 #[derive(clap::Args, Debug)]
@@ -91,309 +94,6 @@ struct Row {
     limit: &'static str,
     limit_mb_per_sec: f64,
     ratio_to_limit: f64,
-}
-
-pub(crate) const MB: f64 = 1e6;
-
-/// Sustained sequential write for `secs`, split over `streams` files written
-/// in parallel: 1 MiB writes with an fdatasync after every 16 MiB, which is
-/// what group commit does with a batch of 16 one-MiB puts. Measured over the
-/// same time span as a benchmark phase so burst absorption by a virtual
-/// disk's cache affects the limit and the PUTs alike.
-/// The disk's own sequential write rate: O_DIRECT writes of 4 MiB from an
-/// aligned buffer, an fdatasync every 64 MiB, so the page cache's cost of
-/// taking fresh pages (see `scripts/page-cost.py`) is not in the figure.
-pub(crate) fn disk_direct_limit(dir: &Path, secs: f64) -> Result<f64> {
-    use std::os::unix::fs::OpenOptionsExt;
-    let block = 4 << 20;
-    let mut raw = vec![0u8; block + 4096];
-    let at = raw.as_ptr().align_offset(4096);
-    let buf = &mut raw[at..at + block];
-    rand::rng().fill_bytes(buf);
-    let path = dir.join("disk-probe-direct");
-    let mut f = std::fs::OpenOptions::new().write(true).create(true).truncate(true).custom_flags(libc::O_DIRECT).open(&path)?;
-    let t = Instant::now();
-    let deadline = t + Duration::from_secs_f64(secs);
-    let mut written = 0u64;
-    while Instant::now() < deadline {
-        for _ in 0..16 {
-            f.write_all(buf)?;
-            written += block as u64;
-        }
-        f.sync_data()?;
-    }
-    let rate = written as f64 / t.elapsed().as_secs_f64() / MB;
-    drop(f);
-    let _ = std::fs::remove_file(&path);
-    Ok(rate)
-}
-
-pub(crate) fn disk_write_limit(dir: &Path, secs: f64, streams: usize) -> Result<f64> {
-    let block = 1 << 20;
-    let mut buf = vec![0u8; block];
-    rand::rng().fill_bytes(&mut buf);
-    let buf = Arc::new(buf);
-    let t = Instant::now();
-    let deadline = t + Duration::from_secs_f64(secs);
-    let handles: Vec<_> = (0..streams)
-        .map(|i| {
-            let (path, buf) = (dir.join(format!("disk-probe-{i}")), buf.clone());
-            std::thread::spawn(move || -> std::io::Result<u64> {
-                let mut f = std::fs::File::create(&path)?;
-                let mut written = 0u64;
-                while Instant::now() < deadline {
-                    for _ in 0..16 {
-                        f.write_all(&buf)?;
-                        written += buf.len() as u64;
-                    }
-                    f.sync_data()?;
-                }
-                Ok(written)
-            })
-        })
-        .collect();
-    let mut total = 0;
-    for h in handles {
-        total += h.join().map_err(|_| anyhow::anyhow!("disk probe thread panicked"))??;
-    }
-    Ok(total as f64 / t.elapsed().as_secs_f64() / MB)
-}
-
-/// O_DIRECT sequential read of the probe file: the device's read rate,
-/// bypassing the page cache.
-pub(crate) fn disk_read_limit(dir: &Path) -> Result<f64> {
-    let block = 1 << 20;
-    let layout = std::alloc::Layout::from_size_align(block, 4096)?;
-    // SAFETY: the layout has a non-zero size; the buffer is freed below.
-    let ptr = unsafe { std::alloc::alloc(layout) };
-    anyhow::ensure!(!ptr.is_null(), "allocation failed");
-    // SAFETY: ptr is valid for `block` bytes until dealloc.
-    let aligned = unsafe { std::slice::from_raw_parts_mut(ptr, block) };
-    let read = (|| -> Result<f64> {
-        let mut f = std::fs::OpenOptions::new().read(true).custom_flags(libc::O_DIRECT).open(dir.join("disk-probe-0"))?;
-        let t = Instant::now();
-        let mut total = 0u64;
-        loop {
-            let n = f.read(aligned)?;
-            if n == 0 {
-                break;
-            }
-            total += n as u64;
-        }
-        Ok(total as f64 / t.elapsed().as_secs_f64() / MB)
-    })();
-    // SAFETY: allocated above with this layout.
-    unsafe { std::alloc::dealloc(ptr, layout) };
-    read.context("O_DIRECT read of the probe file")
-}
-
-/// (single-stream fsync'd write, parallel fsync'd write, O_DIRECT read), MB/s.
-fn disk_limits(dir: &Path, secs: f64, streams: usize) -> Result<(f64, f64, f64)> {
-    let single = disk_write_limit(dir, secs, 1)?;
-    let read = disk_read_limit(dir)?;
-    let parallel = disk_write_limit(dir, secs, streams)?;
-    for i in 0..streams {
-        let _ = std::fs::remove_file(dir.join(format!("disk-probe-{i}")));
-    }
-    Ok((single, parallel, read))
-}
-
-/// Loopback TCP bandwidth: `streams` connections each sending 1 MiB writes
-/// for `secs`, received and counted in the same process (as a GET's bytes are).
-pub(crate) async fn loopback_limit(secs: f64, streams: usize) -> Result<f64> {
-    use tokio::io::{AsyncReadExt, AsyncWriteExt};
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
-    let addr = listener.local_addr()?;
-    let server = tokio::spawn(async move {
-        let mut tasks = Vec::new();
-        for _ in 0..streams {
-            let (mut s, _) = listener.accept().await?;
-            tasks.push(tokio::spawn(async move {
-                let mut buf = vec![0u8; 1 << 20];
-                let mut n = 0u64;
-                loop {
-                    let r = s.read(&mut buf).await?;
-                    if r == 0 {
-                        break;
-                    }
-                    n += r as u64;
-                }
-                Ok::<_, std::io::Error>(n)
-            }));
-        }
-        let mut total = 0;
-        for t in tasks {
-            total += t.await??;
-        }
-        Ok::<_, anyhow::Error>(total)
-    });
-    let t = Instant::now();
-    let deadline = t + Duration::from_secs_f64(secs);
-    let mut senders = Vec::new();
-    for _ in 0..streams {
-        senders.push(tokio::spawn(async move {
-            let mut s = tokio::net::TcpStream::connect(addr).await?;
-            let buf = vec![7u8; 1 << 20];
-            while Instant::now() < deadline {
-                s.write_all(&buf).await?;
-            }
-            s.shutdown().await?;
-            Ok::<_, std::io::Error>(())
-        }));
-    }
-    for s in senders {
-        s.await??;
-    }
-    let total = server.await??;
-    Ok(total as f64 / t.elapsed().as_secs_f64() / MB)
-}
-
-/// The loopback limit for a GET row: the best of one stream and `conc`
-/// streams, measured right before the row so both see the same machine.
-async fn loopback_for(conc: usize, secs: f64) -> Result<f64> {
-    let one = loopback_limit(secs, 1).await?;
-    Ok(if conc > 1 { one.max(loopback_limit(secs, conc).await?) } else { one })
-}
-
-/// A minimal keep-alive HTTP/1.1 GET reader for the load generator: one
-/// connection, one reused 1 MiB buffer, bytes counted and dropped, like the
-/// loopback probe's receiver. A general client's per-frame allocations would
-/// otherwise be charged to the server, since both share this machine's cores.
-pub(crate) struct RawGetter {
-    stream: Box<dyn Stream>,
-    host: String,
-    buf: Vec<u8>,
-    signer: Option<Arc<strata_auth::Signer>>,
-}
-
-/// A connection the getter reads: TCP, or TLS over it.
-pub(crate) trait Stream: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send {}
-impl<T: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send> Stream for T {}
-
-impl RawGetter {
-    /// A connection to `addr`, signing each GET with `signer` (SigV4, as
-    /// every client does) when given.
-    pub(crate) async fn connect(addr: std::net::SocketAddr, signer: Option<Arc<strata_auth::Signer>>) -> Result<Self> {
-        Self::connect_with(addr, signer, None).await
-    }
-
-    /// [`RawGetter::connect`], over TLS with `tls` when given.
-    pub(crate) async fn connect_with(
-        addr: std::net::SocketAddr,
-        signer: Option<Arc<strata_auth::Signer>>,
-        tls: Option<Arc<rustls::ClientConfig>>,
-    ) -> Result<Self> {
-        let tcp = tokio::net::TcpStream::connect(addr).await?;
-        tcp.set_nodelay(true)?;
-        let stream: Box<dyn Stream> = match tls {
-            Some(cfg) => {
-                let name = rustls::pki_types::ServerName::IpAddress(addr.ip().into());
-                Box::new(tokio_rustls::TlsConnector::from(cfg).connect(name, tcp).await?)
-            }
-            None => Box::new(tcp),
-        };
-        Ok(Self { stream, host: addr.to_string(), buf: vec![0u8; 1 << 20], signer })
-    }
-
-    /// GETs `/id`, checks the status is 200, and returns the body length read.
-    pub(crate) async fn get(&mut self, id: &str) -> Result<u64> {
-        let head = self.head(id);
-        self.send(&head, id).await
-    }
-
-    /// The request head of a GET of `/id`, signed now when the getter signs
-    /// (valid for the server's clock-skew window, 15 minutes): a load
-    /// generator can build its requests before its clock starts.
-    pub(crate) fn head(&self, id: &str) -> Vec<u8> {
-        match &self.signer {
-            None => format!("GET /{id} HTTP/1.1\r\nHost: {}\r\n\r\n", self.host),
-            Some(signer) => {
-                let path = format!("/{id}");
-                let headers: [(&str, &[u8]); 1] = [("host", self.host.as_bytes())];
-                let view = strata_auth::RequestView { method: "GET", path: &path, query: "", headers: &headers };
-                let sig = signer.sign(&view, strata_auth::sigv4::UNSIGNED_PAYLOAD, strata_types::Clock::now_ms(&strata_types::SystemClock) / 1000);
-                format!(
-                    "GET {path} HTTP/1.1\r\nHost: {}\r\nx-amz-date: {}\r\nx-amz-content-sha256: {}\r\nAuthorization: {}\r\n\r\n",
-                    self.host, sig.amz_date, sig.content_sha256, sig.authorization
-                )
-            }
-        }
-        .into_bytes()
-    }
-
-    /// Sends a head from [`RawGetter::head`] (of a GET of `/id`), checks the
-    /// status is 200, and returns the body length read.
-    pub(crate) async fn send(&mut self, head: &[u8], id: &str) -> Result<u64> {
-        use tokio::io::{AsyncReadExt, AsyncWriteExt};
-        self.stream.write_all(head).await?;
-        // Read until the end of the head; the rest of the buffer is body.
-        let mut filled = 0;
-        let head_end = loop {
-            let n = self.stream.read(&mut self.buf[filled..]).await?;
-            anyhow::ensure!(n > 0, "connection closed in the response head");
-            filled += n;
-            if let Some(p) = self.buf[..filled].windows(4).position(|w| w == b"\r\n\r\n") {
-                break p + 4;
-            }
-            anyhow::ensure!(filled < self.buf.len(), "response head too large");
-        };
-        let head = std::str::from_utf8(&self.buf[..head_end])?;
-        anyhow::ensure!(head.starts_with("HTTP/1.1 200"), "GET /{id}: {}", head.lines().next().unwrap_or(""));
-        let len: u64 = head
-            .lines()
-            .find_map(|l| l.split_once(':').filter(|(k, _)| k.eq_ignore_ascii_case("content-length")).map(|(_, v)| v.trim().parse()))
-            .ok_or_else(|| anyhow::anyhow!("no content-length"))??;
-        let mut got = (filled - head_end) as u64;
-        while got < len {
-            let want = ((len - got) as usize).min(self.buf.len());
-            let n = self.stream.read(&mut self.buf[..want]).await?;
-            anyhow::ensure!(n > 0, "connection closed after {got} of {len} bytes");
-            got += n as u64;
-        }
-        Ok(got)
-    }
-}
-
-pub(crate) fn percentile(sorted: &[u64], p: f64) -> f64 {
-    if sorted.is_empty() {
-        return 0.0;
-    }
-    let i = ((sorted.len() as f64 * p).ceil() as usize).clamp(1, sorted.len()) - 1;
-    sorted[i] as f64 / 1000.0
-}
-
-/// Runs `conc` workers for `secs`; each calls `op(worker, i)` in a loop.
-pub(crate) async fn phase<F, Fut>(conc: usize, secs: f64, op: F) -> Result<(u64, f64, Vec<u64>)>
-where
-    F: Fn(usize, u64) -> Fut + Send + Sync + 'static,
-    Fut: std::future::Future<Output = Result<()>> + Send,
-{
-    let op = Arc::new(op);
-    let t = Instant::now();
-    let deadline = t + Duration::from_secs_f64(secs);
-    let mut workers = Vec::new();
-    for w in 0..conc {
-        let op = op.clone();
-        workers.push(tokio::spawn(async move {
-            let mut lat = Vec::new();
-            let mut i = 0u64;
-            // Bounded: stops at the deadline, and after at least one op.
-            while lat.is_empty() || Instant::now() < deadline {
-                let s = Instant::now();
-                op(w, i).await?;
-                lat.push(s.elapsed().as_micros() as u64);
-                i += 1;
-            }
-            Ok::<_, anyhow::Error>(lat)
-        }));
-    }
-    let mut all = Vec::new();
-    for w in workers {
-        all.extend(w.await??);
-    }
-    let elapsed = t.elapsed().as_secs_f64();
-    all.sort_unstable();
-    Ok((all.len() as u64, elapsed, all))
 }
 
 pub async fn run(a: BenchArgs) -> Result<()> {
@@ -512,15 +212,7 @@ impl Target {
         let engine = server_args.engine_config()?;
         let cache_bytes = engine.tail_cache_bytes + engine.write_cache_bytes;
         let (store, router) = open_node(&server_args)?;
-        // The rows measure a node that has finished starting: its tail
-        // cache faults in on an idle-priority thread, but on a VM each fresh
-        // page is a host fault that no guest priority holds back (30% of
-        // the CPU of a 4 KiB PUT phase started right after a node).
-        let deadline = Instant::now() + Duration::from_secs(120);
-        while let Some(t) = store.tail_cache_stats().filter(|t| t.ready < t.capacity && Instant::now() < deadline) {
-            eprintln!("waiting for the tail cache to fault in ({} of {} MiB) ...", t.ready >> 20, t.capacity >> 20);
-            tokio::time::sleep(Duration::from_secs(1)).await;
-        }
+        wait_for_tail_cache("strata", || async { Ok(store.tail_cache_stats().map_or((0, 0), |t| (t.ready, t.capacity))) }).await?;
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
         let addr = listener.local_addr()?;
         let kv = strata_server::KvStores::open(server_args.data_dir.join("kv"))?;
