@@ -1,5 +1,7 @@
 //! Compaction: rewrites a sealed segment without the puts of deleted and
-//! expired blobs, while the replica keeps serving reads and writes.
+//! expired blobs, the versions its key kind's retention rule drops and the
+//! tombstones of versioned keys every replica has (`versions.rs`), while
+//! the replica keeps serving reads and writes.
 //!
 //! Each segment is rewritten as a new generation, and the phases are recorded
 //! in `compaction.log` with an fsync each, so recovery knows what to do:
@@ -12,6 +14,7 @@ use crate::fsutil;
 use crate::index::{IndexFile, KeyState, Memtable};
 use crate::replica::{Replica, located};
 use crate::segment::{Segment, log_name, parse_name};
+use crate::versions::Retention;
 use std::collections::BTreeMap;
 use std::fs::OpenOptions;
 use std::io::Write;
@@ -231,9 +234,15 @@ impl Replica {
                 }
             }
         }
+        let horizon = sh.reclaim_horizon.load(Ordering::Acquire);
+        // Per version group: its newest live version (NewestOnly retention).
+        let mut newest_live: BTreeMap<Vec<u8>, Option<u64>> = BTreeMap::new();
         let mut keep: Vec<IndexEntry> = newest
             .into_values()
             .filter(|e| match (e.kind, sh.read_state().lookup(&e.key)) {
+                // A versioned key's tombstone goes once every replica has
+                // it and no put of its key is left in another segment.
+                (EntryKind::Delete, _) if e.key.kind().is_versioned() => e.lsn > horizon || self.put_elsewhere(&e.key, seg.id),
                 (EntryKind::Delete, _) => true,
                 // A TTL update stays as long as its put does, expired or
                 // not: the put may live in a segment this pass does not
@@ -243,13 +252,34 @@ impl Replica {
                 (EntryKind::TtlUpdate, KeyState::Live { .. }) => true,
                 (EntryKind::Put, KeyState::Live { put, expiry_ms }) => {
                     let dead = expiry_ms != 0 && expiry_ms.saturating_add(grace) <= now;
-                    !dead && put.segment_id == seg.id && put.entry.lsn == e.lsn
+                    let superseded = Retention::of(e.key.kind()) == Retention::NewestOnly
+                        && e.key.version_group().is_some_and(|g| {
+                            let newest = *newest_live.entry(g.to_vec()).or_insert_with(|| self.newest_live_version(&e.key, now));
+                            newest.is_some_and(|n| Some(n) > e.key.version())
+                        });
+                    !dead && !superseded && put.segment_id == seg.id && put.entry.lsn == e.lsn
                 }
                 _ => false,
             })
             .collect();
         keep.sort_by_key(|e| e.record_offset);
         Ok((keep, seg_len))
+    }
+
+    /// Whether a put record of `key` is indexed in a segment other than `seg`.
+    fn put_elsewhere(&self, key: &strata_types::Key, seg: u64) -> bool {
+        let st = self.shared.read_state();
+        let in_memtable = st.active().id != seg && st.memtable.find(key).any(|l| l.entry.kind == EntryKind::Put);
+        in_memtable || st.index_files.iter().filter(|f| f.segment_id() != seg).any(|f| f.find(key).iter().any(|e| e.kind == EntryKind::Put))
+    }
+
+    /// The newest version of `key`'s body that is live at `now`.
+    fn newest_live_version(&self, key: &strata_types::Key, now: u64) -> Option<u64> {
+        let st = self.shared.read_state();
+        st.versions_between(key, 0, u64::MAX).into_iter().rev().find_map(|k| match st.lookup(&k) {
+            KeyState::Live { expiry_ms, .. } if expiry_ms == 0 || expiry_ms > now => k.version(),
+            _ => None,
+        })
     }
 
     /// Returns true if it stopped at `stop_after`.

@@ -140,6 +140,16 @@ impl DamageSet {
             }
     }
 
+    /// Whether a lookup across versions `lo..=hi` of `key`'s body must
+    /// answer `Damaged`: a range names one of those versions, names no key,
+    /// or may hide other keys' records.
+    pub fn blocks_versions(&self, key: &Key, lo: u64, hi: u64) -> bool {
+        let group = key.version_group();
+        self.ranges
+            .iter()
+            .any(|r| r.hides_others || r.key.as_ref().is_none_or(|k| k.version_group() == group && k.version().is_some_and(|v| (lo..=hi).contains(&v))))
+    }
+
     /// Every damaged range.
     pub fn ranges(&self) -> &[DamagedRange] {
         &self.ranges
@@ -191,6 +201,11 @@ impl Damage {
     /// Whether `key` itself lies in a damaged range.
     pub fn has_key(&self, key: &Key) -> bool {
         self.any.load(Ordering::Acquire) && self.read().has_key(key)
+    }
+
+    /// [`DamageSet::blocks_versions`].
+    pub fn blocks_versions(&self, key: &Key, lo: u64, hi: u64) -> bool {
+        self.any.load(Ordering::Acquire) && self.read().blocks_versions(key, lo, hi)
     }
 
     /// Records new ranges and persists the list if any was new. Returns how many were new.

@@ -69,6 +69,17 @@ impl Memtable {
         out
     }
 
+    /// The distinct keys from `lo` to `hi` (both included), in order.
+    pub fn keys_between(&self, lo: &Key, hi: &Key) -> Vec<Key> {
+        let mut out: Vec<Key> = Vec::new();
+        for ((k, _), _) in self.map.range((lo.clone(), 0)..=(hi.clone(), u8::MAX)) {
+            if out.last() != Some(k) {
+                out.push(k.clone());
+            }
+        }
+        out
+    }
+
     /// Entries of `key`, at most one per kind.
     pub fn find(&self, key: &Key) -> impl Iterator<Item = &Located> {
         self.map.range((key.clone(), 0)..=(key.clone(), u8::MAX)).map(|(_, v)| v)
@@ -150,6 +161,38 @@ impl IndexFile {
                 out.push(e);
             }
             lo += 1;
+        }
+        out
+    }
+
+    /// The distinct versions of `lo`'s version group from `lo` to `hi`
+    /// (both of that group), in order. The Bloom filter holds each group
+    /// (format version 2), so files without the group cost no search;
+    /// version 1 files hold no versioned keys.
+    pub fn versions_between(&self, lo: &Key, hi: &Key) -> Vec<Key> {
+        let Some(group) = lo.version_group() else { return Vec::new() };
+        if self.header.version < 2 || !self.bloom.may_contain(group) {
+            return Vec::new();
+        }
+        let n = self.header.entry_count as usize;
+        let (l, h) = (lo.as_bytes(), hi.as_bytes());
+        let (mut i, mut hi_i) = (0, n);
+        while i < hi_i {
+            let mid = (i + hi_i) / 2;
+            if fmt::entry_key(&self.map, &self.header, mid) < l { i = mid + 1 } else { hi_i = mid }
+        }
+        let mut out: Vec<Key> = Vec::new();
+        while i < n {
+            let k = fmt::entry_key(&self.map, &self.header, i);
+            if k > h {
+                break;
+            }
+            if out.last().is_none_or(|last| last.as_bytes() != k)
+                && let Some(key) = Key::from_encoded(k)
+            {
+                out.push(key);
+            }
+            i += 1;
         }
         out
     }

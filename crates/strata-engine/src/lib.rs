@@ -2,8 +2,10 @@
 //! partition replicas, each an append-only log of records (Ambry §2.2, §4.3).
 //!
 //! Owns: log segments, the segmented index with Bloom filters, the journal,
-//! group commit, recovery and compaction. Keys are tagged ([`strata_types::Key`])
-//! so FDS tracts and Týr chunk versions can live here too.
+//! group commit, recovery and compaction; versioned records (`versions.rs`:
+//! newest, floor and all-versions lookups, per-kind retention, reclaimed
+//! tombstones) for FDS tracts, Týr chunk versions and read-write store
+//! values. Keys are tagged ([`strata_types::Key`]).
 //! Must not depend on: the router, the cluster map, RPC, HTTP or any async runtime
 //! (only `tokio::sync::oneshot`, which needs no runtime, to hand back completions).
 //!
@@ -29,6 +31,7 @@ mod replica;
 mod segment;
 mod tail;
 mod verify;
+mod versions;
 mod writer;
 
 pub use compaction::{COMPACTION_LOG, CompactionReport};
@@ -42,6 +45,7 @@ pub use segment::FileRange;
 pub use strata_format::{CompactionPhase, DamagedRange};
 pub use tail::TailStats;
 pub use verify::{DigestState, KeyDigest, Verified};
+pub use versions::Retention;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};

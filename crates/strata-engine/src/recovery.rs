@@ -292,6 +292,7 @@ pub(crate) fn open(dir: &Path, config: EngineConfig, clock: Arc<dyn Clock>, cach
             d
         },
         compaction_unresolved: Mutex::new(Default::default()),
+        reclaim_horizon: AtomicU64::new(0),
     });
     let (tx, rx) = mpsc::sync_channel(QUEUE_REQUESTS_MAX);
     let direct_file = crate::writer::open_direct(&active.path);

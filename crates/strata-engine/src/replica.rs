@@ -281,6 +281,9 @@ pub(crate) struct Shared {
     /// Segments whose compaction `Commit` may or may not be durable (its
     /// write failed): left alone until the next open resolves them.
     pub compaction_unresolved: Mutex<std::collections::HashSet<u64>>,
+    /// Every replica holds this replica's records up to this lsn
+    /// ([`Replica::set_reclaim_horizon`]); 0 until the caller says so.
+    pub reclaim_horizon: AtomicU64,
 }
 
 impl Shared {

@@ -1,10 +1,11 @@
-//! Persisted index files (format version 1): an immutable sorted run of index
-//! entries for one byte range of one log segment, followed by its Bloom filter.
+//! Persisted index files (format version 2; version 1 is still read): an
+//! immutable sorted run of index entries for one byte range of one log
+//! segment, followed by its Bloom filter.
 //!
 //! ```text
 //! header (64 bytes)
 //!  0  8  magic "STRAIDX\0"
-//!  8  2  version (1)
+//!  8  2  version (2)
 //! 10  2  key slot K: bytes reserved per key (longest key in the file)
 //! 12  2  entry size E = 1 + K + 33
 //! 14  2  reserved (0)
@@ -21,6 +22,13 @@
 //! entry: key_len u8 | key (K bytes, zero padded) | kind u8 | expiry_ms u64 |
 //!        lsn u64 | record_offset u64 | record_len u32 | data_offset u32
 //! ```
+//!
+//! Version 2 has version 1's layout. What is new: entries may have
+//! versioned keys (record version 3), and the Bloom filter holds, besides
+//! every key, the version group of every versioned key (its bytes without
+//! the version), so a lookup by group ("the newest version of this key")
+//! skips files that hold none of its versions. Version 1 files hold blob
+//! keys only; a versioned key in one is refused as corrupt.
 
 use crate::record::RecordKind;
 use crate::{FormatError, Reader, check_crc};
@@ -29,7 +37,7 @@ use strata_types::{Key, MAX_KEY_LEN};
 /// Magic of an index file.
 pub const INDEX_MAGIC: &[u8; 8] = b"STRAIDX\0";
 /// Format version written by this code.
-pub const INDEX_VERSION: u16 = 1;
+pub const INDEX_VERSION: u16 = 2;
 /// Size of the index file header.
 pub const INDEX_HEADER_BYTES: usize = 64;
 const VALUE_BYTES: usize = 33;
@@ -59,6 +67,8 @@ pub struct IndexEntry {
 /// The decoded header of an index file.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct IndexFileHeader {
+    /// Format version of the file (1 or 2).
+    pub version: u16,
     /// Bytes per key slot.
     pub key_slot: u16,
     /// Bytes per entry.
@@ -97,11 +107,15 @@ pub fn encode_file(segment_id: u64, generation: u32, log_start: u64, log_end: u6
     debug_assert!(entries.windows(2).all(|w| (&w[0].key, w[0].kind) < (&w[1].key, w[1].kind)), "entries must be sorted and unique");
     let key_slot = entries.iter().map(|e| e.key.as_bytes().len()).max().unwrap_or(1);
     let entry_size = 1 + key_slot + VALUE_BYTES;
-    let mut bloom = crate::Bloom::with_capacity(entries.len());
+    let groups = entries.iter().filter(|e| e.key.kind().is_versioned()).count();
+    let mut bloom = crate::Bloom::with_capacity(entries.len() + groups);
     let mut body = Vec::with_capacity(entries.len() * entry_size + entries.len() * 2);
     for e in entries {
         let k = e.key.as_bytes();
         bloom.insert(k);
+        if let Some(group) = e.key.version_group() {
+            bloom.insert(group);
+        }
         body.push(k.len() as u8);
         body.extend_from_slice(k);
         body.resize(body.len() + key_slot - k.len(), 0);
@@ -145,7 +159,7 @@ pub fn decode_header(file: &[u8]) -> Result<IndexFileHeader, FormatError> {
         return Err(FormatError::BadMagic { what: "index file" });
     }
     let version = r.u16()?;
-    if version != INDEX_VERSION {
+    if !(1..=INDEX_VERSION).contains(&version) {
         return Err(FormatError::Version { what: "index file", version: version.into() });
     }
     let key_slot = r.u16()?;
@@ -162,7 +176,7 @@ pub fn decode_header(file: &[u8]) -> Result<IndexFileHeader, FormatError> {
     if key_slot == 0 || key_slot as usize > MAX_KEY_LEN || entry_size as usize != 1 + key_slot as usize + VALUE_BYTES || log_end < log_start {
         return Err(FormatError::Invalid { what: "index header", detail: "inconsistent sizes".into() });
     }
-    let h = IndexFileHeader { key_slot, entry_size, segment_id, generation, log_start, log_end, entry_count, bloom_words };
+    let h = IndexFileHeader { version, key_slot, entry_size, segment_id, generation, log_start, log_end, entry_count, bloom_words };
     if file.len() != h.file_len() {
         return Err(FormatError::Truncated { what: "index file", need: h.file_len(), have: file.len() });
     }
@@ -183,7 +197,11 @@ pub fn decode_entry(file: &[u8], h: &IndexFileHeader, i: usize) -> Result<IndexE
     let mut r = Reader::new(&file[p..p + h.entry_size as usize], "index entry");
     let len = r.u8()? as usize;
     let slot = r.bytes(h.key_slot as usize)?;
-    let key = slot.get(..len).and_then(Key::from_encoded).ok_or(FormatError::Invalid { what: "index entry key", detail: format!("entry {i}") })?;
+    let key = slot
+        .get(..len)
+        .and_then(Key::from_encoded)
+        .filter(|k| h.version >= 2 || !k.kind().is_versioned())
+        .ok_or(FormatError::Invalid { what: "index entry key", detail: format!("entry {i}") })?;
     let kind = RecordKind::from_u8(r.u8()?).ok_or(FormatError::Invalid { what: "index entry kind", detail: format!("entry {i}") })?;
     Ok(IndexEntry { key, kind, expiry_ms: r.u64()?, lsn: r.u64()?, record_offset: r.u64()?, record_len: r.u32()?, data_offset: r.u32()? })
 }
@@ -227,5 +245,36 @@ mod tests {
         bad[INDEX_HEADER_BYTES + 5] ^= 1;
         assert!(matches!(decode_header(&bad), Err(FormatError::Checksum { .. })));
         assert!(decode_header(&file[..file.len() - 1]).is_err());
+    }
+
+    /// `file` with its version field set to `version` and its header CRC
+    /// recomputed.
+    fn with_version(file: &[u8], version: u16) -> Vec<u8> {
+        let mut f = file.to_vec();
+        f[8..10].copy_from_slice(&version.to_le_bytes());
+        let crc = crate::crc::crc32c(&f[..60]);
+        f[60..64].copy_from_slice(&crc.to_le_bytes());
+        f
+    }
+
+    #[test]
+    fn version_groups_are_in_the_bloom_and_version_1_holds_blobs_only() {
+        let e = |key: Key, lsn| IndexEntry { key, kind: RecordKind::Put, expiry_ms: 0, lsn, record_offset: 64, record_len: 10, data_offset: 3 };
+        let v = |n| Key::versioned(KeyKind::ChunkVersion, b"chunk-7", n).unwrap();
+        let entries = vec![e(Key::new(KeyKind::Blob, b"blob").unwrap(), 1), e(v(1), 2), e(v(5), 3)];
+        let file = encode_file(1, 0, 64, 100, &entries);
+        let h = decode_header(&file).unwrap();
+        assert_eq!(h.version, 2);
+        let bloom = decode_bloom(&file, &h).unwrap();
+        assert!(bloom.may_contain(v(1).version_group().unwrap()));
+        assert!((0..3).all(|i| decode_entry(&file, &h, i).is_ok()));
+        // The same entries in a version 1 file: the blob reads, the
+        // versioned keys are refused.
+        let old = with_version(&file, 1);
+        let h1 = decode_header(&old).unwrap();
+        assert_eq!(h1.version, 1);
+        assert!(decode_entry(&old, &h1, 0).is_ok());
+        assert!(decode_entry(&old, &h1, 1).is_err());
+        assert!(matches!(decode_header(&with_version(&file, 3)), Err(FormatError::Version { .. })));
     }
 }

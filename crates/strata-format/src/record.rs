@@ -1,9 +1,9 @@
-//! Log records (format version 2; version 1 is still read).
+//! Log records (format version 3; versions 1 and 2 are still read).
 //!
 //! ```text
 //! offset size  field
 //!  0      4    magic 0x52525453 ("STRR" little-endian)
-//!  4      1    format version (2)
+//!  4      1    format version (3)
 //!  5      1    record kind: 1 put, 2 delete, 3 ttl update
 //!  6      2    key length K (1..=64)
 //!  8      4    total record length, header to CRC inclusive
@@ -23,6 +23,14 @@
 //! record's key, kind and length when only its body is damaged: the
 //! damage then concerns that key alone. Version 1 has no header CRC, the
 //! key at offset 28, and is otherwise the same.
+//!
+//! Version 3 has version 2's layout; what is new is that its key may be a
+//! versioned key (tags 2–4: tract, chunk version, read-write store value;
+//! `tag | body length | body | version u64 big-endian`, see
+//! [`strata_types::Key::versioned`]). Records of versions 1 and 2 hold
+//! blob keys only, and a versioned key in one is refused as corrupt; a
+//! release that reads only versions 1 and 2 refuses version 3 records
+//! instead of misreading them.
 
 use crate::{FormatError, Reader, check_crc};
 use strata_types::{Key, MAX_KEY_LEN};
@@ -30,13 +38,13 @@ use strata_types::{Key, MAX_KEY_LEN};
 /// Magic of a log record.
 pub const RECORD_MAGIC: u32 = 0x5252_5453;
 /// Format version written by this code.
-pub const RECORD_VERSION: u8 = 2;
+pub const RECORD_VERSION: u8 = 3;
 /// Bytes of the fixed header before the key, in records this code writes.
 pub const RECORD_FIXED_BYTES: usize = 32;
 /// Bytes of the fixed header before the key in version 1 records.
 const RECORD_FIXED_BYTES_V1: usize = 28;
 
-/// Bytes before the key in a record of `version` (1 or 2).
+/// Bytes before the key in a record of `version` (1, 2 or 3).
 fn fixed_bytes(version: u8) -> usize {
     if version == 1 { RECORD_FIXED_BYTES_V1 } else { RECORD_FIXED_BYTES }
 }
@@ -121,7 +129,7 @@ fn fixed_header(kind: RecordKind, key: &Key, total_len: u32, lsn: u64, time_ms: 
     b
 }
 
-/// A record header whose own CRC checks out (version 2): its fields can be
+/// A record header whose own CRC checks out (version 2 or 3): its fields can be
 /// trusted even when the rest of the record is damaged.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct CheckedHeader {
@@ -135,11 +143,12 @@ pub struct CheckedHeader {
     pub lsn: u64,
 }
 
-/// The header at the start of `buf` if it is a version 2 header whose CRC
-/// checks out; `None` for version 1 records and damaged headers.
+/// The header at the start of `buf` if it is a version 2 or 3 header whose
+/// CRC checks out; `None` for version 1 records and damaged headers.
 pub fn checked_header(buf: &[u8]) -> Option<CheckedHeader> {
     let total = peek_len(buf).ok()?;
-    if buf.get(4) != Some(&2) {
+    let version = *buf.get(4)?;
+    if version != 2 && version != 3 {
         return None;
     }
     let key_len = u16::from_le_bytes(buf.get(6..8)?.try_into().ok()?) as usize;
@@ -148,9 +157,13 @@ pub fn checked_header(buf: &[u8]) -> Option<CheckedHeader> {
     if buf[28..32] != computed.to_le_bytes() {
         return None;
     }
+    let key = Key::from_encoded(key)?;
+    if !key_allowed(version, &key) {
+        return None;
+    }
     Some(CheckedHeader {
         kind: RecordKind::from_u8(buf[5])?,
-        key: Key::from_encoded(key)?,
+        key,
         total_len: total,
         lsn: u64::from_le_bytes(buf[12..20].try_into().ok()?),
     })
@@ -184,6 +197,11 @@ pub fn repair_header(buf: &[u8]) -> Option<CheckedHeader> {
         head[p] = orig;
     }
     found
+}
+
+/// Versioned keys exist from record version 3 on.
+fn key_allowed(version: u8, key: &Key) -> bool {
+    version >= 3 || !key.kind().is_versioned()
 }
 
 /// The key a record header names, trusted or not (version 1 headers have
@@ -271,7 +289,7 @@ pub fn peek_len(buf: &[u8]) -> Result<u32, FormatError> {
         return Err(FormatError::BadMagic { what: "record" });
     }
     let version = r.u8()?;
-    if version != 1 && version != RECORD_VERSION {
+    if !(1..=RECORD_VERSION).contains(&version) {
         return Err(FormatError::Version { what: "record", version: version.into() });
     }
     RecordKind::from_u8(r.u8()?).ok_or(FormatError::Invalid { what: "record kind", detail: "unknown".into() })?;
@@ -306,7 +324,7 @@ pub fn decode(buf: &[u8], verify_crc: bool) -> Result<DecodedRecord, FormatError
     r.u32()?;
     let lsn = r.u64()?;
     let time_ms = r.u64()?;
-    if version == RECORD_VERSION {
+    if version >= 2 {
         let stored = r.bytes(4)?;
         let key = rec.get(RECORD_FIXED_BYTES..RECORD_FIXED_BYTES + key_len).ok_or(FormatError::Truncated { what: "record key", need: key_len, have: 0 })?;
         let computed = crate::crc::crc32c_append(crate::crc::crc32c(&rec[..28]), key);
@@ -316,6 +334,9 @@ pub fn decode(buf: &[u8], verify_crc: bool) -> Result<DecodedRecord, FormatError
         }
     }
     let key = Key::from_encoded(r.bytes(key_len)?).ok_or(FormatError::Invalid { what: "record key", detail: "bad key tag".into() })?;
+    if !key_allowed(version, &key) {
+        return Err(FormatError::Invalid { what: "record key", detail: format!("a versioned key in a version {version} record") });
+    }
     let mut out = DecodedRecord { kind, lsn, time_ms, key, total_len: total as u32, props: None, expiry_ms: 0, data_offset: 0, data_len: 0 };
     match kind {
         RecordKind::Put => {
@@ -385,6 +406,42 @@ mod tests {
             // Any truncation is caught.
             prop_assert!(decode(&rec[..rec.len() - 1], true).is_err());
         }
+    }
+
+    /// `rec` rewritten as a record of `version` 2 (same layout as 3), CRCs
+    /// recomputed, as the release before versioned keys wrote it.
+    fn as_version_2(rec: &[u8]) -> Vec<u8> {
+        let mut b = rec.to_vec();
+        b[4] = 2;
+        let key_len = u16::from_le_bytes([b[6], b[7]]) as usize;
+        let hcrc = crate::crc::crc32c_append(crate::crc::crc32c(&b[..28]), &b[32..32 + key_len]);
+        b[28..32].copy_from_slice(&hcrc.to_le_bytes());
+        let n = b.len();
+        let crc = crate::crc::crc32c(&b[..n - 4]);
+        b[n - 4..].copy_from_slice(&crc.to_le_bytes());
+        b
+    }
+
+    /// Version 2 records decode; a versioned key is refused in them (only
+    /// version 3 may carry one) and accepted in version 3.
+    #[test]
+    fn versioned_keys_need_version_3() {
+        let blob = encode_small(RecordKind::Delete, 3, 4, &key(b"b"), 0);
+        assert_eq!(blob[4], 3);
+        let old = as_version_2(&blob);
+        assert_eq!(decode(&old, true).unwrap().key, key(b"b"));
+        assert!(checked_header(&old).is_some());
+        let vk = Key::versioned(KeyKind::Tract, b"guid-and-index", 9).unwrap();
+        let (prefix, crc) = encode_put(5, 6, &vk, &PutProps::default(), b"tract").unwrap();
+        let rec = [&prefix[..], b"tract", &crc[..]].concat();
+        let d = decode(&rec, true).unwrap();
+        assert_eq!((d.key.version(), d.key.versioned_body()), (Some(9), Some(&b"guid-and-index"[..])));
+        let old = as_version_2(&rec);
+        assert!(matches!(decode(&old, true), Err(FormatError::Invalid { what: "record key", .. })));
+        assert_eq!(checked_header(&old), None);
+        let mut future = rec.clone();
+        future[4] = 4;
+        assert!(matches!(decode(&future, true), Err(FormatError::Version { .. })));
     }
 
     /// Version 1 records, written before the header CRC, still decode.

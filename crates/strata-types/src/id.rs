@@ -241,20 +241,48 @@ impl<'de> serde::Deserialize<'de> for BlobId {
 pub enum KeyKind {
     /// An immutable blob (Ambry); the rest of the key is a binary [`BlobId`].
     Blob = 1,
-    /// Reserved: an FDS tract (blob GUID, tract index).
+    /// An FDS tract (blob GUID, tract index), versioned: each overwrite is
+    /// a new version and the newest wins.
     Tract = 2,
-    /// Reserved: a Týr MVCC chunk version (blob GUID, chunk, version).
+    /// A Týr MVCC chunk (blob GUID, chunk), versioned: every version is
+    /// kept until deleted, and read "as of" a version.
     ChunkVersion = 3,
+    /// A value of a Spock read-write store, versioned: each concurrent
+    /// version (sibling) is one engine version, kept until deleted.
+    KvValue = 4,
 }
+
+impl KeyKind {
+    /// The kind of a tag byte.
+    pub fn from_tag(tag: u8) -> Option<Self> {
+        match tag {
+            1 => Some(Self::Blob),
+            2 => Some(Self::Tract),
+            3 => Some(Self::ChunkVersion),
+            4 => Some(Self::KvValue),
+            _ => None,
+        }
+    }
+    /// True for the kinds whose keys carry a version ([`Key::versioned`]).
+    pub fn is_versioned(self) -> bool {
+        !matches!(self, Self::Blob)
+    }
+}
+
+/// Bytes a versioned key adds around its body: the body length and the version.
+pub const VERSIONED_KEY_OVERHEAD: usize = 1 + 8;
+/// Longest body of a versioned key.
+pub const MAX_VERSIONED_BODY: usize = MAX_KEY_LEN - 1 - VERSIONED_KEY_OVERHEAD;
 
 /// A storage-engine key: a kind tag followed by at most 63 bytes.
 #[derive(Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct Key(Box<[u8]>);
 
 impl Key {
-    /// A key of `kind` with body `body`, or `None` if too long.
+    /// A key of an unversioned `kind` with body `body`, or `None` if too
+    /// long or `kind` is versioned (those are made by [`Key::versioned`]).
     pub fn new(kind: KeyKind, body: &[u8]) -> Option<Self> {
-        if body.len() + 1 > MAX_KEY_LEN {
+        if body.len() + 1 > MAX_KEY_LEN || kind.is_versioned() {
             return None;
         }
         let mut v = Vec::with_capacity(body.len() + 1);
@@ -263,15 +291,68 @@ impl Key {
         Some(Self(v.into_boxed_slice()))
     }
     /// A key from its encoded bytes (tag first), as read back from disk.
+    /// A versioned kind's key must have the versioned layout.
     pub fn from_encoded(bytes: &[u8]) -> Option<Self> {
-        if bytes.is_empty() || bytes.len() > MAX_KEY_LEN || !(1..=3).contains(&bytes[0]) {
+        let kind = KeyKind::from_tag(*bytes.first()?)?;
+        if bytes.len() > MAX_KEY_LEN {
+            return None;
+        }
+        if kind.is_versioned() && (bytes.len() < 1 + VERSIONED_KEY_OVERHEAD || bytes[1] as usize + 1 + VERSIONED_KEY_OVERHEAD != bytes.len()) {
             return None;
         }
         Some(Self(bytes.into()))
     }
+    /// Version `version` of the record `body` of a versioned `kind`, or
+    /// `None` if `kind` is not versioned or `body` is longer than
+    /// [`MAX_VERSIONED_BODY`]. Layout: `tag | body length u8 | body |
+    /// version u64 big-endian`, so the versions of one body sort together,
+    /// oldest first, and no other body's keys fall among them.
+    pub fn versioned(kind: KeyKind, body: &[u8], version: u64) -> Option<Self> {
+        if !kind.is_versioned() || body.len() > MAX_VERSIONED_BODY {
+            return None;
+        }
+        let mut v = Vec::with_capacity(body.len() + 1 + VERSIONED_KEY_OVERHEAD);
+        v.push(kind as u8);
+        v.push(body.len() as u8);
+        v.extend_from_slice(body);
+        v.extend_from_slice(&version.to_be_bytes());
+        Some(Self(v.into_boxed_slice()))
+    }
     /// The encoded bytes, tag first.
     pub fn as_bytes(&self) -> &[u8] {
         &self.0
+    }
+    /// The kind named by the tag.
+    pub fn kind(&self) -> KeyKind {
+        // Every constructor checks the tag.
+        KeyKind::from_tag(self.0[0]).unwrap_or(KeyKind::Blob)
+    }
+    /// The version of a versioned key.
+    pub fn version(&self) -> Option<u64> {
+        if !self.kind().is_versioned() {
+            return None;
+        }
+        let n = self.0.len();
+        Some(u64::from_be_bytes(self.0[n - 8..].try_into().ok()?))
+    }
+    /// The body of a versioned key (what [`Key::versioned`] was given).
+    pub fn versioned_body(&self) -> Option<&[u8]> {
+        self.version()?;
+        Some(&self.0[2..self.0.len() - 8])
+    }
+    /// The bytes every version of this key shares (tag, length, body): the
+    /// prefix under which an index finds them together. `None` for blobs.
+    pub fn version_group(&self) -> Option<&[u8]> {
+        self.version()?;
+        Some(&self.0[..self.0.len() - 8])
+    }
+    /// The same body at another version.
+    pub fn with_version(&self, version: u64) -> Option<Self> {
+        self.version()?;
+        let mut v = self.0.to_vec();
+        let n = v.len();
+        v[n - 8..].copy_from_slice(&version.to_be_bytes());
+        Some(Self(v.into_boxed_slice()))
     }
     /// The blob id, if this is a blob key.
     pub fn blob_id(&self) -> Option<BlobId> {
@@ -302,6 +383,36 @@ impl fmt::Debug for Key {
 mod tests {
     use super::*;
     use rand::SeedableRng;
+
+    #[test]
+    fn versions_of_one_body_sort_together_oldest_first() {
+        let k = |b: &[u8], v| Key::versioned(KeyKind::Tract, b, v).unwrap();
+        let mut keys = [k(b"a", 3), k(b"ab", 0), k(b"a", 1 << 40), k(b"a", 0), k(b"b", 2), k(b"ab", u64::MAX)];
+        keys.sort();
+        let bodies: Vec<(&[u8], u64)> = keys.iter().map(|k| (k.versioned_body().unwrap(), k.version().unwrap())).collect();
+        assert_eq!(bodies, vec![(&b"a"[..], 0), (b"a", 3), (b"a", 1 << 40), (b"b", 2), (b"ab", 0), (b"ab", u64::MAX)]);
+        let a3 = k(b"a", 3);
+        assert_eq!(a3.version_group(), k(b"a", 9).version_group());
+        assert_eq!(a3.with_version(9), Some(k(b"a", 9)));
+        assert_eq!(Key::from_encoded(a3.as_bytes()), Some(a3.clone()));
+        assert_eq!(a3.kind(), KeyKind::Tract);
+    }
+
+    #[test]
+    fn malformed_versioned_keys_are_refused() {
+        assert_eq!(Key::versioned(KeyKind::Blob, b"x", 1), None, "blobs are not versioned");
+        assert_eq!(Key::new(KeyKind::KvValue, b"x"), None, "a versioned kind needs a version");
+        assert!(Key::versioned(KeyKind::KvValue, &[7; MAX_VERSIONED_BODY], 1).is_some());
+        assert_eq!(Key::versioned(KeyKind::KvValue, &[7; MAX_VERSIONED_BODY + 1], 1), None);
+        let good = Key::versioned(KeyKind::ChunkVersion, b"abc", 5).unwrap();
+        let mut wrong_len = good.as_bytes().to_vec();
+        wrong_len[1] = 4;
+        assert_eq!(Key::from_encoded(&wrong_len), None);
+        assert_eq!(Key::from_encoded(&[3, 0, 1, 2]), None, "too short for a version");
+        assert_eq!(Key::from_encoded(&[5, 1, 2]), None, "unknown tag");
+        assert_eq!(Key::from_encoded(&[]), None);
+        assert!(Key::from_encoded(&[1, 2, 3]).is_some(), "blob keys stay opaque");
+    }
 
     #[test]
     fn text_round_trip_and_rejects() {
