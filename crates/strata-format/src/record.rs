@@ -161,12 +161,7 @@ pub fn checked_header(buf: &[u8]) -> Option<CheckedHeader> {
     if !key_allowed(version, &key) {
         return None;
     }
-    Some(CheckedHeader {
-        kind: RecordKind::from_u8(buf[5])?,
-        key,
-        total_len: total,
-        lsn: u64::from_le_bytes(buf[12..20].try_into().ok()?),
-    })
+    Some(CheckedHeader { kind: RecordKind::from_u8(buf[5])?, key, total_len: total, lsn: u64::from_le_bytes(buf[12..20].try_into().ok()?) })
 }
 
 /// The header as it was written, when a version 2 header fails its CRC

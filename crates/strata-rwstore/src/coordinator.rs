@@ -1,0 +1,407 @@
+//! Coordinating a request over a key's preference list (Spock §3.1.2–§3.1.4):
+//! reads from the store's required reads with read repair, writes through
+//! the key's pseudo-master with required writes and hinted handoff.
+//!
+//! The preference list comes from the caller (the ring, reordered by zone
+//! proximity); other nodes are reached through [`Transport`], this node's
+//! own replica directly. A put runs on the pseudo-master, the first node
+//! of the preference list that is up: it increments its own entry of the
+//! clock, checks and writes its replica first (two puts with the same clock
+//! cannot both pass there: that is applyUpdate's optimistic lock), then
+//! writes the others. Once the required writes are in, the rest finish in
+//! the background, and a node that could not be written gets a hint in
+//! this node's slop store, pushed to it by [`Coordinator::push_hints`].
+//! A put that misses its required writes fails, but what it wrote stays
+//! (read repair spreads or supersedes it), as in Spock.
+
+use crate::clock::{Occurred, VectorClock};
+use crate::error::{Result, RwError};
+use crate::local::{LocalStore, PutOutcome};
+use crate::value::Versioned;
+use bytes::Bytes;
+use futures_util::StreamExt;
+use futures_util::future::BoxFuture;
+use futures_util::stream::FuturesUnordered;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use strata_types::Clock;
+
+/// The store that holds hints (never a user store: user names are letters,
+/// digits, '-' and '_').
+pub const SLOP_STORE: &str = "~slop";
+
+/// What a coordinator needs of a store's definition.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StorePolicy {
+    /// Name.
+    pub name: String,
+    /// Replicas that must answer a get.
+    pub required_reads: u32,
+    /// Replicas that must take a put.
+    pub required_writes: u32,
+    /// Largest value, in bytes.
+    pub value_limit: usize,
+}
+
+/// Reaches other nodes' replicas.
+pub trait Transport: Send + Sync + 'static {
+    /// Every version of `key` node `node` holds.
+    fn get(&self, node: u64, store: &str, key: &Bytes) -> BoxFuture<'static, Result<Vec<Versioned>>>;
+    /// Writes `v` on node `node`'s replica (its own checks apply).
+    fn put(&self, node: u64, store: &str, key: &Bytes, v: &Versioned) -> BoxFuture<'static, Result<PutOutcome>>;
+}
+
+/// Counters for `/metrics`.
+#[derive(Debug, Default)]
+pub struct RwStats {
+    /// Versions written to stale replicas by read repair.
+    pub read_repairs: AtomicU64,
+    /// Hints written for nodes a put could not reach.
+    pub hints_written: AtomicU64,
+    /// Hints delivered (or found no longer needed).
+    pub hints_pushed: AtomicU64,
+    /// Hint pushes that failed (kept for the next pass).
+    pub hints_failed: AtomicU64,
+    /// Puts refused as obsolete.
+    pub obsolete: AtomicU64,
+}
+
+/// What a pass of hint pushing did.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct HintReport {
+    /// Delivered.
+    pub pushed: u64,
+    /// Failed, kept.
+    pub failed: u64,
+    /// Left after the pass.
+    pub pending: u64,
+}
+
+struct Inner {
+    node: u64,
+    local: Arc<LocalStore>,
+    transport: Arc<dyn Transport>,
+    clock: Arc<dyn Clock>,
+    stats: RwStats,
+}
+
+/// A node's coordinator of read-write store requests.
+#[derive(Clone)]
+pub struct Coordinator(Arc<Inner>);
+
+/// Keeps the versions no other version follows: the current value, or
+/// the siblings of concurrent writes. Equal clocks count once.
+pub fn resolve(versions: impl IntoIterator<Item = Versioned>) -> Vec<Versioned> {
+    let mut out: Vec<Versioned> = Vec::new();
+    for v in versions {
+        if out.iter().any(|o| matches!(v.clock.compare(&o.clock), Occurred::Before | Occurred::Equal)) {
+            continue;
+        }
+        out.retain(|o| v.clock.compare(&o.clock) != Occurred::After);
+        out.push(v);
+    }
+    out
+}
+
+/// The slop store's key of a hint: the target node, then the store and key.
+fn hint_key(target: u64, store: &str, key: &[u8]) -> Vec<u8> {
+    let mut b = Vec::with_capacity(9 + store.len() + key.len());
+    b.extend_from_slice(&target.to_be_bytes());
+    b.push(store.len() as u8);
+    b.extend_from_slice(store.as_bytes());
+    b.extend_from_slice(key);
+    b
+}
+
+fn parse_hint_key(b: &[u8]) -> Option<(u64, String, Bytes)> {
+    let target = u64::from_be_bytes(b.get(..8)?.try_into().ok()?);
+    let n = *b.get(8)? as usize;
+    let store = std::str::from_utf8(b.get(9..9 + n)?).ok()?.to_string();
+    Some((target, store, Bytes::copy_from_slice(&b[9 + n..])))
+}
+
+async fn blocking<T: Send + 'static>(f: impl FnOnce() -> Result<T> + Send + 'static) -> Result<T> {
+    tokio::task::spawn_blocking(f).await.map_err(|e| RwError::Invalid(format!("a blocking task failed: {e}")))?
+}
+
+impl Coordinator {
+    /// The coordinator of node `node`, whose replica is `local`.
+    pub fn new(node: u64, local: Arc<LocalStore>, transport: Arc<dyn Transport>, clock: Arc<dyn Clock>) -> Self {
+        Self(Arc::new(Inner { node, local, transport, clock, stats: RwStats::default() }))
+    }
+
+    /// This node.
+    pub fn node(&self) -> u64 {
+        self.0.node
+    }
+
+    /// This node's replica.
+    pub fn local(&self) -> &Arc<LocalStore> {
+        &self.0.local
+    }
+
+    /// The counters.
+    pub fn stats(&self) -> &RwStats {
+        &self.0.stats
+    }
+
+    fn ask_get(&self, node: u64, store: &str, key: &Bytes) -> BoxFuture<'static, Result<Vec<Versioned>>> {
+        if node == self.0.node {
+            let (local, store, key) = (self.0.local.clone(), store.to_string(), key.clone());
+            Box::pin(blocking(move || local.get(&store, &key)))
+        } else {
+            self.0.transport.get(node, store, key)
+        }
+    }
+
+    fn ask_put(&self, node: u64, store: &str, key: &Bytes, v: &Versioned) -> BoxFuture<'static, Result<PutOutcome>> {
+        if node == self.0.node {
+            let (local, store, key, v) = (self.0.local.clone(), store.to_string(), key.clone(), v.clone());
+            Box::pin(blocking(move || local.put(&store, &key, &v)))
+        } else {
+            self.0.transport.put(node, store, key, v)
+        }
+    }
+
+    /// The current versions of `key` (deletes included: a caller shows
+    /// them as absent) from the store's required reads among `pref`; stale
+    /// replicas among all that answer are repaired in the background.
+    pub async fn get(&self, policy: &StorePolicy, pref: &[u64], key: Bytes) -> Result<Vec<Versioned>> {
+        let mut pending: FuturesUnordered<_> = pref
+            .iter()
+            .map(|&n| {
+                let f = self.ask_get(n, &policy.name, &key);
+                async move { (n, f.await) }
+            })
+            .collect();
+        let mut answers: Vec<(u64, Vec<Versioned>)> = Vec::new();
+        let mut errors = Vec::new();
+        while answers.len() < policy.required_reads as usize {
+            match pending.next().await {
+                Some((n, Ok(v))) => answers.push((n, v)),
+                Some((n, Err(e))) => errors.push(format!("node {n}: {e}")),
+                None => break,
+            }
+        }
+        if answers.len() < policy.required_reads as usize {
+            return Err(RwError::InsufficientReplicas {
+                op: "get",
+                store: policy.name.clone(),
+                got: answers.len() as u32,
+                required: policy.required_reads,
+                errors: errors.join("; "),
+            });
+        }
+        let resolved = resolve(answers.iter().flat_map(|(_, v)| v.iter().cloned()));
+        // The others' answers and the repairs go on without the caller.
+        let this = self.clone();
+        let store = policy.name.clone();
+        tokio::spawn(async move {
+            while let Some((n, r)) = pending.next().await {
+                if let Ok(v) = r {
+                    answers.push((n, v));
+                }
+            }
+            this.read_repair(&store, &key, answers).await;
+        });
+        Ok(resolved)
+    }
+
+    /// Writes the newest versions to every replica among `answers` that lacks one.
+    async fn read_repair(&self, store: &str, key: &Bytes, answers: Vec<(u64, Vec<Versioned>)>) {
+        let newest = resolve(answers.iter().flat_map(|(_, v)| v.iter().cloned()));
+        for (node, held) in &answers {
+            for v in &newest {
+                if held.iter().any(|h| h.clock.compare(&v.clock) == Occurred::Equal) {
+                    continue;
+                }
+                match self.ask_put(*node, store, key, v).await {
+                    Ok(_) => {
+                        self.0.stats.read_repairs.fetch_add(1, Ordering::Relaxed);
+                    }
+                    // It got something newer meanwhile.
+                    Err(RwError::Obsolete { .. }) => {}
+                    Err(e) => tracing::debug!(node, store, error = %e, "read repair failed"),
+                }
+            }
+        }
+    }
+
+    /// A put on the key's pseudo-master (this node, the first node of
+    /// `pref` that is up): `clock` is what the client read (empty for a
+    /// key it never read), `value` `None` for a delete. Returns the clock
+    /// written.
+    pub async fn put(&self, policy: &StorePolicy, pref: &[u64], key: Bytes, value: Option<Bytes>, clock: &VectorClock) -> Result<VectorClock> {
+        if let Some(v) = &value
+            && v.len() > policy.value_limit
+        {
+            return Err(RwError::TooLarge { store: policy.name.clone(), size: v.len(), limit: policy.value_limit });
+        }
+        if !pref.contains(&self.0.node) {
+            return Err(RwError::Invalid(format!("node {} is not in the key's preference list {pref:?}: it cannot coordinate the put", self.0.node)));
+        }
+        let v = Versioned { value, clock: clock.incremented(self.0.node, self.0.clock.now_ms()) };
+        // The master's own replica first: its check is the optimistic lock.
+        if let Err(e) = self.ask_put(self.0.node, &policy.name, &key, &v).await {
+            if matches!(e, RwError::Obsolete { .. }) {
+                self.0.stats.obsolete.fetch_add(1, Ordering::Relaxed);
+            }
+            return Err(e);
+        }
+        let mut acks = 1u32;
+        let mut pending: FuturesUnordered<_> = pref
+            .iter()
+            .filter(|&&n| n != self.0.node)
+            .map(|&n| {
+                let f = self.ask_put(n, &policy.name, &key, &v);
+                async move { (n, f.await) }
+            })
+            .collect();
+        let mut missed = Vec::new();
+        let mut errors = Vec::new();
+        while acks < policy.required_writes {
+            match pending.next().await {
+                Some((_, Ok(_))) => acks += 1,
+                // That replica holds this clock already, or a newer one:
+                // either way it needs nothing from this put.
+                Some((_, Err(RwError::Obsolete { .. }))) => acks += 1,
+                Some((n, Err(e))) => {
+                    errors.push(format!("node {n}: {e}"));
+                    missed.push(n);
+                }
+                None => break,
+            }
+        }
+        if acks < policy.required_writes {
+            return Err(RwError::InsufficientReplicas {
+                op: if v.value.is_some() { "put" } else { "delete" },
+                store: policy.name.clone(),
+                got: acks,
+                required: policy.required_writes,
+                errors: errors.join("; "),
+            });
+        }
+        let this = self.clone();
+        let (store, written) = (policy.name.clone(), v.clone());
+        tokio::spawn(async move {
+            while let Some((n, r)) = pending.next().await {
+                if let Err(e) = r
+                    && !matches!(e, RwError::Obsolete { .. })
+                {
+                    missed.push(n);
+                }
+            }
+            for n in missed {
+                if let Err(e) = this.write_hint(n, &store, &key, &written).await {
+                    tracing::warn!(node = n, store, error = %e, "could not write a hint; read repair is left to fix that replica");
+                }
+            }
+        });
+        Ok(v.clock)
+    }
+
+    async fn write_hint(&self, target: u64, store: &str, key: &Bytes, v: &Versioned) -> Result<()> {
+        let hk = Bytes::from(hint_key(target, store, key));
+        let local = self.0.local.clone();
+        let v = v.clone();
+        match blocking(move || local.put(SLOP_STORE, &hk, &v)).await {
+            // A newer hint for the same key is there already.
+            Ok(_) | Err(RwError::Obsolete { .. }) => {
+                self.0.stats.hints_written.fetch_add(1, Ordering::Relaxed);
+                Ok(())
+            }
+            Err(e) => Err(e),
+        }
+    }
+
+    /// A put through a transform: the new value is the transform of the
+    /// current one (no siblings allowed) and the put's value, written with
+    /// the current clock; retried when a concurrent put gets in between.
+    pub async fn put_transformed(&self, policy: &StorePolicy, pref: &[u64], key: Bytes, given: Bytes, transform: &str) -> Result<VectorClock> {
+        let t = crate::transform::by_name(transform)?;
+        let mut last = None;
+        for _ in 0..8 {
+            let local = self.0.local.clone();
+            let (store, k) = (policy.name.clone(), key.clone());
+            let held = resolve(blocking(move || local.get(&store, &k)).await?);
+            let live: Vec<&Bytes> = held.iter().filter_map(|v| v.value.as_ref()).collect();
+            if live.len() > 1 {
+                return Err(RwError::Invalid(format!("key has {} concurrent versions: read them and put a resolved value first", live.len())));
+            }
+            let clock = held.iter().fold(VectorClock::new(), |c, v| c.merged(&v.clock));
+            let new =
+                t.on_put(live.first().map(|b| &b[..]), &given).ok_or_else(|| RwError::Invalid(format!("transform {transform} does not apply to puts")))??;
+            match self.put(policy, pref, key.clone(), Some(Bytes::from(new)), &clock).await {
+                Err(e @ RwError::Obsolete { .. }) => last = Some(e),
+                r => return r,
+            }
+        }
+        Err(last.unwrap_or_else(|| RwError::Invalid("the transformed put kept meeting concurrent puts".into())))
+    }
+
+    /// Pushes every hint this node holds to its node: delivered ones (or
+    /// ones the node no longer needs) are deleted, others kept.
+    pub async fn push_hints(&self) -> Result<HintReport> {
+        let local = self.0.local.clone();
+        let hints = blocking(move || local.entries(SLOP_STORE)).await?;
+        let mut report = HintReport::default();
+        for (hk, versions) in hints {
+            let Some((target, store, key)) = parse_hint_key(&hk) else {
+                tracing::warn!("a hint with a malformed key; dropped");
+                continue;
+            };
+            for v in versions {
+                let delivered = match self.0.transport.put(target, &store, &key, &v).await {
+                    Ok(_) | Err(RwError::Obsolete { .. }) => true,
+                    Err(e) => {
+                        tracing::debug!(node = target, store, error = %e, "hint not delivered; kept");
+                        false
+                    }
+                };
+                if delivered {
+                    let (local, hk, clock) = (self.0.local.clone(), hk.clone(), v.clock.clone());
+                    blocking(move || local.remove(SLOP_STORE, &hk, &clock)).await?;
+                    report.pushed += 1;
+                    self.0.stats.hints_pushed.fetch_add(1, Ordering::Relaxed);
+                } else {
+                    report.failed += 1;
+                    report.pending += 1;
+                    self.0.stats.hints_failed.fetch_add(1, Ordering::Relaxed);
+                }
+            }
+        }
+        Ok(report)
+    }
+
+    /// Hints held now.
+    pub async fn hints_pending(&self) -> Result<u64> {
+        let local = self.0.local.clone();
+        Ok(blocking(move || local.entries(SLOP_STORE)).await?.iter().map(|(_, v)| v.len() as u64).sum())
+    }
+}
+
+/// A read-write store's client API, as [`apply_update`] needs it.
+pub trait RwApi {
+    /// The current versions (deletes included).
+    fn get(&self, store: &str, key: &[u8]) -> impl std::future::Future<Output = Result<Vec<Versioned>>> + Send;
+    /// A put (or delete: `None`) with the clock read; the clock written.
+    fn put(&self, store: &str, key: &[u8], value: Option<Bytes>, clock: &VectorClock) -> impl std::future::Future<Output = Result<VectorClock>> + Send;
+}
+
+/// Spock's applyUpdate: reads the key, computes a new value from the live
+/// values read (several when there are siblings; none when absent), and
+/// puts it with the merged clock; a concurrent put in between makes the
+/// put obsolete, and the whole step runs again, at most `tries` times.
+pub async fn apply_update<A: RwApi>(api: &A, store: &str, key: &[u8], tries: u32, mut f: impl FnMut(&[Bytes]) -> Bytes) -> Result<VectorClock> {
+    let mut last = None;
+    for _ in 0..tries.max(1) {
+        let versions = api.get(store, key).await?;
+        let clock = versions.iter().fold(VectorClock::new(), |c, v| c.merged(&v.clock));
+        let live: Vec<Bytes> = versions.into_iter().filter_map(|v| v.value).collect();
+        match api.put(store, key, Some(f(&live)), &clock).await {
+            Err(e @ RwError::Obsolete { .. }) => last = Some(e),
+            r => return r,
+        }
+    }
+    Err(last.unwrap_or_else(|| RwError::Invalid("applyUpdate made no attempt".into())))
+}

@@ -1,0 +1,151 @@
+//! One node's replica of read-write store data: versions of keys kept in
+//! an engine replica, with the checks a replica makes on its own (Spock
+//! §3.1.3). A put whose clock does not follow or stand beside every
+//! version held is obsolete; one that follows some of them replaces them.
+//! A key's check and write run under its lock, so two puts of the same
+//! clock cannot both pass.
+
+use crate::clock::Occurred;
+use crate::error::{Result, RwError};
+use crate::value::{self, Versioned};
+use bytes::Bytes;
+use std::sync::{Arc, Mutex};
+use strata_engine::{EngineError, Replica, WriteOp};
+use strata_format::PutProps;
+
+const LOCK_STRIPES: usize = 256;
+
+/// What a put did on this replica.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PutOutcome {
+    /// Versions it made obsolete (and deleted).
+    pub replaced: usize,
+}
+
+/// Read-write store data in one engine replica.
+pub struct LocalStore {
+    replica: Arc<Replica>,
+    locks: Vec<Mutex<()>>,
+}
+
+impl LocalStore {
+    /// Serves read-write data from `replica`.
+    pub fn new(replica: Arc<Replica>) -> Self {
+        Self { replica, locks: (0..LOCK_STRIPES).map(|_| Mutex::new(())).collect() }
+    }
+
+    /// The engine replica underneath.
+    pub fn replica(&self) -> &Arc<Replica> {
+        &self.replica
+    }
+
+    fn lock(&self, store: &str, key: &[u8]) -> std::sync::MutexGuard<'_, ()> {
+        let h = xxhash_rust::xxh3::xxh3_64(&[store.as_bytes(), &[0], key].concat());
+        self.locks[(h as usize) % LOCK_STRIPES].lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Every version of `key` held here, deletes included, oldest engine
+    /// version first.
+    pub fn get(&self, store: &str, key: &[u8]) -> Result<Vec<Versioned>> {
+        let group = value::group_key(store, key);
+        let mut out = Vec::new();
+        for v in self.replica.versions(&group)? {
+            let k = group.with_version(v).expect("versioned");
+            let rec = match self.replica.get(&k) {
+                Ok(r) => r,
+                // Replaced since the listing.
+                Err(EngineError::NotFound | EngineError::Deleted | EngineError::Expired) => continue,
+                Err(e) => return Err(e.into()),
+            };
+            let stored = value::decode(&rec.data).map_err(|e| RwError::Corrupt { key: k.to_string(), detail: e.to_string() })?;
+            // A different key whose hash collides: not this key's version.
+            if stored.store == store && stored.key == key {
+                out.push(stored.versioned);
+            }
+        }
+        Ok(out)
+    }
+
+    /// Stores `v` unless a version held follows it or has its clock
+    /// (`Obsolete`); versions it follows are deleted once it is durable.
+    pub fn put(&self, store: &str, key: &[u8], v: &Versioned) -> Result<PutOutcome> {
+        let _guard = self.lock(store, key);
+        let held = self.get(store, key)?;
+        let mut replaced = Vec::new();
+        for h in &held {
+            match v.clock.compare(&h.clock) {
+                Occurred::Before | Occurred::Equal => return Err(RwError::Obsolete { store: store.into(), held: h.clock.clone(), given: v.clock.clone() }),
+                Occurred::After => replaced.push(h.clock.clone()),
+                Occurred::Concurrent => {}
+            }
+        }
+        let data = Bytes::from(value::encode(store, key, v));
+        let ek = value::engine_key(store, key, &v.clock);
+        match self.replica.submit(WriteOp::Put { key: ek, props: PutProps::default(), data }).wait() {
+            Ok(_) => {}
+            // This clock was written here before and since replaced.
+            Err(EngineError::AlreadyExists) => return Err(RwError::Obsolete { store: store.into(), held: v.clock.clone(), given: v.clock.clone() }),
+            Err(e) => return Err(e.into()),
+        }
+        for c in &replaced {
+            match self.replica.submit(WriteOp::Delete { key: value::engine_key(store, key, c) }).wait() {
+                // A crash before this leaves both; reads resolve them.
+                Ok(_) | Err(EngineError::NotFound | EngineError::Deleted) => {}
+                Err(e) => tracing::warn!(store, error = %e, "could not delete a replaced version; reads resolve it"),
+            }
+        }
+        Ok(PutOutcome { replaced: replaced.len() })
+    }
+
+    /// Deletes the version of `key` with `clock` (a delivered hint).
+    pub fn remove(&self, store: &str, key: &[u8], clock: &crate::clock::VectorClock) -> Result<bool> {
+        let _guard = self.lock(store, key);
+        match self.replica.submit(WriteOp::Delete { key: value::engine_key(store, key, clock) }).wait() {
+            Ok(_) => Ok(true),
+            Err(EngineError::NotFound | EngineError::Deleted) => Ok(false),
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    /// Every (key, versions) of `store` held here, for streaming a store out
+    /// and for rebalancing. Costs a walk of the whole index.
+    pub fn entries(&self, store: &str) -> Result<Vec<(Bytes, Vec<Versioned>)>> {
+        let mut seen = std::collections::BTreeSet::new();
+        let mut out = Vec::new();
+        for (k, state) in self.replica.keys()? {
+            if k.kind() != strata_types::KeyKind::KvValue || !matches!(state, strata_engine::KeyState::Live { .. }) {
+                continue;
+            }
+            let Some(group) = k.version_group().map(<[u8]>::to_vec) else { continue };
+            let rec = match self.replica.get(&k) {
+                Ok(r) => r,
+                Err(EngineError::NotFound | EngineError::Deleted | EngineError::Expired) => continue,
+                Err(e) => return Err(e.into()),
+            };
+            let stored = value::decode(&rec.data).map_err(|e| RwError::Corrupt { key: k.to_string(), detail: e.to_string() })?;
+            if stored.store != store || !seen.insert((group, stored.key.clone())) {
+                continue;
+            }
+            let versions = self.get(store, &stored.key)?;
+            out.push((stored.key, versions));
+        }
+        Ok(out)
+    }
+
+    /// Deletes every version of `store` held here (truncate). Returns how
+    /// many versions went.
+    pub fn truncate(&self, store: &str) -> Result<usize> {
+        let mut n = 0;
+        for (key, versions) in self.entries(store)? {
+            let _guard = self.lock(store, &key);
+            for v in versions {
+                match self.replica.submit(WriteOp::Delete { key: value::engine_key(store, &key, &v.clock) }).wait() {
+                    Ok(_) => n += 1,
+                    Err(EngineError::NotFound | EngineError::Deleted) => {}
+                    Err(e) => return Err(e.into()),
+                }
+            }
+        }
+        Ok(n)
+    }
+}
