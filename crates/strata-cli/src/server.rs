@@ -141,6 +141,11 @@ pub struct ServerArgs {
     /// Idle period of inter-zone replication, ms.
     #[arg(long, default_value_t = 500)]
     pub inter_replication_ms: u64,
+    /// Cluster mode: how often hints of read-write store puts are pushed to
+    /// the nodes that missed them, seconds (`POST /admin/rw/hints/push`
+    /// pushes at once).
+    #[arg(long, default_value_t = 10)]
+    pub rw_hint_interval_secs: u64,
     /// Where the S3 API listens (`off` to disable). Default: 127.0.0.1:8081 on a
     /// single node; off on a cluster node. A cluster node outside the
     /// metadata group that serves S3 follows the group's log as a learner.
@@ -246,6 +251,7 @@ impl ServerArgs {
             recovery_placement: strata_cluster::RecoveryPlacement::default(),
             intra_replication_ms: 100,
             inter_replication_ms: 500,
+            rw_hint_interval_secs: 10,
             s3_listen: Some("off".into()),
             s3_domains: vec!["localhost".into()],
             s3_region: "us-east-1".into(),
@@ -430,6 +436,7 @@ async fn run_cluster(args: ServerArgs, node_id: u64) -> Result<()> {
         down_out: Duration::from_millis(args.down_out_ms.max(args.down_after_ms)),
         max_moves: args.max_moves.max(1),
         recovery_placement: args.recovery_placement,
+        hint_period: Duration::from_secs(args.rw_hint_interval_secs.max(1)),
     };
     let workers = strata_node::Workers::new();
     let node = strata_node::ClusterNode::start(config, clock.clone(), workers.clone()).await?;

@@ -617,3 +617,203 @@ async fn node_traffic_is_encrypted_a_stranger_cannot_join_and_revocation_is_ever
     let st = c.client(1).json(http::Method::GET, "/admin/cluster/status").await.expect("status");
     assert_eq!(st["map"]["partitions"]["0"]["state"], "ReadWrite", "the refused command changed the map");
 }
+
+fn rw_b64(k: &[u8]) -> String {
+    use base64::Engine;
+    base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(k)
+}
+
+/// What node `n`'s own replica holds of `key` in `store`: each version's
+/// value (`None` for a delete).
+async fn rw_local(c: &Cluster, n: u8, store: &str, key: &[u8]) -> Vec<Option<String>> {
+    use base64::Engine;
+    let v = c.client(n).json(http::Method::GET, &format!("/admin/rw/local/{store}/{}", rw_b64(key))).await.expect("local versions");
+    v["versions"]
+        .as_array()
+        .expect("versions")
+        .iter()
+        .map(|e| e["value"].as_str().map(|s| String::from_utf8(base64::engine::general_purpose::STANDARD.decode(s).unwrap()).unwrap()))
+        .collect()
+}
+
+async fn rw_until(c: &Cluster, n: u8, store: &str, key: &[u8], want: &[&str], what: &str) {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let mut got: Vec<String> = rw_local(c, n, store, key).await.into_iter().flatten().collect();
+        got.sort();
+        if got == want {
+            return;
+        }
+        assert!(Instant::now() < deadline, "{what}: node {n} holds {got:?}, want {want:?}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// Spock's read-write stores on three real nodes, one per zone: (a) N
+/// clients' applyUpdate increments of one counter all count; (c) a node
+/// killed during a put gets it by hinted handoff once back (its replica
+/// read directly), and a stale replica is fixed by read repair; (b) with a
+/// zone cut off, writes on both sides are siblings that a get after the
+/// cut returns together, and a put with the merged clock resolves them.
+/// Bad input (a stale clock, a malformed clock, a value over the limit,
+/// an unknown store or transform, required writes that cannot be met)
+/// gets its error and changes nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn read_write_stores_count_hand_off_repair_and_keep_siblings() {
+    let _serial = SERIAL.lock().await;
+    // The hint pusher never runs on its own here: the test pushes.
+    let mut c = Cluster::start_zones(66, 1, 1, &["--rw-hint-interval-secs", "3600"]).await;
+    c.command(1, serde_json::json!({ "KvInitRing": { "partitions": 12 } })).await;
+    let spec = |r: u32, w: u32| serde_json::json!({ "replication": { "Nodes": 3 }, "required_reads": r, "required_writes": w, "value_limit": 1024 });
+    c.command(1, serde_json::json!({ "RwCreateStore": { "name": "counters", "spec": spec(2, 2) } })).await;
+    c.command(1, serde_json::json!({ "RwCreateStore": { "name": "loose", "spec": spec(3, 1) } })).await;
+    for n in c.nodes() {
+        c.map_until(n, Duration::from_secs(20), "the read-write stores", |_| true).await;
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while c.client(n).json(http::Method::GET, "/admin/rw").await.map(|v| v["stores"].as_object().map_or(0, |s| s.len())).unwrap_or(0) != 2 {
+            assert!(Instant::now() < deadline, "node {n} never saw both stores");
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+    let opts = c.opts.clone();
+    let url = |n: u8| format!("https://127.66.0.{n}:{PORT}");
+    let client_via = |first: u8| {
+        let urls: Vec<String> = (first..=3).chain(1..first).map(url).collect();
+        strata_kv_client::RwClient::new(&urls, &opts)
+    };
+
+    // (a) Three clients, each through another node, 20 increments each.
+    let mut tasks = Vec::new();
+    for i in 1..=3u8 {
+        let client = client_via(i);
+        tasks.push(tokio::spawn(async move {
+            for _ in 0..20 {
+                client
+                    .apply_update("counters", b"hits", 1000, |live| {
+                        let n = live.iter().map(|b| std::str::from_utf8(b).unwrap().parse::<u64>().unwrap()).max().unwrap_or(0);
+                        bytes::Bytes::from((n + 1).to_string())
+                    })
+                    .await
+                    .expect("applyUpdate");
+            }
+        }));
+    }
+    for t in tasks {
+        t.await.unwrap();
+    }
+    let read = client_via(2).get("counters", b"hits").await.unwrap();
+    assert_eq!(read.versions.iter().map(|(_, v)| v.clone()).collect::<Vec<_>>(), vec![bytes::Bytes::from_static(b"60")], "every increment counted once");
+
+    // Bad input changes nothing.
+    let stale = client_via(1).put("counters", b"hits", bytes::Bytes::from_static(b"0"), "").await;
+    assert!(matches!(stale, Err(strata_kv_client::RwClientError::Obsolete(_))), "{stale:?}");
+    for (req, status, code) in [
+        (
+            c.client(1)
+                .send(http::Method::PUT, &format!("/rw/counters/{}", rw_b64(b"hits")), &[("x-strata-clock", "1:x".into())], strata_client::full("1"))
+                .await,
+            400,
+            "InvalidClock",
+        ),
+        (
+            c.client(1).send(http::Method::PUT, &format!("/rw/counters/{}", rw_b64(b"big")), &[], strata_client::full(vec![b'x'; 2000])).await,
+            413,
+            "ValueTooLarge",
+        ),
+        (c.client(1).send(http::Method::PUT, &format!("/rw/nope/{}", rw_b64(b"k")), &[], strata_client::full("1")).await, 404, "NoSuchStore"),
+        (
+            c.client(1).send(http::Method::PUT, &format!("/rw/counters/{}?transform=reverse", rw_b64(b"k")), &[], strata_client::full("1")).await,
+            400,
+            "UnknownTransform",
+        ),
+    ] {
+        match req {
+            Err(strata_client::ClientError::Api { status: s, code: k, message }) => {
+                assert_eq!((s, k.as_str()), (status, code), "{message}");
+                assert!(!message.is_empty());
+            }
+            other => panic!("want {status} {code}, got {:?}", other.map(|r| r.head.status)),
+        }
+    }
+    let after = client_via(3).get("counters", b"hits").await.unwrap();
+    assert_eq!(after.versions.len(), 1);
+    assert_eq!(after.versions[0].1, bytes::Bytes::from_static(b"60"));
+    assert!(client_via(3).get("counters", b"big").await.unwrap().versions.is_empty());
+
+    // Transforms: appends on the server, a sub-list read.
+    for item in ["1", "2", "3", "4"] {
+        c.client(2)
+            .send(http::Method::PUT, &format!("/rw/counters/{}?transform=append", rw_b64(b"list")), &[], strata_client::full(item))
+            .await
+            .expect("append");
+    }
+    let sub = c.client(3).json(http::Method::GET, &format!("/rw/counters/{}?transform=sublist&arg=1:3", rw_b64(b"list"))).await.unwrap();
+    use base64::Engine;
+    let sub = base64::engine::general_purpose::STANDARD.decode(sub["versions"][0]["value"].as_str().unwrap()).unwrap();
+    assert_eq!(sub, b"[2,3]");
+
+    // (c) Hinted handoff: the key's third node is killed during a put.
+    let map = strata_cluster::decode_map(
+        &c.client(1).send(http::Method::GET, "/meta/v1/map", &[], strata_client::full(bytes::Bytes::new())).await.unwrap().bytes().await.unwrap(),
+    )
+    .unwrap();
+    let pref: Vec<u8> = map.rw_route("counters", b"handoff").unwrap().into_iter().map(|n| n as u8).collect();
+    let (master, victim) = (pref[0], pref[2]);
+    c.kill9(victim);
+    let up = strata_kv_client::RwClient::new(&[url(pref[0]), url(pref[1])], &opts);
+    let clock = up.put("counters", b"handoff", bytes::Bytes::from_static(b"v1"), "").await.expect("a put meets 2 of 3 with a node down");
+    c.spawn(victim);
+    c.wait_healthy(victim).await;
+    assert!(rw_local(&c, victim, "counters", b"handoff").await.is_empty(), "node {victim} was down during the put");
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let r = c.client(master).post_json("/admin/rw/hints/push", &serde_json::json!({})).await.expect("push");
+        if r["pushed"].as_u64() == Some(1) {
+            break;
+        }
+        assert!(Instant::now() < deadline, "the hint never reached node {victim}: {r}");
+        tokio::time::sleep(Duration::from_millis(300)).await;
+    }
+    rw_until(&c, victim, "counters", b"handoff", &["v1"], "hinted handoff").await;
+
+    // Read repair: the victim misses v2 (its hint is not pushed), and a get
+    // through the master brings it there.
+    c.kill9(victim);
+    up.put("counters", b"handoff", bytes::Bytes::from_static(b"v2"), &clock).await.expect("second put");
+    c.spawn(victim);
+    c.wait_healthy(victim).await;
+    rw_until(&c, victim, "counters", b"handoff", &["v1"], "before the get").await;
+    let repairs = |v: serde_json::Value| v["read_repairs"].as_u64().unwrap_or(0);
+    let before = repairs(c.client(master).json(http::Method::GET, "/admin/rw").await.unwrap());
+    let got = strata_kv_client::RwClient::new(&[url(master)], &opts).get("counters", b"handoff").await.unwrap();
+    assert_eq!(got.versions.iter().map(|(_, v)| v.clone()).collect::<Vec<_>>(), vec![bytes::Bytes::from_static(b"v2")]);
+    rw_until(&c, victim, "counters", b"handoff", &["v2"], "read repair").await;
+    assert!(repairs(c.client(master).json(http::Method::GET, "/admin/rw").await.unwrap()) > before, "read repair is counted");
+    let metrics = String::from_utf8(c.client(master).send(http::Method::GET, "/metrics", &[], strata_client::full(bytes::Bytes::new())).await.unwrap().bytes().await.unwrap().to_vec()).unwrap();
+    for name in ["strata_rw_read_repairs_total", "strata_rw_hints_written_total", "strata_rw_hints_pushed_total", "strata_rw_hints_pending"] {
+        let line = metrics.lines().find(|l| l.starts_with(name)).unwrap_or_else(|| panic!("{name} missing from /metrics"));
+        if name != "strata_rw_hints_pending" {
+            assert!(!line.ends_with(" 0"), "{line}");
+        }
+    }
+
+    // (b) Siblings across a cut: zone 3 (node 3) cut off, a write on each side.
+    let first = client_via(1).put("loose", b"split", bytes::Bytes::from_static(b"v0"), "").await.unwrap();
+    for n in c.nodes() {
+        rw_until(&c, n, "loose", b"split", &["v0"], "the first write").await;
+    }
+    c.proxy.cut(3);
+    client_via(1).put("loose", b"split", bytes::Bytes::from_static(b"left"), &first).await.expect("majority side");
+    strata_kv_client::RwClient::new(&[url(3)], &opts).put("loose", b"split", bytes::Bytes::from_static(b"right"), &first).await.expect("minority side");
+    c.proxy.heal();
+    let both = client_via(2).get("loose", b"split").await.unwrap();
+    let mut values: Vec<bytes::Bytes> = both.versions.iter().map(|(_, v)| v.clone()).collect();
+    values.sort();
+    assert_eq!(values, vec![bytes::Bytes::from_static(b"left"), bytes::Bytes::from_static(b"right")], "siblings");
+    client_via(2).put("loose", b"split", bytes::Bytes::from_static(b"merged"), &both.clock).await.expect("resolving put");
+    let one = client_via(3).get("loose", b"split").await.unwrap();
+    assert_eq!(one.versions.iter().map(|(_, v)| v.clone()).collect::<Vec<_>>(), vec![bytes::Bytes::from_static(b"merged")]);
+    for n in c.nodes() {
+        rw_until(&c, n, "loose", b"split", &["merged"], "the resolution on every replica").await;
+    }
+}

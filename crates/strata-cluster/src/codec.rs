@@ -6,11 +6,11 @@ use crate::map::ClusterMap;
 
 /// `SMAP` read as a little-endian u32.
 pub const MAP_MAGIC: u32 = u32::from_le_bytes(*b"SMAP");
-/// Current version of the layout. Version 3 added node states (up, or
-/// down since when, being removed), failed and removed disks, replica
-/// moves and the rebalancing under way; version 2 added the
-/// read-only stores' section. Versions 1 and 2 still decode.
-pub const MAP_VERSION: u16 = 3;
+/// Current version of the layout. Version 4 added the read-write stores;
+/// version 3 node states (up, or down since when, being removed), failed
+/// and removed disks, replica moves and the rebalancing under way;
+/// version 2 the read-only stores' section. Versions 1 to 3 still decode.
+pub const MAP_VERSION: u16 = 4;
 const HEADER: usize = 4 + 2 + 2 + 8 + 4;
 
 /// Why bytes are not a map.
@@ -71,6 +71,17 @@ struct MapV2 {
     kv: crate::kv::KvSection,
 }
 
+/// A version 3 map: before the read-write stores.
+#[derive(serde::Deserialize)]
+struct MapV3 {
+    epoch: u64,
+    nodes: std::collections::BTreeMap<crate::map::NodeId, crate::map::Node>,
+    partitions: std::collections::BTreeMap<strata_types::PartitionId, crate::map::Partition>,
+    policies: strata_types::Policies,
+    kv: crate::kv::KvSection,
+    rebalance: Option<crate::map::Rebalance>,
+}
+
 fn upgrade(
     epoch: u64,
     nodes: std::collections::BTreeMap<crate::map::NodeId, NodeV2>,
@@ -87,7 +98,7 @@ fn upgrade(
         .into_iter()
         .map(|(k, p)| (k, Partition { id: p.id, state: p.state, capacity_bytes: p.capacity_bytes, replicas: p.replicas, moving: None }))
         .collect();
-    ClusterMap { epoch, nodes, partitions, policies, kv, rebalance: None }
+    ClusterMap { epoch, nodes, partitions, policies, kv, rebalance: None, rw_stores: Default::default() }
 }
 
 /// Encodes a map.
@@ -136,6 +147,18 @@ pub fn decode_map(b: &[u8]) -> Result<ClusterMap, CodecError> {
         2 => {
             let v: MapV2 = postcard::from_bytes(payload).map_err(bad)?;
             upgrade(v.epoch, v.nodes, v.partitions, v.policies, v.kv)
+        }
+        3 => {
+            let v: MapV3 = postcard::from_bytes(payload).map_err(bad)?;
+            ClusterMap {
+                epoch: v.epoch,
+                nodes: v.nodes,
+                partitions: v.partitions,
+                policies: v.policies,
+                kv: v.kv,
+                rebalance: v.rebalance,
+                rw_stores: Default::default(),
+            }
         }
         _ => postcard::from_bytes(payload).map_err(bad)?,
     };
@@ -291,5 +314,45 @@ mod tests {
         m.apply(&crate::Command::SetDiskState { node: 1, disk: 0, state: DiskState::Failed });
         assert_eq!(decode_map(&encode_map(&m)).unwrap(), m);
         assert_eq!(m.degraded(), vec![0, 1, 2]);
+    }
+
+    /// A version 3 map (before the read-write stores) decodes with none;
+    /// the current version round-trips a read-write store.
+    #[test]
+    fn version_3_maps_decode() {
+        #[derive(serde::Serialize)]
+        struct V3<'a> {
+            epoch: u64,
+            nodes: &'a std::collections::BTreeMap<crate::map::NodeId, Node>,
+            partitions: &'a std::collections::BTreeMap<strata_types::PartitionId, Partition>,
+            policies: strata_types::Policies,
+            kv: &'a crate::kv::KvSection,
+            rebalance: &'a Option<crate::map::Rebalance>,
+        }
+        let mut m = ClusterMap::default();
+        for id in 1..=3 {
+            m.apply(&crate::Command::AddNode { id, addr: format!("a:{id}"), zone: "z".into(), rack: "r".into() });
+        }
+        m.apply(&crate::Command::KvInitRing { partitions: 6 });
+        let payload =
+            postcard::to_stdvec(&V3 { epoch: m.epoch, nodes: &m.nodes, partitions: &m.partitions, policies: m.policies, kv: &m.kv, rebalance: &m.rebalance })
+                .unwrap();
+        assert_eq!(decode_map(&framed(3, m.epoch, &payload)).unwrap(), m);
+        let spec = crate::kv::RwStoreSpec { replication: crate::kv::KvReplication::Nodes(3), required_reads: 2, required_writes: 2, value_limit: 1 << 20 };
+        assert!(matches!(m.apply(&crate::Command::RwCreateStore { name: "counters".into(), spec: spec.clone() }), crate::Outcome::Applied { .. }));
+        assert_eq!(decode_map(&encode_map(&m)).unwrap(), m);
+        let pref = m.rw_preference("counters", 0).unwrap();
+        assert_eq!(pref.len(), 3);
+        // Bad definitions are refused, naming the field.
+        for (bad, field) in [
+            (crate::kv::RwStoreSpec { required_writes: 4, ..spec.clone() }, "required writes"),
+            (crate::kv::RwStoreSpec { required_reads: 0, ..spec.clone() }, "required reads"),
+            (crate::kv::RwStoreSpec { value_limit: 0, ..spec.clone() }, "value limit"),
+        ] {
+            let out = m.apply(&crate::Command::RwCreateStore { name: "other".into(), spec: bad });
+            assert!(format!("{out:?}").contains(field), "{out:?}");
+        }
+        let out = m.apply(&crate::Command::RwCreateStore { name: "counters".into(), spec });
+        assert!(format!("{out:?}").contains("exists"), "{out:?}");
     }
 }

@@ -39,6 +39,23 @@ impl KvStoreSpec {
     }
 }
 
+/// A read-write store's definition (Spock §3.1: replication per zone,
+/// required reads and writes).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RwStoreSpec {
+    /// Replicas.
+    pub replication: KvReplication,
+    /// Replicas that must answer a get.
+    pub required_reads: u32,
+    /// Replicas that must take a put.
+    pub required_writes: u32,
+    /// Largest value, in bytes.
+    pub value_limit: u32,
+}
+
+/// Largest value limit a read-write store may set.
+pub const RW_VALUE_LIMIT_MAX: u32 = 16 << 20;
+
 /// The ring and the stores.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct KvSection {
@@ -82,8 +99,8 @@ impl ClusterMap {
     }
 
     /// The placement library's view of a store's replication.
-    fn replication_of(&self, spec: &KvStoreSpec) -> Result<Replication, MapError> {
-        Ok(match &spec.replication {
+    fn replication_of(&self, replication: &KvReplication) -> Result<Replication, MapError> {
+        Ok(match replication {
             KvReplication::Nodes(n) => Replication::Nodes(*n),
             KvReplication::Zones(z) => {
                 let zones = self.zone_numbers();
@@ -100,7 +117,64 @@ impl ClusterMap {
     /// A store's replica table: each primary partition's nodes, in replica order.
     pub fn kv_table(&self, store: &str) -> Result<ReplicaTable, MapError> {
         let spec = self.kv.stores.get(store).ok_or_else(|| invalid("store", format!("no read-only store {store:?}")))?;
-        self.kv_ring()?.replica_table(&self.replication_of(spec)?).map_err(|e| invalid("replication", e.to_string()))
+        self.table_of(&spec.replication)
+    }
+
+    fn table_of(&self, replication: &KvReplication) -> Result<ReplicaTable, MapError> {
+        self.kv_ring()?.replica_table(&self.replication_of(replication)?).map_err(|e| invalid("replication", e.to_string()))
+    }
+
+    /// A read-write store's replica table.
+    pub fn rw_table(&self, store: &str) -> Result<ReplicaTable, MapError> {
+        let spec = self.rw_stores.get(store).ok_or_else(|| invalid("store", format!("no read-write store {store:?}")))?;
+        self.table_of(&spec.replication)
+    }
+
+    /// A read-write store's preference list for a key's primary partition,
+    /// in replica order (the first is the pseudo-master when up).
+    pub fn rw_preference(&self, store: &str, partition: u32) -> Result<Vec<NodeId>, MapError> {
+        let table = self.rw_table(store)?;
+        let row = table.get(partition as usize).ok_or_else(|| invalid("partition", format!("the ring has {} partitions", table.len())))?;
+        Ok(row.iter().map(|&n| u64::from(n)).collect())
+    }
+
+    /// A read-write store's preference list for `key`: its primary ring
+    /// partition's nodes in replica order (Spock §3.1.2).
+    pub fn rw_route(&self, store: &str, key: &[u8]) -> Result<Vec<NodeId>, MapError> {
+        let digest = strata_placement::spock::key_digest(key);
+        self.rw_preference(store, strata_placement::spock::partition_of(&digest, self.kv.ring.len() as u32))
+    }
+
+    pub(crate) fn rw_create_store(&mut self, name: &str, spec: &RwStoreSpec) -> Result<(), MapError> {
+        if name.is_empty() || name.len() > 128 || !name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_') {
+            return Err(invalid("store name", "1 to 128 letters, digits, '-' and '_'"));
+        }
+        if self.rw_stores.contains_key(name) || self.kv.stores.contains_key(name) {
+            return Err(invalid("store name", format!("a store {name:?} exists")));
+        }
+        let factor = match &spec.replication {
+            KvReplication::Nodes(n) => *n,
+            KvReplication::Zones(z) => z.values().sum(),
+        };
+        if factor == 0 || factor > 16 {
+            return Err(invalid("replication", "1..=16 replicas"));
+        }
+        if spec.required_reads == 0 || spec.required_reads > factor {
+            return Err(invalid("required reads", format!("must be 1..={factor}")));
+        }
+        if spec.required_writes == 0 || spec.required_writes > factor {
+            return Err(invalid("required writes", format!("must be 1..={factor}")));
+        }
+        if spec.value_limit == 0 || spec.value_limit > RW_VALUE_LIMIT_MAX {
+            return Err(invalid("value limit", format!("must be 1..={RW_VALUE_LIMIT_MAX} bytes")));
+        }
+        self.table_of(&spec.replication)?;
+        self.rw_stores.insert(name.to_string(), spec.clone());
+        Ok(())
+    }
+
+    pub(crate) fn rw_drop_store(&mut self, name: &str) -> Result<(), MapError> {
+        self.rw_stores.remove(name).map(|_| ()).ok_or_else(|| invalid("store", format!("no read-write store {name:?}")))
     }
 
     /// A store's nodes for a key's primary partition, reordered by the
@@ -143,6 +217,9 @@ impl ClusterMap {
         for name in self.kv.stores.keys() {
             self.kv_table(name)?;
         }
+        for name in self.rw_stores.keys() {
+            self.rw_table(name)?;
+        }
         Ok(())
     }
 
@@ -150,8 +227,8 @@ impl ClusterMap {
         if name.is_empty() || name.len() > 128 || !name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_') {
             return Err(invalid("store name", "1 to 128 letters, digits, '-' and '_'"));
         }
-        if self.kv.stores.contains_key(name) {
-            return Err(invalid("store name", format!("read-only store {name:?} exists")));
+        if self.kv.stores.contains_key(name) || self.rw_stores.contains_key(name) {
+            return Err(invalid("store name", format!("a store {name:?} exists")));
         }
         if spec.chunks == 0 || spec.chunks > 1 << 16 {
             return Err(invalid("chunks", "must be 1..=65536"));

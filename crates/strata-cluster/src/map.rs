@@ -234,6 +234,8 @@ pub struct ClusterMap {
     pub kv: crate::kv::KvSection,
     /// A rebalancing under way.
     pub rebalance: Option<Rebalance>,
+    /// Read-write stores by name (Spock §3.1), on the read-only stores' ring.
+    pub rw_stores: BTreeMap<String, crate::kv::RwStoreSpec>,
 }
 
 /// A change to the map, as the metadata service's log carries it.
@@ -392,6 +394,19 @@ pub enum Command {
     },
     /// Ends the rebalancing (done, or given up: moves under way finish).
     EndRebalance,
+    /// Defines a read-write store on the ring.
+    RwCreateStore {
+        /// Name.
+        name: String,
+        /// Replication, required reads and writes, value limit.
+        spec: crate::kv::RwStoreSpec,
+    },
+    /// Removes a read-write store's definition (its data stays on the
+    /// nodes until truncated).
+    RwDropStore {
+        /// Name.
+        name: String,
+    },
 }
 
 /// What an applied command reports.
@@ -717,6 +732,8 @@ impl ClusterMap {
             Command::KvSetRing { owners } => self.kv_set_ring(owners).map(|()| None),
             Command::KvCreateStore { name, spec } => self.kv_create_store(name, spec).map(|()| None),
             Command::KvDropStore { name } => self.kv_drop_store(name).map(|()| None),
+            Command::RwCreateStore { name, spec } => self.rw_create_store(name, spec).map(|()| None),
+            Command::RwDropStore { name } => self.rw_drop_store(name).map(|()| None),
         }
     }
 

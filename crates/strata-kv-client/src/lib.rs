@@ -3,7 +3,9 @@
 //! a key's partition, nearest zone first, with the monotonic-read floors
 //! that keep a client from going back a version during a swap.
 //!
-//! Owns: client-side routing of read-only store gets ([`KvRouter`]).
+//! Owns: client-side routing of read-only store gets ([`KvRouter`]); the
+//! read-write stores' client with applyUpdate ([`RwClient`], server-side
+//! routing).
 //! It speaks the nodes' public HTTP API through `strata-client`, as any
 //! client would; it reads the map's layout from `strata-cluster` and the
 //! key-to-partition hash from `strata-placement`, the same functions the
@@ -14,5 +16,7 @@
 //! server.
 
 mod routing;
+mod rw;
 
 pub use routing::{KvRouteError, KvRouter, KvValue};
+pub use rw::{RwClient, RwClientError, RwVersions};

@@ -2,15 +2,18 @@
 //! store each), the cluster node that follows the map (the map feed, the
 //! reconciler that opens and creates the replicas the map places here),
 //! pull replication between replicas (Ambry §4.3), the scrubber, the orphan
-//! sweep, compaction, the space monitor, and fetching read-only store
-//! versions from their sources (Spock §4.3.1).
+//! sweep, compaction, the space monitor, fetching read-only store
+//! versions from their sources (Spock §4.3.1), and serving read-write
+//! stores (Spock §3.1: the replica RPCs, server-side routing to a key's
+//! pseudo-master, the hint pusher).
 //!
 //! Every background loop is a worker of [`Workers`]: one way to start,
 //! stop and observe them.
 //!
 //! Layer rule (checked by the test command): may use strata-types,
 //! strata-format, strata-fs, strata-engine, strata-net, strata-rpc,
-//! strata-cluster, strata-router, strata-names, strata-kv, strata-client;
+//! strata-cluster, strata-router, strata-names, strata-kv, strata-rwstore,
+//! strata-client;
 //! never the server, the S3 crate, or axum.
 
 mod background;
@@ -20,6 +23,7 @@ mod liveness;
 mod moves;
 mod node;
 mod replication;
+pub mod rw;
 mod scrub;
 mod sweep;
 pub mod worker;

@@ -45,6 +45,8 @@ pub struct ClusterConfig {
     pub max_moves: usize,
     /// Where evacuation re-creates a replica.
     pub recovery_placement: strata_cluster::RecoveryPlacement,
+    /// How often read-write store hints are pushed to their nodes.
+    pub hint_period: Duration,
 }
 
 /// Errors of cluster operations.
@@ -90,6 +92,10 @@ pub struct ClusterNode {
     feed: std::sync::OnceLock<MapFeed>,
     clock: Arc<dyn Clock>,
     rpc: RpcClient,
+    /// This node, for what it hands out (the read-write stores' transport).
+    pub(crate) me: std::sync::OnceLock<std::sync::Weak<ClusterNode>>,
+    /// The read-write stores, once the first disk is open (`rw.rs`).
+    pub(crate) rw: std::sync::OnceLock<crate::rw::RwService>,
 }
 
 impl ClusterNode {
@@ -122,8 +128,11 @@ impl ClusterNode {
             feed: std::sync::OnceLock::new(),
             clock,
             rpc: RpcClient::new(Duration::from_secs(10)),
+            me: std::sync::OnceLock::new(),
+            rw: std::sync::OnceLock::new(),
             config,
         });
+        let _ = node.me.set(Arc::downgrade(&node));
         // The cached map opens the disks at once; only a map from the
         // metadata group takes replicas away (the cache can be older than
         // the replicas on disk if writing it failed).
@@ -136,6 +145,8 @@ impl ClusterNode {
         node.start_heartbeat();
         node.start_liveness();
         node.start_mover();
+        let hint_period = node.config.hint_period;
+        node.clone().spawn_hint_pusher(hint_period);
         Ok(node)
     }
 
@@ -404,6 +415,9 @@ impl ClusterNode {
 impl ReplicaHost for ClusterNode {
     fn epoch(&self) -> u64 {
         self.map().epoch
+    }
+    fn rw(&self) -> Option<&dyn strata_rpc::RwHost> {
+        ClusterNode::rw(self).map(|s| s as &dyn strata_rpc::RwHost)
     }
     fn replica(&self, partition: PartitionId) -> Option<Arc<Replica>> {
         self.disks.replica(partition)

@@ -71,6 +71,24 @@ impl RpcClient {
         Ok((e, ack))
     }
 
+    /// Every version of a read-write store key `addr`'s replica holds.
+    pub async fn rw_get(&self, addr: &str, req: &RwGetRequest) -> Result<Vec<WireVersion>, RpcError> {
+        let frame = message(KIND_RW_GET, req, Vec::new());
+        Ok(self.call(addr, "/rpc/v1/rw-get", KIND_RW_GET, frame).await?.1)
+    }
+
+    /// Writes one version to `addr`'s replica of a read-write store.
+    pub async fn rw_put(&self, addr: &str, req: &RwPutRequest) -> Result<u32, RpcError> {
+        let frame = message(KIND_RW_PUT, req, Vec::new());
+        Ok(self.call(addr, "/rpc/v1/rw-put", KIND_RW_PUT, frame).await?.1)
+    }
+
+    /// Hands a put to `addr`, the key's pseudo-master; the clock written.
+    pub async fn rw_coordinate(&self, addr: &str, req: &RwCoordinateRequest) -> Result<Vec<u8>, RpcError> {
+        let frame = message(KIND_RW_COORDINATE, req, Vec::new());
+        Ok(self.call(addr, "/rpc/v1/rw-coordinate", KIND_RW_COORDINATE, frame).await?.1)
+    }
+
     /// Reads a blob from `addr`'s replica.
     pub async fn read(&self, addr: &str, epoch: u64, partition: PartitionId, key: &Key, with_data: bool) -> Result<(u64, WireRecord, Bytes), RpcError> {
         let frame = message(KIND_READ, &ReadRequest { epoch, partition, key: key.as_bytes().to_vec(), with_data }, Vec::new());

@@ -19,5 +19,5 @@ mod server;
 mod wire;
 
 pub use client::{RpcClient, RpcError};
-pub use server::{ReplicaHost, serve};
+pub use server::{ReplicaHost, RwFuture, RwHost, serve};
 pub use wire::*;

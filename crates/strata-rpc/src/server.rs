@@ -20,6 +20,23 @@ pub trait ReplicaHost: Send + Sync {
     fn writable(&self, partition: PartitionId) -> Option<Arc<Replica>> {
         self.replica(partition)
     }
+    /// The node's read-write stores, if it serves them.
+    fn rw(&self) -> Option<&dyn RwHost> {
+        None
+    }
+}
+
+/// A future an [`RwHost`] answers with.
+pub type RwFuture<'a, T> = std::pin::Pin<Box<dyn std::future::Future<Output = Result<T, WireError>> + Send + 'a>>;
+
+/// What the RPC server needs of a node's read-write stores.
+pub trait RwHost: Send + Sync {
+    /// Every version of a key this node's replica holds.
+    fn rw_get(&self, req: RwGetRequest) -> RwFuture<'_, Vec<WireVersion>>;
+    /// Writes one version to this node's replica; how many it replaced.
+    fn rw_put(&self, req: RwPutRequest) -> RwFuture<'_, u32>;
+    /// Coordinates a put as the key's pseudo-master; the clock written.
+    fn rw_coordinate(&self, req: RwCoordinateRequest) -> RwFuture<'_, Vec<u8>>;
 }
 
 /// Most entries returned from the index at once when the journal no longer
@@ -79,6 +96,25 @@ pub async fn serve(host: &dyn ReplicaHost, body: Bytes) -> Vec<Bytes> {
             match fetch(host, &req) {
                 Ok((states, data)) => message(KIND_FETCH, &Answer { epoch, result: Ok(states) }, data),
                 Err(e) => message(KIND_FETCH, &Answer::<Vec<Fetched>> { epoch, result: Err(e) }, Vec::new()),
+            }
+        }
+        KIND_RW_GET | KIND_RW_PUT | KIND_RW_COORDINATE => {
+            let Some(rw) = host.rw() else {
+                return message(kind, &Answer::<()> { epoch, result: Err(WireError::Invalid("this node serves no read-write stores".into())) }, Vec::new());
+            };
+            match kind {
+                KIND_RW_GET => match decode_message::<RwGetRequest>(kind, &body) {
+                    Ok((req, _)) => message(kind, &Answer { epoch, result: rw.rw_get(req).await }, Vec::new()),
+                    Err(e) => garbage(kind, e),
+                },
+                KIND_RW_PUT => match decode_message::<RwPutRequest>(kind, &body) {
+                    Ok((req, _)) => message(kind, &Answer { epoch, result: rw.rw_put(req).await }, Vec::new()),
+                    Err(e) => garbage(kind, e),
+                },
+                _ => match decode_message::<RwCoordinateRequest>(kind, &body) {
+                    Ok((req, _)) => message(kind, &Answer { epoch, result: rw.rw_coordinate(req).await }, Vec::new()),
+                    Err(e) => garbage(kind, e),
+                },
             }
         }
         k => message(k, &Answer::<()> { epoch, result: Err(WireError::Invalid(format!("unknown message kind {k:#x}"))) }, Vec::new()),

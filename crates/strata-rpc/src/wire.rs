@@ -18,6 +18,56 @@ pub const KIND_FETCH: u16 = 0x23;
 /// Frame kind of a scrubber's digest request (a page of a replica's keys
 /// with their states and, deep, data checksums) and its answer.
 pub const KIND_DIGEST: u16 = 0x24;
+/// Frame kind of a read of a read-write store key's versions on one replica.
+pub const KIND_RW_GET: u16 = 0x25;
+/// Frame kind of a write of one version to one replica of a read-write store.
+pub const KIND_RW_PUT: u16 = 0x26;
+/// Frame kind of a put handed to the key's pseudo-master to coordinate.
+pub const KIND_RW_COORDINATE: u16 = 0x27;
+
+/// A read of a read-write store key on one replica.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RwGetRequest {
+    /// Store.
+    pub store: String,
+    /// Key.
+    pub key: Vec<u8>,
+}
+
+/// One version of a read-write store key: its clock's byte form and its
+/// value (`None`: a delete).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct WireVersion {
+    /// The vector clock's byte form.
+    pub clock: Vec<u8>,
+    /// The value, or `None` for a delete.
+    pub value: Option<Vec<u8>>,
+}
+
+/// A write of one version to one replica (its own checks apply).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RwPutRequest {
+    /// Store.
+    pub store: String,
+    /// Key.
+    pub key: Vec<u8>,
+    /// The version.
+    pub version: WireVersion,
+}
+
+/// A put for the key's pseudo-master to coordinate: the clock the client
+/// read (byte form), the value (`None`: a delete), an optional put transform.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RwCoordinateRequest {
+    /// Store.
+    pub store: String,
+    /// Key.
+    pub key: Vec<u8>,
+    /// The version the client read, with its value or none.
+    pub version: WireVersion,
+    /// A put transform's name.
+    pub transform: Option<String>,
+}
 
 /// A page of a replica's key digests, for comparing replicas (scrub).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -286,6 +336,13 @@ pub enum WireError {
         /// What is damaged.
         detail: String,
     },
+    /// A read-write store put whose clock does not follow a version held.
+    #[error("{0}")]
+    Obsolete(String),
+    /// A read-write store request that could not reach its required
+    /// replicas (says how many answered).
+    #[error("{0}")]
+    Unavailable(String),
 }
 
 impl From<EngineError> for WireError {
@@ -337,6 +394,7 @@ impl WireError {
             Self::NoReplica { partition, .. } => EngineError::NoSuchPartition(partition),
             Self::Internal(m) => EngineError::Invalid(format!("remote failure: {m}")),
             Self::Damaged { partition, detail } => EngineError::Damaged { partition, detail },
+            Self::Obsolete(m) | Self::Unavailable(m) => EngineError::Invalid(m),
         }
     }
 }

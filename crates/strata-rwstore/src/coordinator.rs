@@ -64,6 +64,9 @@ pub struct RwStats {
     pub hints_failed: AtomicU64,
     /// Puts refused as obsolete.
     pub obsolete: AtomicU64,
+    /// Hints held, as of the last push pass plus those written since
+    /// (0 after a restart until the first pass).
+    pub hints_pending: AtomicU64,
 }
 
 /// What a pass of hint pushing did.
@@ -220,7 +223,7 @@ impl Coordinator {
                         self.0.stats.read_repairs.fetch_add(1, Ordering::Relaxed);
                     }
                     // It got something newer meanwhile.
-                    Err(RwError::Obsolete { .. }) => {}
+                    Err(e) if e.is_obsolete() => {}
                     Err(e) => tracing::debug!(node, store, error = %e, "read repair failed"),
                 }
             }
@@ -243,7 +246,7 @@ impl Coordinator {
         let v = Versioned { value, clock: clock.incremented(self.0.node, self.0.clock.now_ms()) };
         // The master's own replica first: its check is the optimistic lock.
         if let Err(e) = self.ask_put(self.0.node, &policy.name, &key, &v).await {
-            if matches!(e, RwError::Obsolete { .. }) {
+            if e.is_obsolete() {
                 self.0.stats.obsolete.fetch_add(1, Ordering::Relaxed);
             }
             return Err(e);
@@ -264,7 +267,7 @@ impl Coordinator {
                 Some((_, Ok(_))) => acks += 1,
                 // That replica holds this clock already, or a newer one:
                 // either way it needs nothing from this put.
-                Some((_, Err(RwError::Obsolete { .. }))) => acks += 1,
+                Some((_, Err(e))) if e.is_obsolete() => acks += 1,
                 Some((n, Err(e))) => {
                     errors.push(format!("node {n}: {e}"));
                     missed.push(n);
@@ -286,7 +289,7 @@ impl Coordinator {
         tokio::spawn(async move {
             while let Some((n, r)) = pending.next().await {
                 if let Err(e) = r
-                    && !matches!(e, RwError::Obsolete { .. })
+                    && !e.is_obsolete()
                 {
                     missed.push(n);
                 }
@@ -306,8 +309,9 @@ impl Coordinator {
         let v = v.clone();
         match blocking(move || local.put(SLOP_STORE, &hk, &v)).await {
             // A newer hint for the same key is there already.
-            Ok(_) | Err(RwError::Obsolete { .. }) => {
+            Ok(_) => {
                 self.0.stats.hints_written.fetch_add(1, Ordering::Relaxed);
+                self.0.stats.hints_pending.fetch_add(1, Ordering::Relaxed);
                 Ok(())
             }
             Err(e) => Err(e),
@@ -332,7 +336,7 @@ impl Coordinator {
             let new =
                 t.on_put(live.first().map(|b| &b[..]), &given).ok_or_else(|| RwError::Invalid(format!("transform {transform} does not apply to puts")))??;
             match self.put(policy, pref, key.clone(), Some(Bytes::from(new)), &clock).await {
-                Err(e @ RwError::Obsolete { .. }) => last = Some(e),
+                Err(e) if e.is_obsolete() => last = Some(e),
                 r => return r,
             }
         }
@@ -352,7 +356,8 @@ impl Coordinator {
             };
             for v in versions {
                 let delivered = match self.0.transport.put(target, &store, &key, &v).await {
-                    Ok(_) | Err(RwError::Obsolete { .. }) => true,
+                    Ok(_) => true,
+                    Err(e) if e.is_obsolete() => true,
                     Err(e) => {
                         tracing::debug!(node = target, store, error = %e, "hint not delivered; kept");
                         false
@@ -370,6 +375,7 @@ impl Coordinator {
                 }
             }
         }
+        self.0.stats.hints_pending.store(report.pending, Ordering::Relaxed);
         Ok(report)
     }
 
@@ -399,7 +405,7 @@ pub async fn apply_update<A: RwApi>(api: &A, store: &str, key: &[u8], tries: u32
         let clock = versions.iter().fold(VectorClock::new(), |c, v| c.merged(&v.clock));
         let live: Vec<Bytes> = versions.into_iter().filter_map(|v| v.value).collect();
         match api.put(store, key, Some(f(&live)), &clock).await {
-            Err(e @ RwError::Obsolete { .. }) => last = Some(e),
+            Err(e) if e.is_obsolete() => last = Some(e),
             r => return r,
         }
     }

@@ -16,6 +16,9 @@ pub enum RwError {
         /// The put's clock.
         given: VectorClock,
     },
+    /// A replica on another node refused a put as obsolete (its words).
+    #[error("{0}")]
+    ObsoleteElsewhere(String),
     /// Fewer replicas than required answered.
     #[error("{op} on store {store:?}: {got} of {required} required replicas answered ({errors})")]
     InsufficientReplicas {
@@ -30,6 +33,9 @@ pub enum RwError {
         /// What the others said.
         errors: String,
     },
+    /// The cluster map defines no such read-write store.
+    #[error("no read-write store {0:?}")]
+    NoSuchStore(String),
     /// A malformed clock.
     #[error(transparent)]
     Clock(#[from] ClockError),
@@ -76,6 +82,14 @@ pub enum RwError {
         /// Why.
         detail: String,
     },
+}
+
+impl RwError {
+    /// A put refused because its clock does not follow a version held,
+    /// here or on another node.
+    pub fn is_obsolete(&self) -> bool {
+        matches!(self, Self::Obsolete { .. } | Self::ObsoleteElsewhere(_))
+    }
 }
 
 /// Result of read-write store operations.

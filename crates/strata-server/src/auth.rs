@@ -172,6 +172,10 @@ pub(crate) fn classify(method: &Method, path: &str, container: Option<&[u8]>, na
         (Method::DELETE, [id]) if BlobId::is_text_len(id.len()) => blob(id, OwnedRight::BlobDelete),
         (Method::PUT, [id, "ttl"]) if BlobId::is_text_len(id.len()) => blob(id, OwnedRight::BlobWrite),
         (Method::GET, ["kv", store, _]) | (Method::POST, ["kv", store, "multi-get"]) => Need::Right(OwnedRight::KvRead(decode(store))),
+        (Method::GET, ["rw", store, _]) | (Method::POST, ["rw", store, "multi-get"]) => Need::Right(OwnedRight::KvRead(decode(store))),
+        // Writing a read-write store takes the store's admin grant (the
+        // grants have no separate write right yet).
+        (Method::PUT | Method::DELETE, ["rw", store, _]) => Need::Right(OwnedRight::KvAdmin(decode(store))),
         (Method::GET, ["admin", "kv"]) => Need::Authenticated,
         (Method::POST, ["admin", "kv", store]) | (Method::POST, ["admin", "kv", store, _]) => Need::Right(OwnedRight::KvAdmin(decode(store))),
         (Method::GET, ["admin", "kv", store, "live", _]) => Need::Right(OwnedRight::KvAdmin(decode(store))),
@@ -502,6 +506,10 @@ mod tests {
         assert_eq!(n(Method::POST, "/admin/kv/scores/swap", None), right(OwnedRight::KvAdmin("scores".into())));
         assert_eq!(n(Method::POST, "/admin/kv/scores", None), right(OwnedRight::KvAdmin("scores".into())));
         assert_eq!(n(Method::GET, "/admin/kv", None), Need::Authenticated);
+        assert_eq!(n(Method::GET, "/rw/counters/YWxpY2U", None), right(OwnedRight::KvRead("counters".into())));
+        assert_eq!(n(Method::PUT, "/rw/counters/YWxpY2U", None), right(OwnedRight::KvAdmin("counters".into())));
+        assert_eq!(n(Method::DELETE, "/rw/counters/YWxpY2U", None), right(OwnedRight::KvAdmin("counters".into())));
+        assert_eq!(n(Method::POST, "/admin/rw/hints/push", None), right(OwnedRight::Admin));
         assert_eq!(n(Method::POST, "/rpc/v1/write", None), Need::Peer);
         assert_eq!(n(Method::POST, "/raft/v1/vote", None), Need::Peer);
         assert_eq!(n(Method::POST, "/meta/v1/propose", None), Need::Peer);

@@ -12,6 +12,9 @@ pub enum ApiError {
     /// From the router.
     #[error(transparent)]
     Router(#[from] RouterError),
+    /// From a read-write store.
+    #[error(transparent)]
+    Rw(#[from] strata_rwstore::RwError),
     /// A malformed blob id.
     #[error(transparent)]
     BadId(#[from] IdError),
@@ -155,6 +158,22 @@ impl ApiError {
                     RouterError::Corrupt(_) | RouterError::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
                 };
                 (s, e.code())
+            }
+            Self::Rw(e) => {
+                use strata_rwstore::RwError as R;
+                match e {
+                    R::Obsolete { .. } | R::ObsoleteElsewhere(_) => (StatusCode::CONFLICT, "ObsoleteVersion"),
+                    R::InsufficientReplicas { .. } => (StatusCode::SERVICE_UNAVAILABLE, "InsufficientReplicas"),
+                    R::NoSuchStore(_) => (StatusCode::NOT_FOUND, "NoSuchStore"),
+                    R::Clock(_) => (StatusCode::BAD_REQUEST, "InvalidClock"),
+                    R::Invalid(_) => (StatusCode::BAD_REQUEST, "BadRequest"),
+                    R::TooLarge { .. } => (StatusCode::PAYLOAD_TOO_LARGE, "ValueTooLarge"),
+                    R::UnknownTransform(_) => (StatusCode::BAD_REQUEST, "UnknownTransform"),
+                    R::Transform { .. } => (StatusCode::UNPROCESSABLE_ENTITY, "TransformFailed"),
+                    R::Corrupt { .. } => (StatusCode::INTERNAL_SERVER_ERROR, "StoredVersionDamaged"),
+                    R::Engine(_) => (StatusCode::INTERNAL_SERVER_ERROR, "StorageError"),
+                    R::Unreachable { .. } => (StatusCode::SERVICE_UNAVAILABLE, "NodeUnreachable"),
+                }
             }
             Self::BadId(_) => (StatusCode::BAD_REQUEST, "InvalidBlobId"),
             Self::BadHeader { .. } => (StatusCode::BAD_REQUEST, "InvalidHeader"),

@@ -505,6 +505,16 @@ impl Collector for ClusterCollector {
             let applied = st.last_applied.unwrap_or(0) as f64;
             gauge(&mut encoder, "strata_meta_last_applied", "Index of the last metadata log entry this node (member or learner) applied", applied)?;
         }
+        if let Some(rw) = node.rw_if_open() {
+            let s = rw.coordinator().stats();
+            let l = |a: &std::sync::atomic::AtomicU64| a.load(Ordering::Relaxed) as f64;
+            counter(&mut encoder, "strata_rw_read_repairs", "Versions read repair wrote to stale read-write store replicas", l(&s.read_repairs))?;
+            counter(&mut encoder, "strata_rw_hints_written", "Hints written for nodes a read-write store put could not reach", l(&s.hints_written))?;
+            counter(&mut encoder, "strata_rw_hints_pushed", "Hints delivered to their nodes", l(&s.hints_pushed))?;
+            counter(&mut encoder, "strata_rw_hints_failed", "Hint pushes that failed (the hint is kept)", l(&s.hints_failed))?;
+            gauge(&mut encoder, "strata_rw_hints_pending", "Hints this node holds (as of the last push pass, plus those written since)", l(&s.hints_pending))?;
+            counter(&mut encoder, "strata_rw_obsolete_puts", "Read-write store puts refused as obsolete (the optimistic lock)", l(&s.obsolete))?;
+        }
         let rep = &node.replication;
         counter(
             &mut encoder,

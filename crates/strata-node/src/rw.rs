@@ -1,0 +1,251 @@
+//! The node's read-write stores (Spock §3.1): its replica of their data
+//! (one engine replica on its first disk, partition [`RW_PARTITION`],
+//! which the cluster map never places and so never moves or drops), the
+//! coordinator that serves any key of any store (server-side routing:
+//! gets from here, puts handed to the key's pseudo-master), the replica
+//! RPCs other nodes' coordinators call, and the hint pusher (a worker).
+
+use crate::node::ClusterNode;
+use bytes::Bytes;
+use futures_util::future::BoxFuture;
+use std::sync::{Arc, Weak};
+use strata_cluster::{ClusterMap, NodeId, NodeState};
+use strata_rpc::{RpcClient, RpcError, RwCoordinateRequest, RwFuture, RwGetRequest, RwHost, RwPutRequest, WireError, WireVersion};
+use strata_rwstore::{Coordinator, LocalStore, PutOutcome, RwError, StorePolicy, Transport, VectorClock, Versioned};
+
+/// The engine partition holding a node's read-write store data.
+pub const RW_PARTITION: u64 = 1 << 40;
+
+/// A node's read-write stores.
+pub struct RwService {
+    node: Weak<ClusterNode>,
+    coordinator: Coordinator,
+}
+
+struct RpcTransport {
+    node: Weak<ClusterNode>,
+    rpc: RpcClient,
+}
+
+fn addr_of(node: &Weak<ClusterNode>, id: NodeId) -> Result<String, RwError> {
+    let n = node.upgrade().ok_or_else(|| RwError::Unreachable { node: id, detail: "shutting down".into() })?;
+    n.map().nodes.get(&id).map(|n| n.addr.clone()).ok_or_else(|| RwError::Unreachable { node: id, detail: "not in the cluster map".into() })
+}
+
+fn from_rpc(node: u64, e: RpcError) -> RwError {
+    match e {
+        RpcError::Remote(WireError::Obsolete(m)) => RwError::ObsoleteElsewhere(m),
+        RpcError::Remote(WireError::Unavailable(m)) => RwError::InsufficientReplicas { op: "put", store: String::new(), got: 0, required: 0, errors: m },
+        RpcError::Remote(WireError::Invalid(m)) => RwError::Invalid(m),
+        e => RwError::Unreachable { node, detail: e.to_string() },
+    }
+}
+
+fn to_wire(v: &Versioned) -> WireVersion {
+    WireVersion { clock: v.clock.encode(), value: v.value.as_ref().map(|b| b.to_vec()) }
+}
+
+fn from_wire(w: WireVersion) -> Result<Versioned, RwError> {
+    Ok(Versioned { clock: VectorClock::decode(&w.clock)?, value: w.value.map(Bytes::from) })
+}
+
+fn wire_error(e: RwError) -> WireError {
+    match e {
+        RwError::Obsolete { .. } | RwError::ObsoleteElsewhere(_) => WireError::Obsolete(e.to_string()),
+        RwError::InsufficientReplicas { .. } => WireError::Unavailable(e.to_string()),
+        RwError::NoSuchStore(_)
+        | RwError::Clock(_)
+        | RwError::Invalid(_)
+        | RwError::TooLarge { .. }
+        | RwError::UnknownTransform(_)
+        | RwError::Transform { .. } => WireError::Invalid(e.to_string()),
+        RwError::Engine(e) => e.into(),
+        RwError::Corrupt { .. } | RwError::Unreachable { .. } => WireError::Internal(e.to_string()),
+    }
+}
+
+impl Transport for RpcTransport {
+    fn get(&self, node: u64, store: &str, key: &Bytes) -> BoxFuture<'static, Result<Vec<Versioned>, RwError>> {
+        let (rpc, addr) = (self.rpc.clone(), addr_of(&self.node, node));
+        let req = RwGetRequest { store: store.into(), key: key.to_vec() };
+        Box::pin(async move {
+            let got = rpc.rw_get(&addr?, &req).await.map_err(|e| from_rpc(node, e))?;
+            got.into_iter().map(from_wire).collect()
+        })
+    }
+    fn put(&self, node: u64, store: &str, key: &Bytes, v: &Versioned) -> BoxFuture<'static, Result<PutOutcome, RwError>> {
+        let (rpc, addr) = (self.rpc.clone(), addr_of(&self.node, node));
+        let req = RwPutRequest { store: store.into(), key: key.to_vec(), version: to_wire(v) };
+        Box::pin(async move {
+            let replaced = rpc.rw_put(&addr?, &req).await.map_err(|e| from_rpc(node, e))?;
+            Ok(PutOutcome { replaced: replaced as usize })
+        })
+    }
+}
+
+impl RwService {
+    /// The service of `node` (`me`), its data in `local`.
+    pub(crate) fn new(me: Weak<ClusterNode>, node: &ClusterNode, local: Arc<LocalStore>) -> Self {
+        let transport = RpcTransport { node: me.clone(), rpc: node.rpc().clone() };
+        let coordinator = Coordinator::new(node.id(), local, Arc::new(transport), node.clock().clone());
+        Self { node: me, coordinator }
+    }
+
+    /// The coordinator (its counters feed `/metrics`).
+    pub fn coordinator(&self) -> &Coordinator {
+        &self.coordinator
+    }
+
+    fn map(&self) -> Result<Arc<ClusterMap>, RwError> {
+        Ok(self.node.upgrade().ok_or_else(|| RwError::Invalid("the node is shutting down".into()))?.map())
+    }
+
+    /// A store's policy and a key's preference list, from the map.
+    pub fn route(&self, store: &str, key: &[u8]) -> Result<(StorePolicy, Vec<NodeId>), RwError> {
+        let map = self.map()?;
+        let spec = map.rw_stores.get(store).ok_or_else(|| RwError::NoSuchStore(store.to_string()))?;
+        let pref = map.rw_route(store, key).map_err(|e| RwError::Invalid(e.to_string()))?;
+        let policy = StorePolicy {
+            name: store.into(),
+            required_reads: spec.required_reads,
+            required_writes: spec.required_writes,
+            value_limit: spec.value_limit as usize,
+        };
+        Ok((policy, pref))
+    }
+
+    /// The current versions of a key (deletes included), coordinated here.
+    pub async fn get(&self, store: &str, key: Bytes) -> Result<Vec<Versioned>, RwError> {
+        let (policy, pref) = self.route(store, &key)?;
+        self.coordinator.get(&policy, &pref, key).await
+    }
+
+    /// A put (or a delete, `value` `None`), coordinated by the key's
+    /// pseudo-master: this node if it is the first of the preference list
+    /// that is up, else that node (the next one if it cannot be reached).
+    pub async fn put(&self, store: &str, key: Bytes, value: Option<Bytes>, clock: &VectorClock, transform: Option<&str>) -> Result<VectorClock, RwError> {
+        let (policy, pref) = self.route(store, &key)?;
+        if let Some(v) = value.as_ref().filter(|v| v.len() > policy.value_limit) {
+            return Err(RwError::TooLarge { store: store.into(), size: v.len(), limit: policy.value_limit });
+        }
+        if let Some(t) = transform {
+            strata_rwstore::transform::by_name(t)?;
+        }
+        let map = self.map()?;
+        let up = |n: &NodeId| map.nodes.get(n).is_some_and(|node| matches!(node.state, NodeState::Up));
+        let mut errors = Vec::new();
+        for master in pref.iter().copied().filter(up) {
+            if master == self.coordinator.node() {
+                return match transform {
+                    Some(t) => self.coordinator.put_transformed(&policy, &pref, key, value.unwrap_or_default(), t).await,
+                    None => self.coordinator.put(&policy, &pref, key, value, clock).await,
+                };
+            }
+            let req = RwCoordinateRequest {
+                store: store.into(),
+                key: key.to_vec(),
+                version: WireVersion { clock: clock.encode(), value: value.as_ref().map(|b| b.to_vec()) },
+                transform: transform.map(str::to_string),
+            };
+            let Ok(addr) = addr_of(&self.node, master) else { continue };
+            let rpc = self.node.upgrade().map(|n| n.rpc().clone()).ok_or_else(|| RwError::Invalid("the node is shutting down".into()))?;
+            match rpc.rw_coordinate(&addr, &req).await {
+                Ok(clock) => return Ok(VectorClock::decode(&clock)?),
+                Err(RpcError::Unreachable(e)) => errors.push(format!("node {master}: {e}")),
+                Err(RpcError::Remote(WireError::Obsolete(m))) => return Err(RwError::ObsoleteElsewhere(m)),
+                Err(RpcError::Remote(WireError::Unavailable(m))) => {
+                    return Err(RwError::InsufficientReplicas { op: "put", store: store.into(), got: 0, required: policy.required_writes, errors: m });
+                }
+                Err(RpcError::Remote(WireError::Invalid(m))) => return Err(RwError::Invalid(m)),
+                Err(e) => errors.push(format!("node {master}: {e}")),
+            }
+        }
+        Err(RwError::InsufficientReplicas {
+            op: "put",
+            store: store.into(),
+            got: 0,
+            required: policy.required_writes,
+            errors: format!("no pseudo-master reachable: {}", errors.join("; ")),
+        })
+    }
+}
+
+impl RwHost for RwService {
+    fn rw_get(&self, req: RwGetRequest) -> RwFuture<'_, Vec<WireVersion>> {
+        let local = self.coordinator.local().clone();
+        Box::pin(async move {
+            let got = tokio::task::spawn_blocking(move || local.get(&req.store, &req.key)).await.map_err(|e| WireError::Internal(e.to_string()))?;
+            Ok(got.map_err(wire_error)?.iter().map(to_wire).collect())
+        })
+    }
+    fn rw_put(&self, req: RwPutRequest) -> RwFuture<'_, u32> {
+        let local = self.coordinator.local().clone();
+        Box::pin(async move {
+            let v = from_wire(req.version).map_err(wire_error)?;
+            let out = tokio::task::spawn_blocking(move || local.put(&req.store, &req.key, &v)).await.map_err(|e| WireError::Internal(e.to_string()))?;
+            Ok(out.map_err(wire_error)?.replaced as u32)
+        })
+    }
+    fn rw_coordinate(&self, req: RwCoordinateRequest) -> RwFuture<'_, Vec<u8>> {
+        Box::pin(async move {
+            let (policy, pref) = self.route(&req.store, &req.key).map_err(wire_error)?;
+            let clock = VectorClock::decode(&req.version.clock).map_err(|e| wire_error(e.into()))?;
+            let key = Bytes::from(req.key);
+            let value = req.version.value.map(Bytes::from);
+            let written = match req.transform {
+                Some(t) => self.coordinator.put_transformed(&policy, &pref, key, value.unwrap_or_default(), &t).await,
+                None => self.coordinator.put(&policy, &pref, key, value, &clock).await,
+            };
+            Ok(written.map_err(wire_error)?.encode())
+        })
+    }
+}
+
+impl ClusterNode {
+    /// The node's read-write stores if something used them since it started
+    /// (never creates their replica).
+    pub fn rw_if_open(&self) -> Option<&RwService> {
+        self.rw.get()
+    }
+
+    /// The node's read-write stores, once its first disk is open.
+    pub fn rw(&self) -> Option<&RwService> {
+        if let Some(s) = self.rw.get() {
+            return Some(s);
+        }
+        let me = self.me.get()?.clone();
+        let store = self.disks.get(0)?;
+        let replica = match store.replica(RW_PARTITION) {
+            Some(r) => r,
+            None => match store.create_replica(RW_PARTITION) {
+                Ok(r) => r,
+                Err(e) => {
+                    tracing::error!(error = %e, "cannot create the read-write stores' replica");
+                    return None;
+                }
+            },
+        };
+        let _ = self.rw.set(RwService::new(me, self, Arc::new(LocalStore::new(replica))));
+        self.rw.get()
+    }
+
+    /// Pushes the hints of read-write store puts to their nodes every
+    /// `period` (Spock's slop pusher), as the worker `rw-hints`.
+    pub(crate) fn spawn_hint_pusher(self: Arc<Self>, period: std::time::Duration) {
+        let me = self.clone();
+        self.workers.spawn("rw-hints", crate::worker::Next::After(period), move || {
+            let me = me.clone();
+            async move {
+                // Only a node that holds read-write data can hold hints: the
+                // pusher never creates the replica (it shows in the
+                // partition listings).
+                let holds = me.rw.get().is_some() || me.disks.get(0).is_some_and(|s| s.replica(RW_PARTITION).is_some());
+                let Some(rw) = me.rw().filter(|_| holds) else { return Ok(crate::worker::Next::After(period)) };
+                match rw.coordinator().push_hints().await {
+                    Ok(_) => Ok(crate::worker::Next::After(period)),
+                    Err(e) => Err(crate::worker::PassFailed::new(e.to_string(), period)),
+                }
+            }
+        });
+    }
+}
