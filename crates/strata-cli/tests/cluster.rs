@@ -789,7 +789,10 @@ async fn read_write_stores_count_hand_off_repair_and_keep_siblings() {
     assert_eq!(got.versions.iter().map(|(_, v)| v.clone()).collect::<Vec<_>>(), vec![bytes::Bytes::from_static(b"v2")]);
     rw_until(&c, victim, "counters", b"handoff", &["v2"], "read repair").await;
     assert!(repairs(c.client(master).json(http::Method::GET, "/admin/rw").await.unwrap()) > before, "read repair is counted");
-    let metrics = String::from_utf8(c.client(master).send(http::Method::GET, "/metrics", &[], strata_client::full(bytes::Bytes::new())).await.unwrap().bytes().await.unwrap().to_vec()).unwrap();
+    let metrics = String::from_utf8(
+        c.client(master).send(http::Method::GET, "/metrics", &[], strata_client::full(bytes::Bytes::new())).await.unwrap().bytes().await.unwrap().to_vec(),
+    )
+    .unwrap();
     for name in ["strata_rw_read_repairs_total", "strata_rw_hints_written_total", "strata_rw_hints_pushed_total", "strata_rw_hints_pending"] {
         let line = metrics.lines().find(|l| l.starts_with(name)).unwrap_or_else(|| panic!("{name} missing from /metrics"));
         if name != "strata_rw_hints_pending" {
