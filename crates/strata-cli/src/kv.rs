@@ -37,6 +37,9 @@ pub enum KvCmd {
     Rebalance(crate::kv_ring::RebalanceArgs),
     /// Stores a build's files as blobs in Strata; prints the strata:// source for push.
     Upload(crate::kv_ring::UploadArgs),
+    /// Read-write stores (cluster mode): define, put, get, delete, truncate, export, import.
+    #[command(subcommand)]
+    Rw(crate::kv_rw::RwCmd),
 }
 
 #[derive(clap::Args, Debug)]
@@ -178,6 +181,7 @@ pub async fn run(cmd: KvCmd) -> Result<()> {
         KvCmd::Push(a) => crate::kv_ring::push(a).await,
         KvCmd::Rebalance(a) => crate::kv_ring::rebalance(a).await,
         KvCmd::Upload(a) => crate::kv_ring::upload(a).await,
+        KvCmd::Rw(c) => crate::kv_rw::run(c).await,
         KvCmd::Create(a) => {
             let v = a.common.client()?.post_json(&format!("/admin/kv/{}", a.store), &json!({ "partitions": a.partitions, "chunks": a.chunks })).await?;
             show(&a.common, &v, format!("store {} created ({} partitions, {} chunks)", a.store, a.partitions, a.chunks));

@@ -98,7 +98,7 @@ fn zone_counts(list: &[String]) -> Result<BTreeMap<String, u32>> {
         .collect()
 }
 
-fn replication(replicas: Option<u32>, zones: &[String]) -> Result<KvReplication> {
+pub(crate) fn replication(replicas: Option<u32>, zones: &[String]) -> Result<KvReplication> {
     match (replicas, zones.is_empty()) {
         (Some(n), true) => Ok(KvReplication::Nodes(n)),
         (None, false) => Ok(KvReplication::Zones(zone_counts(zones)?)),
@@ -515,10 +515,21 @@ pub async fn rebalance(a: RebalanceArgs) -> Result<()> {
             }
             return Err(e.context(format!("batch {} of {}: nothing changed in the map; rerun to resume", bi + 1, batches.len())));
         }
+        // Read-write stores: the nodes that join a partition's preference
+        // list get its data before the map changes (they take no writes
+        // yet), and again once every node routes by the new map (what was
+        // written meanwhile), and once more a moment later (puts that were
+        // under way then).
+        let copied = crate::kv_rw::copy_for_ring(&base, &map, &next).await.context("copying read-write store data")?;
         // 2. The map changes; 3. once everyone has it, every node keeps its exact share.
         let out = crate::cluster::propose(&a.common, json!({ "KvSetRing": { "owners": next } })).await?;
         let epoch = out["Applied"]["epoch"].as_u64().unwrap_or(map.epoch + 1);
         map_everywhere(&base, &map, epoch).await?;
+        let mut rw_copied = copied;
+        for _ in 0..2 {
+            rw_copied += crate::kv_rw::copy_for_ring(&base, &map, &next).await.context("copying read-write store data after the ring change")?;
+            tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+        }
         let newmap = fetch_map(&base).await?;
         for store in &stores {
             let (old, new) = (map.kv_table(store)?, newmap.kv_table(store)?);
@@ -533,7 +544,14 @@ pub async fn rebalance(a: RebalanceArgs) -> Result<()> {
             }
         }
         map = newmap;
-        println!("batch {}/{}: ring partitions {:?} now on node {}, {:.1} MB copied", bi + 1, batches.len(), batch, a.add_node, bytes as f64 / 1e6);
+        println!(
+            "batch {}/{}: ring partitions {:?} now on node {}, {:.1} MB copied, {rw_copied} read-write versions copied",
+            bi + 1,
+            batches.len(),
+            batch,
+            a.add_node,
+            bytes as f64 / 1e6
+        );
     }
     let _ = std::fs::remove_file(&checkpoint);
     println!("rebalanced: node {} owns {} of {} ring partitions", a.add_node, map.kv.ring.iter().filter(|&&n| n == a.add_node).count(), map.kv.ring.len());

@@ -13,6 +13,7 @@ mod fault;
 mod identity;
 mod kv;
 mod kv_ring;
+mod kv_rw;
 mod s3;
 mod server;
 mod sim;

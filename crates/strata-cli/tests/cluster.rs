@@ -819,4 +819,156 @@ async fn read_write_stores_count_hand_off_repair_and_keep_siblings() {
     for n in c.nodes() {
         rw_until(&c, n, "loose", b"split", &["merged"], "the resolution on every replica").await;
     }
+    // The CLI: define, put, get, delete; export, truncate, import.
+    let (ok, out) = c.cli(1, &["kv", "rw", "create", "--store", "cli", "--replicas", "3", "--required-reads", "2", "--required-writes", "2"]);
+    assert!(ok, "{out}");
+    for n in c.nodes() {
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while c.client(n).json(http::Method::GET, "/admin/rw").await.map(|v| v["stores"].get("cli").is_none()).unwrap_or(true) {
+            assert!(Instant::now() < deadline, "node {n} never saw the store");
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+    let (ok, out) = c.cli(2, &["kv", "rw", "put", "--store", "cli", "greeting", "hello"]);
+    assert!(ok, "{out}");
+    let (ok, out) = c.cli(3, &["kv", "rw", "put", "--store", "cli", "other", "world"]);
+    assert!(ok, "{out}");
+    let (ok, out) = c.cli(3, &["kv", "rw", "get", "--store", "cli", "greeting"]);
+    assert!(ok && out.contains("hello"), "{out}");
+    let (ok, out) = c.cli(1, &["kv", "rw", "delete", "--store", "cli", "other"]);
+    assert!(ok, "{out}");
+    let (ok, out) = c.cli(1, &["kv", "rw", "get", "--store", "cli", "other"]);
+    assert!(!ok && out.contains("no value"), "{out}");
+    let (ok, exported) = c.cli(2, &["kv", "rw", "export", "--store", "cli"]);
+    assert!(ok, "{exported}");
+    assert_eq!(exported.lines().count(), 2, "two keys, one of them deleted: {exported}");
+    let (ok, out) = c.cli(1, &["kv", "rw", "truncate", "--store", "cli"]);
+    assert!(ok, "{out}");
+    let (ok, out) = c.cli(1, &["kv", "rw", "get", "--store", "cli", "greeting"]);
+    assert!(!ok, "truncated: {out}");
+    let mut import = Command::new(env!("CARGO_BIN_EXE_strata"))
+        .args(["kv", "rw", "import", "--store", "cli", "--server", &format!("https://{}", c.real(1)), "--cluster-secret"])
+        .arg(&c.secret)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("run strata");
+    {
+        use std::io::Write;
+        import.stdin.take().unwrap().write_all(exported.as_bytes()).unwrap();
+    }
+    let out = import.wait_with_output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let (ok, out) = c.cli(2, &["kv", "rw", "get", "--store", "cli", "greeting"]);
+    assert!(ok && out.contains("hello"), "after the import: {out}");
+    let (ok, out) = c.cli(2, &["kv", "rw", "get", "--store", "cli", "other"]);
+    assert!(!ok, "the delete came back with the import too: {out}");
+    // An import line that does not parse changes nothing.
+    let bad =
+        c.client(1).send(http::Method::POST, "/admin/rw/cli/entries", &[], strata_client::full("{\"key\": \"Zm9v\", \"versions\": []}\nnot json\n")).await;
+    assert!(
+        matches!(bad, Err(strata_client::ClientError::Api { status: 400, ref message, .. }) if message.contains("line 2")),
+        "{:?}",
+        bad.map(|r| r.head.status)
+    );
+}
+
+/// (d) `strata kv rebalance` gives a fourth node its share of the ring
+/// while writers put and update keys of a read-write store: every
+/// acknowledged write is readable afterwards (the newest acknowledged
+/// value of each key), and the new node holds its share.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn read_write_stores_follow_a_rebalance_while_writers_run() {
+    let _serial = SERIAL.lock().await;
+    let mut c = Cluster::start_zones(67, 1, 1, &[]).await;
+    c.command(1, serde_json::json!({ "KvInitRing": { "partitions": 16 } })).await;
+    let spec = serde_json::json!({ "replication": { "Nodes": 3 }, "required_reads": 2, "required_writes": 2, "value_limit": 1024 });
+    c.command(1, serde_json::json!({ "RwCreateStore": { "name": "users", "spec": spec } })).await;
+    c.add_node(4, 1).await;
+    for n in 1..=4u8 {
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while c.client(n).json(http::Method::GET, "/admin/rw").await.map(|v| v["stores"].as_object().map_or(0, |s| s.len())).unwrap_or(0) != 1 {
+            assert!(Instant::now() < deadline, "node {n} never saw the store");
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+    let opts = c.opts.clone();
+    let urls: Vec<String> = (1..=3u8).map(|n| format!("https://127.67.0.{n}:{PORT}")).collect();
+    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    // Each writer: new keys, and every third step an update of an earlier one.
+    let writers: Vec<_> = (0..2u32)
+        .map(|w| {
+            let (stop, client) = (stop.clone(), strata_kv_client::RwClient::new(&urls, &opts));
+            tokio::spawn(async move {
+                let mut acked: BTreeMap<String, String> = BTreeMap::new();
+                let mut i = 0u32;
+                while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                    let (key, value) = if i % 3 == 2 { (format!("w{w}-{}", i / 2), format!("u{i}")) } else { (format!("w{w}-{i}"), format!("v{i}")) };
+                    let read = client.get("users", key.as_bytes()).await;
+                    if let Ok(read) = read
+                        && client.put("users", key.as_bytes(), bytes::Bytes::from(value.clone()), &read.clock).await.is_ok()
+                    {
+                        acked.insert(key, value);
+                    }
+                    i += 1;
+                }
+                acked
+            })
+        })
+        .collect();
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let checkpoint = c.dir.join("rebalance.json");
+    let cli = {
+        let (secret, real) = (c.secret.clone(), format!("https://{}", c.real(1)));
+        let checkpoint = checkpoint.clone();
+        tokio::task::spawn_blocking(move || {
+            let out = Command::new(env!("CARGO_BIN_EXE_strata"))
+                .args(["kv", "rebalance", "--add-node", "4", "--batch", "3", "--checkpoint"])
+                .arg(&checkpoint)
+                .args(["--server", &real, "--cluster-secret"])
+                .arg(&secret)
+                .output()
+                .expect("run strata");
+            (out.status.success(), format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr)))
+        })
+    };
+    let (ok, out) = cli.await.unwrap();
+    assert!(ok, "kv rebalance: {out}");
+    assert!(out.contains("read-write versions copied"), "{out}");
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    let mut acked = BTreeMap::new();
+    for w in writers {
+        acked.extend(w.await.unwrap());
+    }
+    assert!(acked.len() > 20, "the writers got only {} puts through", acked.len());
+    // Before any read (a read repairs what it finds stale): the new node
+    // holds its share itself, every acknowledged value of the keys whose
+    // preference list it joined (copied from the donors, or written to it
+    // after the ring changed).
+    let map = strata_cluster::decode_map(
+        &c.client(1).send(http::Method::GET, "/meta/v1/map", &[], strata_client::full(bytes::Bytes::new())).await.unwrap().bytes().await.unwrap(),
+    )
+    .unwrap();
+    let mine: Vec<(&String, &String)> = acked.iter().filter(|(k, _)| map.rw_route("users", k.as_bytes()).unwrap().contains(&4)).collect();
+    assert!(mine.len() > 5, "node 4 joined the preference lists of only {} keys", mine.len());
+    for (key, value) in mine {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            let held: Vec<String> = rw_local(&c, 4, "users", key.as_bytes()).await.into_iter().flatten().collect();
+            if held.contains(value) {
+                break;
+            }
+            assert!(Instant::now() < deadline, "{key}: node 4 holds {held:?}, not the acknowledged {value:?}");
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+    let all: Vec<String> = (1..=4u8).map(|n| format!("https://127.67.0.{n}:{PORT}")).collect();
+    let reader = strata_kv_client::RwClient::new(&all, &opts);
+    for (key, value) in &acked {
+        let got = reader.get("users", key.as_bytes()).await.unwrap_or_else(|e| panic!("{key}: {e}"));
+        let values: Vec<String> = got.versions.iter().map(|(_, v)| String::from_utf8_lossy(v).into_owned()).collect();
+        assert!(values.contains(value), "{key}: acknowledged {value:?}, read {values:?}");
+    }
 }

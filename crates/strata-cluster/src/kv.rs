@@ -138,11 +138,15 @@ impl ClusterMap {
         Ok(row.iter().map(|&n| u64::from(n)).collect())
     }
 
+    /// The primary ring partition of a read-write store key.
+    pub fn rw_partition_of(&self, key: &[u8]) -> u32 {
+        strata_placement::spock::partition_of(&strata_placement::spock::key_digest(key), self.kv.ring.len() as u32)
+    }
+
     /// A read-write store's preference list for `key`: its primary ring
     /// partition's nodes in replica order (Spock §3.1.2).
     pub fn rw_route(&self, store: &str, key: &[u8]) -> Result<Vec<NodeId>, MapError> {
-        let digest = strata_placement::spock::key_digest(key);
-        self.rw_preference(store, strata_placement::spock::partition_of(&digest, self.kv.ring.len() as u32))
+        self.rw_preference(store, self.rw_partition_of(key))
     }
 
     pub(crate) fn rw_create_store(&mut self, name: &str, spec: &RwStoreSpec) -> Result<(), MapError> {

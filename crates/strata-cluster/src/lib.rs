@@ -24,7 +24,7 @@ mod moves;
 mod placement;
 
 pub use codec::{CodecError, decode_map, encode_map};
-pub use kv::{KvReplication, KvSection, KvStoreSpec};
+pub use kv::{KvReplication, KvSection, KvStoreSpec, RW_VALUE_LIMIT_MAX, RwStoreSpec};
 pub use liveness::{DiskReport, Heartbeat, KIND_HEARTBEAT, Liveness};
 pub use map::{
     ClusterMap, Command, Disk, DiskState, MapError, Move, MovePhase, Node, NodeId, NodeState, Outcome, Partition, PartitionState, PlanState, PlannedMove,

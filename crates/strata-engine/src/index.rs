@@ -244,11 +244,15 @@ impl IndexFile {
 /// `Some` once the answer is final. A TTL update applies only to a put it
 /// follows: one left over from a put that compaction dropped must not
 /// change a later put of the same id.
+///
+/// A put newer than a tombstone in the same source wins over it: only a
+/// deleted *version* is ever written again (a blob id never is).
 pub(crate) fn fold(ttl: &mut Option<(u64, u64)>, segment_id: u64, entries: impl Iterator<Item = IndexEntry>) -> Option<KeyState> {
-    let mut put = None;
+    let mut put: Option<IndexEntry> = None;
+    let mut deleted_at = None;
     for e in entries {
         match e.kind {
-            EntryKind::Delete => return Some(KeyState::Deleted),
+            EntryKind::Delete => deleted_at = deleted_at.max(Some(e.lsn)),
             EntryKind::TtlUpdate => {
                 if ttl.is_none_or(|(_, lsn)| lsn < e.lsn) {
                     *ttl = Some((e.expiry_ms, e.lsn));
@@ -256,6 +260,11 @@ pub(crate) fn fold(ttl: &mut Option<(u64, u64)>, segment_id: u64, entries: impl 
             }
             EntryKind::Put => put = Some(e),
         }
+    }
+    if let Some(d) = deleted_at
+        && put.as_ref().is_none_or(|p| p.lsn < d)
+    {
+        return Some(KeyState::Deleted);
     }
     put.map(|e| {
         let expiry_ms = match *ttl {

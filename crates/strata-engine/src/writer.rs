@@ -238,6 +238,9 @@ impl Writer {
                 (WriteOp::ReplicaDelete { .. }, _) => Ok(Pending::Deleted),
                 (WriteOp::Put { .. }, _) if ro.is_some() => Err(EngineError::ReadOnly { partition, reason: ro.expect("checked") }),
                 (WriteOp::Put { props, .. }, Pending::Missing) => Ok(Pending::Live(props.expiry_ms)),
+                // A deleted version may be written again (a store truncated
+                // and restored); a blob id never is.
+                (WriteOp::Put { key, props, .. }, Pending::Deleted) if key.kind().is_versioned() => Ok(Pending::Live(props.expiry_ms)),
                 (WriteOp::Put { .. }, _) => Err(EngineError::AlreadyExists),
                 (_, Pending::Missing) => Err(EngineError::NotFound),
                 (_, Pending::Deleted) => Err(EngineError::Deleted),

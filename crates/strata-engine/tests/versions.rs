@@ -64,9 +64,17 @@ fn newest_floor_and_every_version_across_memtable_index_files_and_reopen() {
         assert!(matches!(r.versions(&Key::new(KeyKind::Blob, b"b").unwrap()), Err(EngineError::Invalid(_))));
     };
     check(&r);
-    // A version is written once; a deleted one is not written again.
+    // A live version is written once; a deleted one may be written again
+    // (a restore), and is live until deleted again.
     assert!(matches!(r.submit(put(&k(10))).wait(), Err(EngineError::AlreadyExists)));
-    assert!(matches!(r.submit(put(&k(7))).wait(), Err(EngineError::AlreadyExists)));
+    r.submit(put(&k(7))).wait().unwrap();
+    assert_eq!(r.versions(&k(0)).unwrap(), vec![3, 7, 10, 1 << 40]);
+    r.submit(WriteOp::Delete { key: k(7) }).wait().unwrap();
+    let blob = Key::new(KeyKind::Blob, b"blob").unwrap();
+    let blob_put = || WriteOp::Put { key: blob.clone(), props: PutProps::default(), data: Bytes::from_static(b"b") };
+    r.submit(blob_put()).wait().unwrap();
+    r.submit(WriteOp::Delete { key: blob.clone() }).wait().unwrap();
+    assert!(matches!(r.submit(blob_put()).wait(), Err(EngineError::AlreadyExists)), "a blob id is never written again");
     drop(r);
     store.close();
     store = open(dir.path(), &clock);

@@ -102,9 +102,10 @@ fn run(ops: Vec<Op>) -> Result<(), TestCaseError> {
                 let data: Vec<u8> = (0..len).map(|i| (i as u64 * 13 + step as u64) as u8).collect();
                 let res = r.submit(WriteOp::Put { key: key(tract, body, v), props: PutProps::default(), data: Bytes::from(data.clone()) }).wait();
                 let slots = model.entry((tract, body)).or_default();
+                // A deleted version may be written again; a live one may not.
                 let may_be_new = match slots.get(&v) {
-                    None => true,
-                    Some(Slot::Live { maybe_gone, .. } | Slot::Deleted { maybe_gone, .. }) => *maybe_gone,
+                    None | Some(Slot::Deleted { .. }) => true,
+                    Some(Slot::Live { maybe_gone, .. }) => *maybe_gone,
                 };
                 match res {
                     Ok(ack) => {
@@ -112,7 +113,9 @@ fn run(ops: Vec<Op>) -> Result<(), TestCaseError> {
                         last_lsn = ack.lsn;
                         slots.insert(v, Slot::Live { data, maybe_gone: false });
                     }
-                    Err(EngineError::AlreadyExists) => prop_assert!(slots.contains_key(&v), "step {step}: put of new version {v} refused"),
+                    Err(EngineError::AlreadyExists) => {
+                        prop_assert!(matches!(slots.get(&v), Some(Slot::Live { .. })), "step {step}: put of version {v} refused, model has {:?}", slots.get(&v))
+                    }
                     Err(e) => prop_assert!(false, "step {step}: put failed: {e}"),
                 }
             }

@@ -114,6 +114,48 @@ impl RwService {
         Ok((policy, pref))
     }
 
+    /// The entries of `store` this node's replica holds, of the ring
+    /// partitions `partitions` (all when `None`): for streaming a store
+    /// out and for the copies of a rebalancing.
+    pub async fn entries(&self, store: &str, partitions: Option<std::collections::BTreeSet<u32>>) -> Result<Vec<(Bytes, Vec<Versioned>)>, RwError> {
+        let map = self.map()?;
+        let local = self.coordinator.local().clone();
+        let name = store.to_string();
+        let all = tokio::task::spawn_blocking(move || local.entries(&name)).await.map_err(|e| RwError::Invalid(e.to_string()))??;
+        Ok(all.into_iter().filter(|(k, _)| partitions.as_ref().is_none_or(|p| p.contains(&map.rw_partition_of(k)))).collect())
+    }
+
+    /// Writes versions into this node's replica as they are, clocks kept
+    /// (a stream in, or a copy from another node): each passes the
+    /// replica's own check. Returns the versions written and those held
+    /// already (or followed by one held).
+    pub async fn import(&self, store: &str, entries: Vec<(Bytes, Vec<Versioned>)>) -> Result<(u64, u64), RwError> {
+        let local = self.coordinator.local().clone();
+        let name = store.to_string();
+        tokio::task::spawn_blocking(move || {
+            let (mut written, mut skipped) = (0, 0);
+            for (key, versions) in entries {
+                for v in versions {
+                    match local.put(&name, &key, &v) {
+                        Ok(_) => written += 1,
+                        Err(e) if e.is_obsolete() => skipped += 1,
+                        Err(e) => return Err(e),
+                    }
+                }
+            }
+            Ok((written, skipped))
+        })
+        .await
+        .map_err(|e| RwError::Invalid(e.to_string()))?
+    }
+
+    /// Deletes every version of `store` this node's replica holds.
+    pub async fn truncate(&self, store: &str) -> Result<usize, RwError> {
+        let local = self.coordinator.local().clone();
+        let name = store.to_string();
+        tokio::task::spawn_blocking(move || local.truncate(&name)).await.map_err(|e| RwError::Invalid(e.to_string()))?
+    }
+
     /// The current versions of a key (deletes included), coordinated here.
     pub async fn get(&self, store: &str, key: Bytes) -> Result<Vec<Versioned>, RwError> {
         let (policy, pref) = self.route(store, &key)?;
@@ -225,6 +267,11 @@ impl ClusterNode {
                 }
             },
         };
+        // Every version a tombstone here replaced is followed by one this
+        // replica holds (or was truncated), so a copy of it arriving later
+        // is refused by the replica's own check: tombstones need not wait
+        // for the other replicas, and compaction may reclaim them all.
+        replica.set_reclaim_horizon(u64::MAX);
         let _ = self.rw.set(RwService::new(me, self, Arc::new(LocalStore::new(replica))));
         self.rw.get()
     }

@@ -21,6 +21,13 @@
 //!   `GET /admin/rw/local/{store}/{key}`: what this node's own replica
 //!   holds of a key (every version, deletes included), for operators and
 //!   tests checking one replica.
+//! - `GET /admin/rw/{store}/entries?partitions=1,5`: this node's entries
+//!   of a store (of those ring partitions), JSON Lines `{"key": base64url,
+//!   "versions": [{"clock", "value": base64 or null}]}`; `POST` the same
+//!   lines writes them into this node's replica, clocks kept (stream in;
+//!   the copies of a rebalancing) → `{"written", "skipped"}`.
+//! - `POST /admin/rw/{store}/truncate`: deletes every version of the store
+//!   on this node → `{"deleted"}`.
 
 use crate::{ApiError, AppState};
 use axum::body::Bytes;
@@ -43,6 +50,8 @@ pub(crate) fn routes() -> Router<Arc<AppState>> {
         .route("/admin/rw", get(status))
         .route("/admin/rw/hints/push", post(push_hints))
         .route("/admin/rw/local/{store}/{key}", get(local_versions))
+        .route("/admin/rw/{store}/entries", get(export_entries).post(import_entries))
+        .route("/admin/rw/{store}/truncate", post(truncate))
 }
 
 type S = State<Arc<AppState>>;
@@ -169,4 +178,70 @@ async fn local_versions(State(st): S, Path((store, key)): Path<(String, String)>
         })
         .collect();
     Ok(Json(serde_json::json!({ "versions": out })).into_response())
+}
+
+fn entry_json(key: &[u8], versions: &[Versioned]) -> serde_json::Value {
+    let versions: Vec<serde_json::Value> = versions
+        .iter()
+        .map(|v| serde_json::json!({ "clock": v.clock.to_text(), "value": v.value.as_ref().map(|b| base64::engine::general_purpose::STANDARD.encode(b)) }))
+        .collect();
+    serde_json::json!({ "key": b64().encode(key), "versions": versions })
+}
+
+async fn export_entries(State(st): S, Path(store): Path<String>, Query(q): Query<HashMap<String, String>>) -> Result<Response, ApiError> {
+    let partitions = match q.get("partitions") {
+        None => None,
+        Some(list) => Some(
+            list.split(',')
+                .filter(|s| !s.is_empty())
+                .map(|s| s.parse::<u32>().map_err(|e| ApiError::BadRequest(format!("partition {s:?}: {e}"))))
+                .collect::<Result<std::collections::BTreeSet<u32>, _>>()?,
+        ),
+    };
+    let entries = service(&st)?.entries(&store, partitions).await?;
+    let mut body = String::new();
+    for (k, v) in &entries {
+        body.push_str(&entry_json(k, v).to_string());
+        body.push('\n');
+    }
+    Ok(([(axum::http::header::CONTENT_TYPE, "application/x-ndjson")], body).into_response())
+}
+
+fn parse_entry(n: usize, line: &[u8]) -> Result<(Bytes, Vec<Versioned>), ApiError> {
+    let bad = |d: String| ApiError::BadRequest(format!("line {n}: {d}"));
+    let v: serde_json::Value = serde_json::from_slice(line).map_err(|e| bad(format!("not JSON: {e}")))?;
+    let key = decode_key(v["key"].as_str().ok_or_else(|| bad("no key".into()))?)?;
+    let mut versions = Vec::new();
+    for e in v["versions"].as_array().ok_or_else(|| bad("no versions".into()))? {
+        let clock = VectorClock::parse_text(e["clock"].as_str().ok_or_else(|| bad("a version without a clock".into()))?).map_err(|e| bad(e.to_string()))?;
+        let value = match &e["value"] {
+            serde_json::Value::Null => None,
+            serde_json::Value::String(s) => Some(Bytes::from(base64::engine::general_purpose::STANDARD.decode(s).map_err(|e| bad(format!("value: {e}")))?)),
+            other => return Err(bad(format!("value {other} is neither base64 nor null"))),
+        };
+        versions.push(Versioned { value, clock });
+    }
+    Ok((key, versions))
+}
+
+async fn import_entries(State(st): S, Path(store): Path<String>, body: Bytes) -> Result<Response, ApiError> {
+    let rw = service(&st)?;
+    let node = st.cluster.as_ref().ok_or(ApiError::NotClustered)?;
+    if !node.map().rw_stores.contains_key(&store) {
+        return Err(strata_rwstore::RwError::NoSuchStore(store).into());
+    }
+    // Every line is checked before anything is written.
+    let entries = body
+        .split(|b| *b == b'\n')
+        .filter(|l| !l.iter().all(u8::is_ascii_whitespace))
+        .enumerate()
+        .map(|(i, l)| parse_entry(i + 1, l))
+        .collect::<Result<Vec<_>, _>>()?;
+    let (written, skipped) = rw.import(&store, entries).await?;
+    Ok(Json(serde_json::json!({ "written": written, "skipped": skipped })).into_response())
+}
+
+async fn truncate(State(st): S, Path(store): Path<String>) -> Result<Response, ApiError> {
+    let deleted = service(&st)?.truncate(&store).await?;
+    Ok(Json(serde_json::json!({ "deleted": deleted })).into_response())
 }
