@@ -103,7 +103,7 @@ fn key_bytes(a: &KeyArgs) -> Result<Vec<u8>> {
 }
 
 fn rw_client(common: &Common) -> Result<RwClient> {
-    Ok(RwClient::new(&[common.server.clone()], &common.auth.options()?))
+    Ok(RwClient::new(std::slice::from_ref(&common.server), &common.auth.options()?))
 }
 
 pub async fn run(cmd: RwCmd) -> Result<()> {
