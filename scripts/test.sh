@@ -21,6 +21,11 @@ fi
 if ! command -v java >/dev/null 2>&1; then
     apt-get update -qq && apt-get install -y -qq openjdk-17-jre-headless
 fi
+# `strata bench-rw`'s test measures the read-write stores beside Redis and
+# etcd from Debian's packages.
+if ! command -v redis-server >/dev/null 2>&1 || ! command -v etcd >/dev/null 2>&1; then
+    apt-get update -qq && apt-get install -y -qq redis-server etcd-server
+fi
 export STRATA_PYENV="${STRATA_PYENV:-$PWD/target/pyenv}"
 if ! "$STRATA_PYENV/bin/python" -c 'import pyspark, crc32c, boto3, awscli' >/dev/null 2>&1; then
     python3 -m venv "$STRATA_PYENV"

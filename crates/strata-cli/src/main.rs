@@ -6,6 +6,7 @@ mod bench_cluster;
 mod bench_kv;
 mod bench_kv_push;
 mod bench_recovery;
+mod bench_rw;
 mod bench_s3;
 mod cluster;
 mod commands;
@@ -84,6 +85,8 @@ enum Cmd {
     Bench(bench::BenchArgs),
     /// Measures a cluster of 1, 3 and 6 node processes on this machine: throughput, replication lag, catch-up.
     BenchCluster(bench_cluster::BenchClusterArgs),
+    /// Read-write store puts and gets on 1 and 3 nodes against Redis (appendfsync always) and a 3-member etcd.
+    BenchRw(bench_rw::BenchRwArgs),
     /// Re-replication of a dead node at several cluster sizes against the
     /// disk's write limit, and disk spread before and after a rebalance.
     BenchRecovery(bench_recovery::BenchRecoveryArgs),
@@ -173,6 +176,7 @@ fn main() -> std::process::ExitCode {
             Cmd::Bucket(c) => s3::bucket(c).await,
             Cmd::Bench(a) => bench::run(a).await,
             Cmd::BenchCluster(a) => bench_cluster::run(a).await,
+            Cmd::BenchRw(a) => bench_rw::run(a).await,
             Cmd::BenchRecovery(a) => bench_recovery::run(a).await,
             Cmd::BenchKv(a) => bench_kv::run(a).await,
             Cmd::BenchKvPush(a) => bench_kv_push::run(a).await,

@@ -73,3 +73,33 @@ fn bench_kv_push_prints_its_figures_as_json() {
         assert!(nodes.iter().all(|n| n["bytes"].as_u64().is_some_and(|b| b > 0) && n["mb_per_s"].as_f64().is_some_and(|r| r > 0.0)), "{p}");
     }
 }
+
+/// `strata bench-rw` measures every system it names (Strata on 1 and 3
+/// nodes, Redis, etcd), finds every key it wrote, and judges every floor.
+#[test]
+fn bench_rw_measures_every_system_and_judges_every_floor() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let out = Command::new(env!("CARGO_BIN_EXE_strata"))
+        .args(["bench-rw", "--seconds", "0.5", "--concurrency", "4", "--json", "--data-dir"])
+        .arg(dir.path().join("rw"))
+        .output()
+        .expect("run strata bench-rw");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("one JSON object on stdout");
+    let rows = v["rows"].as_array().expect("rows");
+    for (system, nodes) in [("strata", 1), ("redis", 1), ("strata", 3), ("etcd", 3)] {
+        for op in ["put", "get"] {
+            let r = rows
+                .iter()
+                .find(|r| r["system"] == system && r["nodes"] == nodes && r["op"] == op)
+                .unwrap_or_else(|| panic!("no {system} {nodes} {op} row: {v}; {stderr}"));
+            assert!(r["ops_per_s"].as_f64().is_some_and(|x| x > 0.0), "{r}");
+            assert!(r["p99_ms"].as_f64().is_some_and(|x| x >= r["p50_ms"].as_f64().unwrap_or(f64::MAX)), "{r}");
+            assert_eq!(r["missing"], 0, "every key written is found: {r}");
+        }
+    }
+    let verdicts = v["verdicts"].as_array().expect("verdicts");
+    assert_eq!(verdicts.len(), 4, "{v}");
+    assert!(verdicts.iter().all(|x| x["pass"].is_boolean()), "every floor judged: {v}");
+}

@@ -685,7 +685,12 @@ async fn read_write_stores_count_hand_off_repair_and_keep_siblings() {
     // (a) Three clients, each through another node, 20 increments each.
     let mut tasks = Vec::new();
     for i in 1..=3u8 {
-        let client = client_via(i);
+        // Two clients routed by the nodes, one routing itself from the map.
+        let client = if i == 3 {
+            strata_kv_client::RwClient::connect(&[url(3)], vec!["z3".into(), "z1".into()], &opts).await.expect("bootstrap")
+        } else {
+            client_via(i)
+        };
         tasks.push(tokio::spawn(async move {
             for _ in 0..20 {
                 client

@@ -215,17 +215,13 @@ impl RwService {
 impl RwHost for RwService {
     fn rw_get(&self, req: RwGetRequest) -> RwFuture<'_, Vec<WireVersion>> {
         let local = self.coordinator.local().clone();
-        Box::pin(async move {
-            let got = tokio::task::spawn_blocking(move || local.get(&req.store, &req.key)).await.map_err(|e| WireError::Internal(e.to_string()))?;
-            Ok(got.map_err(wire_error)?.iter().map(to_wire).collect())
-        })
+        Box::pin(async move { Ok(local.get(&req.store, &req.key).map_err(wire_error)?.iter().map(to_wire).collect()) })
     }
     fn rw_put(&self, req: RwPutRequest) -> RwFuture<'_, u32> {
         let local = self.coordinator.local().clone();
         Box::pin(async move {
             let v = from_wire(req.version).map_err(wire_error)?;
-            let out = tokio::task::spawn_blocking(move || local.put(&req.store, &req.key, &v)).await.map_err(|e| WireError::Internal(e.to_string()))?;
-            Ok(out.map_err(wire_error)?.replaced as u32)
+            Ok(local.put_async(&req.store, &req.key, &v).await.map_err(wire_error)?.replaced as u32)
         })
     }
     fn rw_coordinate(&self, req: RwCoordinateRequest) -> RwFuture<'_, Vec<u8>> {

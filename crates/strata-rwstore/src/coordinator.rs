@@ -150,8 +150,9 @@ impl Coordinator {
 
     fn ask_get(&self, node: u64, store: &str, key: &Bytes) -> BoxFuture<'static, Result<Vec<Versioned>>> {
         if node == self.0.node {
+            // Reads of the engine's mapped files: no thread hop.
             let (local, store, key) = (self.0.local.clone(), store.to_string(), key.clone());
-            Box::pin(blocking(move || local.get(&store, &key)))
+            Box::pin(async move { local.get(&store, &key) })
         } else {
             self.0.transport.get(node, store, key)
         }
@@ -160,7 +161,7 @@ impl Coordinator {
     fn ask_put(&self, node: u64, store: &str, key: &Bytes, v: &Versioned) -> BoxFuture<'static, Result<PutOutcome>> {
         if node == self.0.node {
             let (local, store, key, v) = (self.0.local.clone(), store.to_string(), key.clone(), v.clone());
-            Box::pin(blocking(move || local.put(&store, &key, &v)))
+            Box::pin(async move { local.put_async(&store, &key, &v).await })
         } else {
             self.0.transport.put(node, store, key, v)
         }
@@ -196,6 +197,10 @@ impl Coordinator {
             });
         }
         let resolved = resolve(answers.iter().flat_map(|(_, v)| v.iter().cloned()));
+        let stale = |held: &[Versioned]| resolved.iter().any(|r| !held.iter().any(|h| h.clock.compare(&r.clock) == Occurred::Equal));
+        if pending.is_empty() && !answers.iter().any(|(_, held)| stale(held)) {
+            return Ok(resolved);
+        }
         // The others' answers and the repairs go on without the caller.
         let this = self.clone();
         let store = policy.name.clone();

@@ -6,11 +6,12 @@
 //! clock cannot both pass.
 
 use crate::clock::Occurred;
+use crate::clock::VectorClock;
 use crate::error::{Result, RwError};
 use crate::value::{self, Versioned};
 use bytes::Bytes;
 use std::sync::{Arc, Mutex};
-use strata_engine::{EngineError, Replica, WriteOp};
+use strata_engine::{EngineError, PendingWrite, Replica, WriteOp};
 use strata_format::PutProps;
 
 const LOCK_STRIPES: usize = 256;
@@ -69,6 +70,21 @@ impl LocalStore {
     /// Stores `v` unless a version held follows it or has its clock
     /// (`Obsolete`); versions it follows are deleted once it is durable.
     pub fn put(&self, store: &str, key: &[u8], v: &Versioned) -> Result<PutOutcome> {
+        let (pending, replaced) = self.check_and_submit(store, key, v)?;
+        self.finish(store, key, v, pending.wait(), replaced)
+    }
+
+    /// [`LocalStore::put`] that waits for durability without blocking a thread.
+    pub async fn put_async(&self, store: &str, key: &[u8], v: &Versioned) -> Result<PutOutcome> {
+        let (pending, replaced) = self.check_and_submit(store, key, v)?;
+        self.finish(store, key, v, pending.await, replaced)
+    }
+
+    /// The replica's check and the write's submission, under the key's
+    /// lock, so submissions follow the order of the checks. Waiting for
+    /// durability needs no lock: a second put of the same clock is the same
+    /// engine key, which the engine refuses while the first is pending.
+    fn check_and_submit(&self, store: &str, key: &[u8], v: &Versioned) -> Result<(PendingWrite, Vec<VectorClock>)> {
         let _guard = self.lock(store, key);
         let held = self.get(store, key)?;
         let mut replaced = Vec::new();
@@ -81,24 +97,33 @@ impl LocalStore {
         }
         let data = Bytes::from(value::encode(store, key, v));
         let ek = value::engine_key(store, key, &v.clock);
-        match self.replica.submit(WriteOp::Put { key: ek, props: PutProps::default(), data }).wait() {
+        Ok((self.replica.submit(WriteOp::Put { key: ek, props: PutProps::default(), data }), replaced))
+    }
+
+    fn finish(
+        &self,
+        store: &str,
+        key: &[u8],
+        v: &Versioned,
+        written: strata_engine::Result<strata_engine::WriteAck>,
+        replaced: Vec<VectorClock>,
+    ) -> Result<PutOutcome> {
+        match written {
             Ok(_) => {}
-            // This clock was written here before and since replaced.
+            // The same clock, written (or being written) here already.
             Err(EngineError::AlreadyExists) => return Err(RwError::Obsolete { store: store.into(), held: v.clock.clone(), given: v.clock.clone() }),
             Err(e) => return Err(e.into()),
         }
+        // Replaced versions go without waiting: a crash before their
+        // tombstones are durable leaves both, and reads resolve them.
         for c in &replaced {
-            match self.replica.submit(WriteOp::Delete { key: value::engine_key(store, key, c) }).wait() {
-                // A crash before this leaves both; reads resolve them.
-                Ok(_) | Err(EngineError::NotFound | EngineError::Deleted) => {}
-                Err(e) => tracing::warn!(store, error = %e, "could not delete a replaced version; reads resolve it"),
-            }
+            drop(self.replica.submit(WriteOp::Delete { key: value::engine_key(store, key, c) }));
         }
         Ok(PutOutcome { replaced: replaced.len() })
     }
 
     /// Deletes the version of `key` with `clock` (a delivered hint).
-    pub fn remove(&self, store: &str, key: &[u8], clock: &crate::clock::VectorClock) -> Result<bool> {
+    pub fn remove(&self, store: &str, key: &[u8], clock: &VectorClock) -> Result<bool> {
         let _guard = self.lock(store, key);
         match self.replica.submit(WriteOp::Delete { key: value::engine_key(store, key, clock) }).wait() {
             Ok(_) => Ok(true),
