@@ -105,7 +105,12 @@ impl Nodes {
     /// (the others wait to be added), with `replicas` per partition and
     /// extra server flags.
     pub(crate) async fn start_partial(root: &Path, n: usize, in_map: usize, partitions: u32, replicas: usize, extra: &[&str]) -> Result<Nodes> {
-        let net = 100 + n as u8;
+        Self::start_on(100 + n as u8, root, n, in_map, partitions, replicas, extra).await
+    }
+
+    /// [`Nodes::start_partial`] on addresses `127.0.{net}.*` (benchmarks
+    /// that may run at once keep to their own nets).
+    pub(crate) async fn start_on(net: u8, root: &Path, n: usize, in_map: usize, partitions: u32, replicas: usize, extra: &[&str]) -> Result<Nodes> {
         let secret_path = root.join(format!("c{n}.secret"));
         let secret = strata_auth::ClusterSecret::generate()?;
         strata_auth::credentials::write_private(&secret_path, &secret.to_file())?;

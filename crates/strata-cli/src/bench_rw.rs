@@ -324,7 +324,8 @@ async fn start_etcd(bin: &str, dir: &Path) -> Result<(Etcd, Vec<String>)> {
 /// (required reads and writes: a majority).
 async fn start_strata(root: &Path, n: usize) -> Result<(crate::bench_cluster::Nodes, Target)> {
     std::fs::create_dir_all(root)?;
-    let nodes = crate::bench_cluster::Nodes::start(root, n, 0).await?;
+    // Addresses of its own: `bench-cluster`'s and `bench-kv-push`'s are 127.0.10x.*.
+    let nodes = crate::bench_cluster::Nodes::start_on(120 + n as u8, root, n, n, 0, 3, &[]).await?;
     let c0 = nodes.client(0);
     crate::bench_cluster::command(&c0, json!({ "KvInitRing": { "partitions": 16 } })).await?;
     let q = (n / 2 + 1) as u32;

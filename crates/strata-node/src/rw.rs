@@ -20,6 +20,9 @@ pub const RW_PARTITION: u64 = 1 << 40;
 pub struct RwService {
     node: Weak<ClusterNode>,
     coordinator: Coordinator,
+    /// Replica tables by store, for one map epoch: computing one walks the
+    /// whole ring, which no request should pay for.
+    tables: std::sync::Mutex<(u64, std::collections::HashMap<String, Arc<Vec<Vec<u32>>>>)>,
 }
 
 struct RpcTransport {
@@ -88,7 +91,7 @@ impl RwService {
     pub(crate) fn new(me: Weak<ClusterNode>, node: &ClusterNode, local: Arc<LocalStore>) -> Self {
         let transport = RpcTransport { node: me.clone(), rpc: node.rpc().clone() };
         let coordinator = Coordinator::new(node.id(), local, Arc::new(transport), node.clock().clone());
-        Self { node: me, coordinator }
+        Self { node: me, coordinator, tables: Default::default() }
     }
 
     /// The coordinator (its counters feed `/metrics`).
@@ -104,7 +107,22 @@ impl RwService {
     pub fn route(&self, store: &str, key: &[u8]) -> Result<(StorePolicy, Vec<NodeId>), RwError> {
         let map = self.map()?;
         let spec = map.rw_stores.get(store).ok_or_else(|| RwError::NoSuchStore(store.to_string()))?;
-        let pref = map.rw_route(store, key).map_err(|e| RwError::Invalid(e.to_string()))?;
+        let table = {
+            let mut t = self.tables.lock().unwrap_or_else(|p| p.into_inner());
+            if t.0 != map.epoch {
+                *t = (map.epoch, Default::default());
+            }
+            match t.1.get(store) {
+                Some(table) => table.clone(),
+                None => {
+                    let table = Arc::new(map.rw_table(store).map_err(|e| RwError::Invalid(e.to_string()))?);
+                    t.1.insert(store.to_string(), table.clone());
+                    table
+                }
+            }
+        };
+        let row = table.get(map.rw_partition_of(key) as usize).ok_or_else(|| RwError::Invalid("the ring changed size".into()))?;
+        let pref: Vec<NodeId> = row.iter().map(|&n| u64::from(n)).collect();
         let policy = StorePolicy {
             name: store.into(),
             required_reads: spec.required_reads,
