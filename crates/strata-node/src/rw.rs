@@ -22,8 +22,11 @@ pub struct RwService {
     coordinator: Coordinator,
     /// Replica tables by store, for one map epoch: computing one walks the
     /// whole ring, which no request should pay for.
-    tables: std::sync::Mutex<(u64, std::collections::HashMap<String, Arc<Vec<Vec<u32>>>>)>,
+    tables: std::sync::Mutex<(u64, Tables)>,
 }
+
+/// Each store's replica table (its ring partitions' nodes in replica order).
+type Tables = std::collections::HashMap<String, Arc<Vec<Vec<u32>>>>;
 
 struct RpcTransport {
     node: Weak<ClusterNode>,
