@@ -662,7 +662,7 @@ async fn rw_until(c: &Cluster, n: u8, store: &str, key: &[u8], want: &[&str], wh
 async fn read_write_stores_count_hand_off_repair_and_keep_siblings() {
     let _serial = SERIAL.lock().await;
     // The hint pusher never runs on its own here: the test pushes.
-    let mut c = Cluster::start_zones(66, 1, 1, &["--rw-hint-interval-secs", "3600"]).await;
+    let mut c = Cluster::start_zones(72, 1, 1, &["--rw-hint-interval-secs", "3600"]).await;
     c.command(1, serde_json::json!({ "KvInitRing": { "partitions": 12 } })).await;
     let spec = |r: u32, w: u32| serde_json::json!({ "replication": { "Nodes": 3 }, "required_reads": r, "required_writes": w, "value_limit": 1024 });
     c.command(1, serde_json::json!({ "RwCreateStore": { "name": "counters", "spec": spec(2, 2) } })).await;
@@ -676,7 +676,7 @@ async fn read_write_stores_count_hand_off_repair_and_keep_siblings() {
         }
     }
     let opts = c.opts.clone();
-    let url = |n: u8| format!("https://127.66.0.{n}:{PORT}");
+    let url = |n: u8| format!("https://127.72.0.{n}:{PORT}");
     let client_via = |first: u8| {
         let urls: Vec<String> = (first..=3).chain(1..first).map(url).collect();
         strata_kv_client::RwClient::new(&urls, &opts)
@@ -886,7 +886,7 @@ async fn read_write_stores_count_hand_off_repair_and_keep_siblings() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn read_write_stores_follow_a_rebalance_while_writers_run() {
     let _serial = SERIAL.lock().await;
-    let mut c = Cluster::start_zones(67, 1, 1, &[]).await;
+    let mut c = Cluster::start_zones(73, 1, 1, &[]).await;
     c.command(1, serde_json::json!({ "KvInitRing": { "partitions": 16 } })).await;
     let spec = serde_json::json!({ "replication": { "Nodes": 3 }, "required_reads": 2, "required_writes": 2, "value_limit": 1024 });
     c.command(1, serde_json::json!({ "RwCreateStore": { "name": "users", "spec": spec } })).await;
@@ -899,7 +899,7 @@ async fn read_write_stores_follow_a_rebalance_while_writers_run() {
         }
     }
     let opts = c.opts.clone();
-    let urls: Vec<String> = (1..=3u8).map(|n| format!("https://127.67.0.{n}:{PORT}")).collect();
+    let urls: Vec<String> = (1..=3u8).map(|n| format!("https://127.73.0.{n}:{PORT}")).collect();
     let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
     // Each writer: new keys, and every third step an update of an earlier one.
     let writers: Vec<_> = (0..2u32)
@@ -969,7 +969,7 @@ async fn read_write_stores_follow_a_rebalance_while_writers_run() {
             tokio::time::sleep(Duration::from_millis(100)).await;
         }
     }
-    let all: Vec<String> = (1..=4u8).map(|n| format!("https://127.67.0.{n}:{PORT}")).collect();
+    let all: Vec<String> = (1..=4u8).map(|n| format!("https://127.73.0.{n}:{PORT}")).collect();
     let reader = strata_kv_client::RwClient::new(&all, &opts);
     for (key, value) in &acked {
         let got = reader.get("users", key.as_bytes()).await.unwrap_or_else(|e| panic!("{key}: {e}"));
