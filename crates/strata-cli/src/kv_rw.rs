@@ -69,19 +69,8 @@ pub struct StoreArgs {
     pub common: Common,
 }
 
-#[derive(clap::Args, Debug)]
-pub struct KeyArgs {
-    /// Store name.
-    #[arg(long)]
-    pub store: String,
-    /// The key, as text (or base64url with --base64).
-    pub key: String,
-    /// The key is base64url.
-    #[arg(long)]
-    pub base64: bool,
-    #[command(flatten)]
-    pub common: Common,
-}
+/// A store and a key: the same arguments as `strata kv get`.
+pub type KeyArgs = crate::kv::GetArgs;
 
 #[derive(clap::Args, Debug)]
 pub struct PutArgs {

@@ -102,17 +102,9 @@ impl KvRouter {
         let mut errors = Vec::new();
         for u in urls {
             let c = strata_client::Client::with_options(&u, &self.opts);
-            let got = async {
-                let r = c.send(http::Method::GET, "/meta/v1/map", &[], strata_client::full(Bytes::new())).await.map_err(|e| e.to_string())?;
-                decode_map(&r.bytes().await.map_err(|e| e.to_string())?).map_err(|e| e.to_string())
-            }
-            .await;
-            match got {
+            match fetch_map(&c).await {
                 Ok(m) => {
-                    let mut cur = self.map.write().unwrap_or_else(|p| p.into_inner());
-                    if m.epoch >= cur.epoch {
-                        *cur = Arc::new(m);
-                    }
+                    keep_newer(&self.map, m);
                     return Ok(());
                 }
                 Err(e) => errors.push(format!("{u}: {e}")),
@@ -218,5 +210,19 @@ impl KvRouter {
             }
             return Err(KvRouteError::Unavailable { store: store.to_string(), got, wanted, errors: errors.join("; ") });
         }
+    }
+}
+
+/// The cluster map a node serves.
+pub(crate) async fn fetch_map(c: &strata_client::Client) -> Result<ClusterMap, String> {
+    let r = c.send(http::Method::GET, "/meta/v1/map", &[], strata_client::full(Bytes::new())).await.map_err(|e| e.to_string())?;
+    decode_map(&r.bytes().await.map_err(|e| e.to_string())?).map_err(|e| e.to_string())
+}
+
+/// Takes `m` unless the map held is newer.
+pub(crate) fn keep_newer(held: &RwLock<Arc<ClusterMap>>, m: ClusterMap) {
+    let mut cur = held.write().unwrap_or_else(|p| p.into_inner());
+    if m.epoch >= cur.epoch {
+        *cur = Arc::new(m);
     }
 }

@@ -124,17 +124,9 @@ impl RwClient {
         let Some(r) = &self.routing else { return Ok(()) };
         let mut errors = Vec::new();
         for c in &self.nodes {
-            let got = async {
-                let resp = c.send(http::Method::GET, "/meta/v1/map", &[], strata_client::full(Bytes::new())).await.map_err(|e| e.to_string())?;
-                strata_cluster::decode_map(&resp.bytes().await.map_err(|e| e.to_string())?).map_err(|e| e.to_string())
-            }
-            .await;
-            match got {
+            match crate::routing::fetch_map(c).await {
                 Ok(m) => {
-                    let mut cur = r.map.write().unwrap_or_else(|p| p.into_inner());
-                    if m.epoch >= cur.epoch {
-                        *cur = std::sync::Arc::new(m);
-                    }
+                    crate::routing::keep_newer(&r.map, m);
                     return Ok(());
                 }
                 Err(e) => errors.push(format!("{}: {e}", c.base())),
