@@ -977,3 +977,67 @@ async fn read_write_stores_follow_a_rebalance_while_writers_run() {
         assert!(values.contains(value), "{key}: acknowledged {value:?}, read {values:?}");
     }
 }
+
+/// Kill -9 of each node in turn while writers put fresh keys of a
+/// read-write store (3 replicas, 2 required writes) and update earlier
+/// ones: the puts whose pseudo-master is down go to the next node of
+/// their preference list, and after every node is back, every
+/// acknowledged value is read back.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn read_write_stores_lose_no_acknowledged_put_across_kill_9() {
+    let _serial = SERIAL.lock().await;
+    let mut c = Cluster::start_zones(74, 1, 1, &["--rw-hint-interval-secs", "1"]).await;
+    c.command(1, serde_json::json!({ "KvInitRing": { "partitions": 12 } })).await;
+    let spec = serde_json::json!({ "replication": { "Nodes": 3 }, "required_reads": 2, "required_writes": 2, "value_limit": 1024 });
+    c.command(1, serde_json::json!({ "RwCreateStore": { "name": "crash", "spec": spec } })).await;
+    for n in c.nodes() {
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while c.client(n).json(http::Method::GET, "/admin/rw").await.map(|v| v["stores"].get("crash").is_none()).unwrap_or(true) {
+            assert!(Instant::now() < deadline, "node {n} never saw the store");
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+    let opts = c.opts.clone();
+    let urls: Vec<String> = (1..=3u8).map(|n| format!("https://127.74.0.{n}:{PORT}")).collect();
+    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let writers: Vec<_> = (0..2u32)
+        .map(|w| {
+            let (stop, urls, opts) = (stop.clone(), urls.clone(), opts.clone());
+            tokio::spawn(async move {
+                let client = strata_kv_client::RwClient::new(&urls, &opts);
+                let mut acked: BTreeMap<String, String> = BTreeMap::new();
+                let mut i = 0u32;
+                while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                    let (key, value) = if i % 4 == 3 { (format!("w{w}-{}", i / 2), format!("u{i}")) } else { (format!("w{w}-{i}"), format!("v{i}")) };
+                    if let Ok(read) = client.get("crash", key.as_bytes()).await
+                        && client.put("crash", key.as_bytes(), bytes::Bytes::from(value.clone()), &read.clock).await.is_ok()
+                    {
+                        acked.insert(key, value);
+                    }
+                    i += 1;
+                }
+                acked
+            })
+        })
+        .collect();
+    for victim in [1u8, 2, 3] {
+        tokio::time::sleep(Duration::from_millis(700)).await;
+        c.kill9(victim);
+        tokio::time::sleep(Duration::from_millis(1500)).await;
+        c.spawn(victim);
+        c.wait_healthy(victim).await;
+    }
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    let mut acked = BTreeMap::new();
+    for w in writers {
+        acked.extend(w.await.unwrap());
+    }
+    assert!(acked.len() > 30, "the writers got only {} puts through", acked.len());
+    let reader = strata_kv_client::RwClient::new(&urls, &opts);
+    for (key, value) in &acked {
+        let got = reader.get("crash", key.as_bytes()).await.unwrap_or_else(|e| panic!("{key}: {e}"));
+        let values: Vec<String> = got.versions.iter().map(|(_, v)| String::from_utf8_lossy(v).into_owned()).collect();
+        assert!(values.contains(value), "{key}: acknowledged {value:?}, read {values:?}");
+    }
+}
