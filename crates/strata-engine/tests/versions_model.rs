@@ -58,6 +58,13 @@ fn check_body(r: &strata_engine::Replica, model: &Model, tract: bool, body: u8) 
     for v in &got {
         prop_assert!(live(v), "version {v} of ({tract}, {body}) is listed but not live in the model");
     }
+    let records = r.live_versions(&key(tract, body, 0)).map_err(|e| TestCaseError::fail(e.to_string()))?;
+    prop_assert_eq!(records.iter().map(|b| b.key.version().unwrap()).collect::<Vec<_>>(), got.clone());
+    for b in &records {
+        if let Some(Slot::Live { data, .. }) = slots.get(&b.key.version().unwrap()) {
+            prop_assert_eq!(&b.data[..], &data[..]);
+        }
+    }
     for (v, s) in slots {
         if let Slot::Live { maybe_gone: false, .. } = s {
             prop_assert!(got.contains(v), "live version {v} of ({tract}, {body}) is missing: {got:?}");
@@ -132,6 +139,12 @@ fn run(ops: Vec<Op>) -> Result<(), TestCaseError> {
                         slots.remove(&v);
                     }
                     (Err(EngineError::Deleted), Some(Slot::Deleted { .. })) => {}
+                    // A superseded tract version that had been deleted and
+                    // written again: compaction dropped the put and kept the
+                    // older tombstone, so it reads as deleted.
+                    (Err(EngineError::Deleted), Some(Slot::Live { maybe_gone: true, .. })) => {
+                        slots.insert(v, Slot::Deleted { lsn: 0, maybe_gone: true });
+                    }
                     (res, slot) => prop_assert!(false, "step {step}: delete of {v} answered {res:?} with the model at {slot:?}"),
                 }
             }
