@@ -397,7 +397,7 @@ fn node_url(base: &Client, map: &ClusterMap, id: u64) -> Result<String> {
 }
 
 /// A client of node `id` with `base`'s credentials and trust.
-fn node_client(base: &Client, map: &ClusterMap, id: u64) -> Result<Client> {
+pub(crate) fn node_client(base: &Client, map: &ClusterMap, id: u64) -> Result<Client> {
     Ok(base.to(&node_url(base, map, id)?))
 }
 

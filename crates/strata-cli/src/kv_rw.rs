@@ -6,6 +6,7 @@
 //! it moves.
 
 use crate::commands::Common;
+use crate::kv_ring::node_client;
 use anyhow::{Context, Result, bail};
 use base64::Engine;
 use bytes::Bytes;
@@ -151,7 +152,7 @@ pub async fn run(cmd: RwCmd) -> Result<()> {
         RwCmd::Export(a) => {
             let base = a.common.client()?;
             let map = crate::kv_ring::fetch_map(&base).await?;
-            let mut merged: BTreeMap<String, Vec<strata_rwstore::Versioned>> = BTreeMap::new();
+            let mut merged: BTreeMap<Bytes, Vec<strata_rwstore::Versioned>> = BTreeMap::new();
             for id in map.nodes.keys() {
                 for (key, versions) in entries_of(&node_client(&base, &map, *id)?, &a.store, None).await? {
                     merged.entry(key).or_default().extend(versions);
@@ -159,7 +160,7 @@ pub async fn run(cmd: RwCmd) -> Result<()> {
             }
             let mut out = std::io::stdout().lock();
             for (key, versions) in merged {
-                writeln!(out, "{}", entry_line(&key, &strata_rwstore::resolve(versions)))?;
+                writeln!(out, "{}", strata_rwstore::value::entry_line(&key, &strata_rwstore::resolve(versions)))?;
             }
         }
         RwCmd::Import(a) => {
@@ -172,10 +173,7 @@ pub async fn run(cmd: RwCmd) -> Result<()> {
                 if line.trim().is_empty() {
                     continue;
                 }
-                let v: serde_json::Value = serde_json::from_str(&line).with_context(|| format!("line {}: not JSON", lines + 1))?;
-                let key = v["key"].as_str().with_context(|| format!("line {}: no key", lines + 1))?;
-                let key =
-                    base64::engine::general_purpose::URL_SAFE_NO_PAD.decode(key).with_context(|| format!("line {}: the key is not base64url", lines + 1))?;
+                let (key, _) = strata_rwstore::value::parse_entry_line(line.as_bytes()).map_err(|e| anyhow::anyhow!("line {}: {e}", lines + 1))?;
                 for n in map.rw_route(&a.store, &key)? {
                     let buf = per_node.entry(n).or_default();
                     buf.push_str(&line);
@@ -198,42 +196,15 @@ pub async fn run(cmd: RwCmd) -> Result<()> {
     Ok(())
 }
 
-fn node_client(base: &Client, map: &ClusterMap, id: NodeId) -> Result<Client> {
-    let node = map.nodes.get(&id).with_context(|| format!("node {id} is not in the map"))?;
-    let scheme = if base.base().starts_with("https") { "https" } else { "http" };
-    Ok(base.to(&format!("{scheme}://{}", node.addr)))
-}
-
-/// One entry as a JSON line: `{"key": base64url, "versions": [{"clock", "value": base64 or null}]}`.
-fn entry_line(key: &str, versions: &[strata_rwstore::Versioned]) -> String {
-    let versions: Vec<_> = versions
-        .iter()
-        .map(|v| json!({ "clock": v.clock.to_text(), "value": v.value.as_ref().map(|b| base64::engine::general_purpose::STANDARD.encode(b)) }))
-        .collect();
-    json!({ "key": key, "versions": versions }).to_string()
-}
-
 /// A node's entries of `store` (of the ring partitions `partitions`, or all).
-async fn entries_of(c: &Client, store: &str, partitions: Option<&BTreeSet<u32>>) -> Result<Vec<(String, Vec<strata_rwstore::Versioned>)>> {
+async fn entries_of(c: &Client, store: &str, partitions: Option<&BTreeSet<u32>>) -> Result<Vec<(Bytes, Vec<strata_rwstore::Versioned>)>> {
     let query = partitions.map(|p| format!("?partitions={}", p.iter().map(u32::to_string).collect::<Vec<_>>().join(","))).unwrap_or_default();
     let r = c.send(http::Method::GET, &format!("/admin/rw/{store}/entries{query}"), &[], strata_client::full(Bytes::new())).await?;
     let body = r.bytes().await?;
-    let mut out = Vec::new();
-    for line in body.split(|b| *b == b'\n').filter(|l| !l.is_empty()) {
-        let v: serde_json::Value = serde_json::from_slice(line)?;
-        let key = v["key"].as_str().context("an entry without a key")?.to_string();
-        let mut versions = Vec::new();
-        for e in v["versions"].as_array().context("an entry without versions")? {
-            let clock = strata_rwstore::VectorClock::parse_text(e["clock"].as_str().context("a version without a clock")?)?;
-            let value = match e["value"].as_str() {
-                Some(s) => Some(Bytes::from(base64::engine::general_purpose::STANDARD.decode(s)?)),
-                None => None,
-            };
-            versions.push(strata_rwstore::Versioned { value, clock });
-        }
-        out.push((key, versions));
-    }
-    Ok(out)
+    body.split(|b| *b == b'\n')
+        .filter(|l| !l.is_empty())
+        .map(|l| strata_rwstore::value::parse_entry_line(l).map_err(|e| anyhow::anyhow!("{}: {e}", c.base())))
+        .collect()
 }
 
 /// Before and after a ring change (`next`: the new owner of every ring
@@ -263,7 +234,7 @@ pub(crate) async fn copy_for_ring(base: &Client, map: &ClusterMap, next: &[NodeI
             if entries.is_empty() {
                 continue;
             }
-            let body: String = entries.iter().map(|(k, v)| entry_line(k, v) + "\n").collect();
+            let body: String = entries.iter().map(|(k, v)| strata_rwstore::value::entry_line(k, v) + "\n").collect();
             let r = node_client(base, &after, u64::from(gainer))?
                 .send(http::Method::POST, &format!("/admin/rw/{store}/entries"), &[], strata_client::full(body))
                 .await

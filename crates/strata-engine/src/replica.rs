@@ -492,8 +492,15 @@ impl Replica {
         if check_expiry && expiry_ms != 0 && expiry_ms <= sh.clock.now_ms() {
             return Err(EngineError::Expired);
         }
-        match self.read_put(key, &put, expiry_ms, &seg, with_data) {
-            Err(e @ EngineError::Corrupt { .. }) => Err(sh.quarantine(&seg, put.entry.record_offset, put.entry.record_len as u64, Some(key), &e)),
+        self.read_located(key, &put, expiry_ms, &seg, with_data)
+    }
+
+    /// Reads the put record `put` of `key` from `seg` (taken under the same
+    /// state lock as `put`, so a compaction in between cannot move it); a
+    /// record that fails its checks is quarantined.
+    pub(crate) fn read_located(&self, key: &Key, put: &Located, expiry_ms: u64, seg: &Arc<Segment>, with_data: bool) -> Result<BlobRecord> {
+        match self.read_put(key, put, expiry_ms, seg, with_data) {
+            Err(e @ EngineError::Corrupt { .. }) => Err(self.shared.quarantine(seg, put.entry.record_offset, put.entry.record_len as u64, Some(key), &e)),
             r => r,
         }
     }

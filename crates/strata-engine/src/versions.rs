@@ -94,6 +94,31 @@ impl Replica {
             .collect())
     }
 
+    /// Every live version of `key`'s body with its data, oldest first: one
+    /// index lookup per version (the state and the place read together).
+    pub fn live_versions(&self, key: &Key) -> Result<Vec<BlobRecord>> {
+        key.version().ok_or_else(|| not_versioned(key))?;
+        let sh = &self.shared;
+        if sh.damage.blocks_versions(key, 0, u64::MAX) {
+            return Err(sh.damaged(key));
+        }
+        let now = sh.clock.now_ms();
+        let found: Vec<_> = {
+            let st = sh.read_state();
+            st.versions_between(key, 0, u64::MAX)
+                .into_iter()
+                .filter_map(|k| match st.lookup(&k) {
+                    KeyState::Live { put, expiry_ms } if expiry_ms == 0 || expiry_ms > now => {
+                        let seg = st.segments.get(&put.segment_id)?.clone();
+                        Some((k, put, expiry_ms, seg))
+                    }
+                    _ => None,
+                })
+                .collect()
+        };
+        found.into_iter().map(|(k, put, expiry_ms, seg)| self.read_located(&k, &put, expiry_ms, &seg, true)).collect()
+    }
+
     /// The newest live version of `key`'s body, with its data; `None` when
     /// no version is live.
     pub fn newest(&self, key: &Key) -> Result<Option<BlobRecord>> {

@@ -53,6 +53,8 @@ fn newest_floor_and_every_version_across_memtable_index_files_and_reopen() {
     r.submit(WriteOp::Delete { key: k(7) }).wait().unwrap();
     let check = |r: &strata_engine::Replica| {
         assert_eq!(r.versions(&k(0)).unwrap(), vec![3, 10, 1 << 40]);
+        let live: Vec<_> = r.live_versions(&k(0)).unwrap().into_iter().map(|b| data_of(Some(b))).collect();
+        assert_eq!(live, [3, 10, 1 << 40].map(|v| Some((v, value("chunk", v)))).to_vec());
         assert_eq!(data_of(r.newest(&k(0)).unwrap()), Some((1 << 40, value("chunk", 1 << 40))));
         assert_eq!(data_of(r.floor(&k(9)).unwrap()), Some((3, value("chunk", 3))), "7 is deleted: the floor of 9 is 3");
         assert_eq!(data_of(r.floor(&k(10)).unwrap()), Some((10, value("chunk", 10))));

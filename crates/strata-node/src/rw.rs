@@ -41,7 +41,7 @@ fn addr_of(node: &Weak<ClusterNode>, id: NodeId) -> Result<String, RwError> {
 fn from_rpc(node: u64, e: RpcError) -> RwError {
     match e {
         RpcError::Remote(WireError::Obsolete(m)) => RwError::ObsoleteElsewhere(m),
-        RpcError::Remote(WireError::Unavailable(m)) => RwError::InsufficientReplicas { op: "put", store: String::new(), got: 0, required: 0, errors: m },
+        RpcError::Remote(WireError::Unavailable(m)) => RwError::UnavailableElsewhere(m),
         RpcError::Remote(WireError::Invalid(m)) => RwError::Invalid(m),
         e => RwError::Unreachable { node, detail: e.to_string() },
     }
@@ -58,7 +58,7 @@ fn from_wire(w: WireVersion) -> Result<Versioned, RwError> {
 fn wire_error(e: RwError) -> WireError {
     match e {
         RwError::Obsolete { .. } | RwError::ObsoleteElsewhere(_) => WireError::Obsolete(e.to_string()),
-        RwError::InsufficientReplicas { .. } => WireError::Unavailable(e.to_string()),
+        RwError::InsufficientReplicas { .. } | RwError::UnavailableElsewhere(_) => WireError::Unavailable(e.to_string()),
         RwError::NoSuchStore(_)
         | RwError::Clock(_)
         | RwError::Invalid(_)
@@ -151,23 +151,7 @@ impl RwService {
     /// replica's own check. Returns the versions written and those held
     /// already (or followed by one held).
     pub async fn import(&self, store: &str, entries: Vec<(Bytes, Vec<Versioned>)>) -> Result<(u64, u64), RwError> {
-        let local = self.coordinator.local().clone();
-        let name = store.to_string();
-        tokio::task::spawn_blocking(move || {
-            let (mut written, mut skipped) = (0, 0);
-            for (key, versions) in entries {
-                for v in versions {
-                    match local.put(&name, &key, &v) {
-                        Ok(_) => written += 1,
-                        Err(e) if e.is_obsolete() => skipped += 1,
-                        Err(e) => return Err(e),
-                    }
-                }
-            }
-            Ok((written, skipped))
-        })
-        .await
-        .map_err(|e| RwError::Invalid(e.to_string()))?
+        self.coordinator.local().put_many(store, entries).await
     }
 
     /// Deletes every version of `store` this node's replica holds.
@@ -212,15 +196,11 @@ impl RwService {
             };
             let Ok(addr) = addr_of(&self.node, master) else { continue };
             let rpc = self.node.upgrade().map(|n| n.rpc().clone()).ok_or_else(|| RwError::Invalid("the node is shutting down".into()))?;
-            match rpc.rw_coordinate(&addr, &req).await {
+            match rpc.rw_coordinate(&addr, &req).await.map_err(|e| from_rpc(master, e)) {
                 Ok(clock) => return Ok(VectorClock::decode(&clock)?),
-                Err(RpcError::Unreachable(e)) => errors.push(format!("node {master}: {e}")),
-                Err(RpcError::Remote(WireError::Obsolete(m))) => return Err(RwError::ObsoleteElsewhere(m)),
-                Err(RpcError::Remote(WireError::Unavailable(m))) => {
-                    return Err(RwError::InsufficientReplicas { op: "put", store: store.into(), got: 0, required: policy.required_writes, errors: m });
-                }
-                Err(RpcError::Remote(WireError::Invalid(m))) => return Err(RwError::Invalid(m)),
-                Err(e) => errors.push(format!("node {master}: {e}")),
+                // Not reached (or a failure of its own): the next node coordinates.
+                Err(RwError::Unreachable { detail, .. }) => errors.push(format!("node {master}: {detail}")),
+                Err(e) => return Err(e),
             }
         }
         Err(RwError::InsufficientReplicas {
@@ -242,7 +222,7 @@ impl RwHost for RwService {
         let local = self.coordinator.local().clone();
         Box::pin(async move {
             let v = from_wire(req.version).map_err(wire_error)?;
-            Ok(local.put_async(&req.store, &req.key, &v).await.map_err(wire_error)?.replaced as u32)
+            Ok(local.put(&req.store, &req.key, &v).await.map_err(wire_error)?.replaced as u32)
         })
     }
     fn rw_coordinate(&self, req: RwCoordinateRequest) -> RwFuture<'_, Vec<u8>> {

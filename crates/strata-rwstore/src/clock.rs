@@ -93,6 +93,12 @@ impl VectorClock {
         c
     }
 
+    /// The smallest clock following or equal to every one of `clocks`: what
+    /// a put that replaces them all sends (the empty clock for none).
+    pub fn covering<'a>(clocks: impl IntoIterator<Item = &'a VectorClock>) -> Self {
+        clocks.into_iter().fold(Self::new(), |c, o| c.merged(o))
+    }
+
     /// How this clock relates to `other`.
     pub fn compare(&self, other: &Self) -> Occurred {
         let (mut less, mut more) = (false, false);

@@ -12,7 +12,9 @@
 //! the background, and a node that could not be written gets a hint in
 //! this node's slop store, pushed to it by [`Coordinator::push_hints`].
 //! A put that misses its required writes fails, but what it wrote stays
-//! (read repair spreads or supersedes it), as in Spock.
+//! (read repair spreads or supersedes it), as in Spock. applyUpdate is the
+//! client's (`strata_kv_client::RwClient::apply_update`): a get, then a put
+//! with the covering clock, again when the put comes back obsolete.
 
 use crate::clock::{Occurred, VectorClock};
 use crate::error::{Result, RwError};
@@ -161,7 +163,7 @@ impl Coordinator {
     fn ask_put(&self, node: u64, store: &str, key: &Bytes, v: &Versioned) -> BoxFuture<'static, Result<PutOutcome>> {
         if node == self.0.node {
             let (local, store, key, v) = (self.0.local.clone(), store.to_string(), key.clone(), v.clone());
-            Box::pin(async move { local.put_async(&store, &key, &v).await })
+            Box::pin(async move { local.put(&store, &key, &v).await })
         } else {
             self.0.transport.put(node, store, key, v)
         }
@@ -309,16 +311,15 @@ impl Coordinator {
     }
 
     async fn write_hint(&self, target: u64, store: &str, key: &Bytes, v: &Versioned) -> Result<()> {
-        let hk = Bytes::from(hint_key(target, store, key));
-        let local = self.0.local.clone();
-        let v = v.clone();
-        match blocking(move || local.put(SLOP_STORE, &hk, &v)).await {
-            // A newer hint for the same key is there already.
+        let hk = hint_key(target, store, key);
+        match self.0.local.put(SLOP_STORE, &hk, v).await {
             Ok(_) => {
                 self.0.stats.hints_written.fetch_add(1, Ordering::Relaxed);
                 self.0.stats.hints_pending.fetch_add(1, Ordering::Relaxed);
                 Ok(())
             }
+            // A newer hint for the same key is there already.
+            Err(e) if e.is_obsolete() => Ok(()),
             Err(e) => Err(e),
         }
     }
@@ -330,14 +331,12 @@ impl Coordinator {
         let t = crate::transform::by_name(transform)?;
         let mut last = None;
         for _ in 0..8 {
-            let local = self.0.local.clone();
-            let (store, k) = (policy.name.clone(), key.clone());
-            let held = resolve(blocking(move || local.get(&store, &k)).await?);
+            let held = resolve(self.0.local.get(&policy.name, &key)?);
             let live: Vec<&Bytes> = held.iter().filter_map(|v| v.value.as_ref()).collect();
             if live.len() > 1 {
                 return Err(RwError::Invalid(format!("key has {} concurrent versions: read them and put a resolved value first", live.len())));
             }
-            let clock = held.iter().fold(VectorClock::new(), |c, v| c.merged(&v.clock));
+            let clock = VectorClock::covering(held.iter().map(|v| &v.clock));
             let new =
                 t.on_put(live.first().map(|b| &b[..]), &given).ok_or_else(|| RwError::Invalid(format!("transform {transform} does not apply to puts")))??;
             match self.put(policy, pref, key.clone(), Some(Bytes::from(new)), &clock).await {
@@ -389,30 +388,4 @@ impl Coordinator {
         let local = self.0.local.clone();
         Ok(blocking(move || local.entries(SLOP_STORE)).await?.iter().map(|(_, v)| v.len() as u64).sum())
     }
-}
-
-/// A read-write store's client API, as [`apply_update`] needs it.
-pub trait RwApi {
-    /// The current versions (deletes included).
-    fn get(&self, store: &str, key: &[u8]) -> impl std::future::Future<Output = Result<Vec<Versioned>>> + Send;
-    /// A put (or delete: `None`) with the clock read; the clock written.
-    fn put(&self, store: &str, key: &[u8], value: Option<Bytes>, clock: &VectorClock) -> impl std::future::Future<Output = Result<VectorClock>> + Send;
-}
-
-/// Spock's applyUpdate: reads the key, computes a new value from the live
-/// values read (several when there are siblings; none when absent), and
-/// puts it with the merged clock; a concurrent put in between makes the
-/// put obsolete, and the whole step runs again, at most `tries` times.
-pub async fn apply_update<A: RwApi>(api: &A, store: &str, key: &[u8], tries: u32, mut f: impl FnMut(&[Bytes]) -> Bytes) -> Result<VectorClock> {
-    let mut last = None;
-    for _ in 0..tries.max(1) {
-        let versions = api.get(store, key).await?;
-        let clock = versions.iter().fold(VectorClock::new(), |c, v| c.merged(&v.clock));
-        let live: Vec<Bytes> = versions.into_iter().filter_map(|v| v.value).collect();
-        match api.put(store, key, Some(f(&live)), &clock).await {
-            Err(e) if e.is_obsolete() => last = Some(e),
-            r => return r,
-        }
-    }
-    Err(last.unwrap_or_else(|| RwError::Invalid("applyUpdate made no attempt".into())))
 }

@@ -19,6 +19,10 @@ pub enum RwError {
     /// A replica on another node refused a put as obsolete (its words).
     #[error("{0}")]
     ObsoleteElsewhere(String),
+    /// Another node (a put's pseudo-master) could not reach the required
+    /// replicas (its words, with how many answered).
+    #[error("{0}")]
+    UnavailableElsewhere(String),
     /// Fewer replicas than required answered.
     #[error("{op} on store {store:?}: {got} of {required} required replicas answered ({errors})")]
     InsufficientReplicas {

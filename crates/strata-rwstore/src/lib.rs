@@ -1,7 +1,8 @@
 //! Spock's read-write stores (Spock §3.1): values versioned by vector
 //! clocks, with concurrent versions kept side by side; puts through a
 //! key's pseudo-master with required writes and hinted handoff; gets from
-//! required reads with read repair; server-side transforms; applyUpdate.
+//! required reads with read repair; server-side transforms. (applyUpdate,
+//! a client loop, is `strata_kv_client::RwClient::apply_update`.)
 //!
 //! - [`clock`]: vector clocks.
 //! - [`value`]: a versioned value and its stored form in the engine (one
@@ -27,7 +28,7 @@ pub mod transform;
 pub mod value;
 
 pub use clock::{ClockError, Occurred, VectorClock};
-pub use coordinator::{Coordinator, HintReport, RwApi, RwStats, SLOP_STORE, StorePolicy, Transport, apply_update, resolve};
+pub use coordinator::{Coordinator, HintReport, RwStats, SLOP_STORE, StorePolicy, Transport, resolve};
 pub use error::{Result, RwError};
 pub use local::{LocalStore, PutOutcome};
 pub use transform::Transform;

@@ -48,17 +48,9 @@ impl LocalStore {
     /// Every version of `key` held here, deletes included, oldest engine
     /// version first.
     pub fn get(&self, store: &str, key: &[u8]) -> Result<Vec<Versioned>> {
-        let group = value::group_key(store, key);
         let mut out = Vec::new();
-        for v in self.replica.versions(&group)? {
-            let k = group.with_version(v).expect("versioned");
-            let rec = match self.replica.get(&k) {
-                Ok(r) => r,
-                // Replaced since the listing.
-                Err(EngineError::NotFound | EngineError::Deleted | EngineError::Expired) => continue,
-                Err(e) => return Err(e.into()),
-            };
-            let stored = value::decode(&rec.data).map_err(|e| RwError::Corrupt { key: k.to_string(), detail: e.to_string() })?;
+        for rec in self.replica.live_versions(&value::group_key(store, key))? {
+            let stored = value::decode(&rec.data).map_err(|e| RwError::Corrupt { key: rec.key.to_string(), detail: e.to_string() })?;
             // A different key whose hash collides: not this key's version.
             if stored.store == store && stored.key == key {
                 out.push(stored.versioned);
@@ -69,13 +61,8 @@ impl LocalStore {
 
     /// Stores `v` unless a version held follows it or has its clock
     /// (`Obsolete`); versions it follows are deleted once it is durable.
-    pub fn put(&self, store: &str, key: &[u8], v: &Versioned) -> Result<PutOutcome> {
-        let (pending, replaced) = self.check_and_submit(store, key, v)?;
-        self.finish(store, key, v, pending.wait(), replaced)
-    }
-
-    /// [`LocalStore::put`] that waits for durability without blocking a thread.
-    pub async fn put_async(&self, store: &str, key: &[u8], v: &Versioned) -> Result<PutOutcome> {
+    /// Waits for durability without blocking a thread.
+    pub async fn put(&self, store: &str, key: &[u8], v: &Versioned) -> Result<PutOutcome> {
         let (pending, replaced) = self.check_and_submit(store, key, v)?;
         self.finish(store, key, v, pending.await, replaced)
     }
@@ -132,11 +119,39 @@ impl LocalStore {
         }
     }
 
+    /// Writes many versions as they are, clocks kept (a stream in, the
+    /// copies of a rebalancing): each passes the replica's check, all are
+    /// submitted before any is waited for, so they share group commits.
+    /// Returns the versions written and those held already (or followed by
+    /// one held).
+    pub async fn put_many(&self, store: &str, entries: Vec<(Bytes, Vec<Versioned>)>) -> Result<(u64, u64)> {
+        let mut submitted = Vec::new();
+        let mut skipped = 0;
+        for (key, versions) in &entries {
+            for v in versions {
+                match self.check_and_submit(store, key, v) {
+                    Ok((pending, replaced)) => submitted.push((key, v, pending, replaced)),
+                    Err(e) if e.is_obsolete() => skipped += 1,
+                    Err(e) => return Err(e),
+                }
+            }
+        }
+        let mut written = 0;
+        for (key, v, pending, replaced) in submitted {
+            match self.finish(store, key, v, pending.await, replaced) {
+                Ok(_) => written += 1,
+                Err(e) if e.is_obsolete() => skipped += 1,
+                Err(e) => return Err(e),
+            }
+        }
+        Ok((written, skipped))
+    }
+
     /// Every (key, versions) of `store` held here, for streaming a store out
-    /// and for rebalancing. Costs a walk of the whole index.
+    /// and for rebalancing. Costs a walk of the whole index; each record is
+    /// read once.
     pub fn entries(&self, store: &str) -> Result<Vec<(Bytes, Vec<Versioned>)>> {
-        let mut seen = std::collections::BTreeSet::new();
-        let mut out = Vec::new();
+        let mut out: std::collections::BTreeMap<(Vec<u8>, Bytes), Vec<Versioned>> = std::collections::BTreeMap::new();
         for (k, state) in self.replica.keys()? {
             if k.kind() != strata_types::KeyKind::KvValue || !matches!(state, strata_engine::KeyState::Live { .. }) {
                 continue;
@@ -148,27 +163,27 @@ impl LocalStore {
                 Err(e) => return Err(e.into()),
             };
             let stored = value::decode(&rec.data).map_err(|e| RwError::Corrupt { key: k.to_string(), detail: e.to_string() })?;
-            if stored.store != store || !seen.insert((group, stored.key.clone())) {
-                continue;
+            if stored.store == store {
+                out.entry((group, stored.key)).or_default().push(stored.versioned);
             }
-            let versions = self.get(store, &stored.key)?;
-            out.push((stored.key, versions));
         }
-        Ok(out)
+        Ok(out.into_iter().map(|((_, key), versions)| (key, versions)).collect())
     }
 
-    /// Deletes every version of `store` held here (truncate). Returns how
-    /// many versions went.
+    /// Deletes every version of `store` held here (truncate), in shared
+    /// group commits. Returns how many versions went.
     pub fn truncate(&self, store: &str) -> Result<usize> {
-        let mut n = 0;
+        let mut pending = Vec::new();
         for (key, versions) in self.entries(store)? {
             let _guard = self.lock(store, &key);
-            for v in versions {
-                match self.replica.submit(WriteOp::Delete { key: value::engine_key(store, &key, &v.clock) }).wait() {
-                    Ok(_) => n += 1,
-                    Err(EngineError::NotFound | EngineError::Deleted) => {}
-                    Err(e) => return Err(e.into()),
-                }
+            pending.extend(versions.iter().map(|v| self.replica.submit(WriteOp::Delete { key: value::engine_key(store, &key, &v.clock) })));
+        }
+        let mut n = 0;
+        for p in pending {
+            match p.wait() {
+                Ok(_) => n += 1,
+                Err(EngineError::NotFound | EngineError::Deleted) => {}
+                Err(e) => return Err(e.into()),
             }
         }
         Ok(n)

@@ -135,9 +135,52 @@ pub fn decode(b: &Bytes) -> Result<Stored, ValueError> {
     Ok(Stored { store, key, versioned: Versioned { value, clock } })
 }
 
+/// One key's versions as a line of JSON, the form stores are streamed out
+/// and in (docs/formats.md, "Read-write store entries"): `{"key":
+/// base64url, "versions": [{"clock": text form, "value": base64 or null}]}`.
+pub fn entry_line(key: &[u8], versions: &[Versioned]) -> String {
+    use base64::Engine;
+    let versions: Vec<serde_json::Value> = versions
+        .iter()
+        .map(|v| serde_json::json!({ "clock": v.clock.to_text(), "value": v.value.as_ref().map(|b| base64::engine::general_purpose::STANDARD.encode(b)) }))
+        .collect();
+    serde_json::json!({ "key": base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(key), "versions": versions }).to_string()
+}
+
+/// Parses [`entry_line`]; the error names what is wrong.
+pub fn parse_entry_line(line: &[u8]) -> Result<(Bytes, Vec<Versioned>), String> {
+    use base64::Engine;
+    let v: serde_json::Value = serde_json::from_slice(line).map_err(|e| format!("not JSON: {e}"))?;
+    let key = v["key"].as_str().ok_or("no key")?;
+    let key = base64::engine::general_purpose::URL_SAFE_NO_PAD.decode(key).map_err(|e| format!("key {key:?} is not base64url: {e}"))?;
+    let mut versions = Vec::new();
+    for e in v["versions"].as_array().ok_or("no versions")? {
+        let clock = VectorClock::parse_text(e["clock"].as_str().ok_or("a version without a clock")?).map_err(|e| e.to_string())?;
+        let value = match &e["value"] {
+            serde_json::Value::Null => None,
+            serde_json::Value::String(s) => Some(Bytes::from(base64::engine::general_purpose::STANDARD.decode(s).map_err(|e| format!("value: {e}"))?)),
+            other => return Err(format!("value {other} is neither base64 nor null")),
+        };
+        versions.push(Versioned { value, clock });
+    }
+    Ok((Bytes::from(key), versions))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn entry_lines_round_trip_and_name_what_is_wrong() {
+        let c = VectorClock::from_entries([(2, 5)], 9).unwrap();
+        let versions = vec![Versioned::value(&b"\x00v"[..], c.clone()), Versioned::deleted(c.incremented(3, 10))];
+        let line = entry_line(b"k\xff", &versions);
+        assert_eq!(parse_entry_line(line.as_bytes()).unwrap(), (Bytes::from_static(b"k\xff"), versions));
+        assert!(parse_entry_line(b"not json").unwrap_err().contains("not JSON"));
+        assert!(parse_entry_line(br#"{"versions": []}"#).unwrap_err().contains("no key"));
+        assert!(parse_entry_line(br#"{"key": "Zm9v", "versions": [{"clock": "1:x", "value": null}]}"#).is_err());
+        assert!(parse_entry_line(br#"{"key": "Zm9v", "versions": [{"clock": "1:1", "value": 5}]}"#).unwrap_err().contains("neither"));
+    }
 
     #[test]
     fn stored_form_round_trips_and_refuses_damage() {

@@ -7,7 +7,7 @@ use bytes::Bytes;
 use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
 use strata_engine::{EngineConfig, Store};
-use strata_rwstore::{Coordinator, LocalStore, PutOutcome, RwApi, RwError, StorePolicy, Transport, VectorClock, Versioned, apply_update, resolve};
+use strata_rwstore::{Coordinator, LocalStore, PutOutcome, RwError, StorePolicy, Transport, VectorClock, Versioned, resolve};
 use strata_types::SystemClock;
 
 #[derive(Default)]
@@ -47,7 +47,7 @@ impl Transport for Link {
     fn put(&self, node: u64, store: &str, key: &Bytes, v: &Versioned) -> futures_util::future::BoxFuture<'static, Result<PutOutcome, RwError>> {
         let r = self.net.reach(self.from, node);
         let (store, key, v) = (store.to_string(), key.clone(), v.clone());
-        Box::pin(async move { tokio::task::spawn_blocking(move || r?.put(&store, &key, &v)).await.unwrap() })
+        Box::pin(async move { r?.put(&store, &key, &v).await })
     }
 }
 
@@ -96,13 +96,30 @@ impl Client<'_> {
     }
 }
 
-impl RwApi for Client<'_> {
+impl Client<'_> {
     async fn get(&self, _store: &str, key: &[u8]) -> Result<Vec<Versioned>, RwError> {
         self.c.nodes[self.via as usize - 1].get(&self.policy, &self.pref, Bytes::copy_from_slice(key)).await
     }
     async fn put(&self, _store: &str, key: &[u8], value: Option<Bytes>, clock: &VectorClock) -> Result<VectorClock, RwError> {
         self.master().put(&self.policy, &self.pref, Bytes::copy_from_slice(key), value, clock).await
     }
+}
+
+/// applyUpdate as `RwClient::apply_update` runs it, over this test's client:
+/// a get, the new value from the live ones, a put with the covering clock,
+/// again while the put comes back obsolete.
+async fn apply_update(api: &Client<'_>, store: &str, key: &[u8], tries: u32, mut f: impl FnMut(&[Bytes]) -> Bytes) -> Result<VectorClock, RwError> {
+    let mut last = None;
+    for _ in 0..tries {
+        let versions = api.get(store, key).await?;
+        let clock = VectorClock::covering(versions.iter().map(|v| &v.clock));
+        let live: Vec<Bytes> = versions.into_iter().filter_map(|v| v.value).collect();
+        match api.put(store, key, Some(f(&live)), &clock).await {
+            Err(e) if e.is_obsolete() => last = Some(e),
+            r => return r,
+        }
+    }
+    Err(last.expect("at least one try"))
 }
 
 fn count(live: &[Bytes]) -> u64 {
@@ -156,7 +173,7 @@ async fn writes_on_both_sides_of_a_cut_are_siblings_until_resolved() {
     let mut values: Vec<&[u8]> = siblings.iter().map(|v| &v.value.as_ref().unwrap()[..]).collect();
     values.sort();
     assert_eq!(values, vec![&b"left"[..], b"right"]);
-    let merged = siblings.iter().fold(VectorClock::new(), |m, v| m.merged(&v.clock));
+    let merged = VectorClock::covering(siblings.iter().map(|v| &v.clock));
     all.put("s", b"k", Some(Bytes::from_static(b"both")), &merged).await.unwrap();
     let resolved = all.get("s", b"k").await.unwrap();
     assert_eq!(resolved.iter().map(|v| v.value.clone().unwrap()).collect::<Vec<_>>(), vec![Bytes::from_static(b"both")]);
@@ -193,7 +210,7 @@ async fn hinted_handoff_and_read_repair_bring_a_replica_up_to_date() {
     // the others directly), and a get brings it there.
     let v2 = Versioned::value(&b"v2"[..], clock.incremented(1, 0));
     for n in [0, 2] {
-        tokio::task::block_in_place(|| c.nodes[n].local().put("counters", b"k", &v2)).unwrap();
+        c.nodes[n].local().put("counters", b"k", &v2).await.unwrap();
     }
     let reader = Client { c: &c, via: 2, pref: vec![1, 2, 3], policy: pol };
     let got = reader.get("s", b"k").await.unwrap();
@@ -230,7 +247,7 @@ async fn bad_puts_are_refused_and_change_nothing() {
     assert!(got.iter().any(|v| v.value.as_deref() == Some(&b"v2"[..]) || v.value.as_deref() == Some(&b"lonely"[..])));
     assert!(got.iter().all(|v| v.value.as_deref() != Some(&b"stale"[..]) && v.value.as_deref() != Some(&b"too long"[..])));
     // A delete is a version: it wins over the value and reads as absent.
-    let current = resolve(got).iter().fold(VectorClock::new(), |m, v| m.merged(&v.clock));
+    let current = VectorClock::covering(resolve(got).iter().map(|v| &v.clock));
     client.put("s", b"k", None, &current).await.unwrap();
     let after = client.get("s", b"k").await.unwrap();
     assert_eq!(after.len(), 1);

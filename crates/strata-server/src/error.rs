@@ -163,7 +163,7 @@ impl ApiError {
                 use strata_rwstore::RwError as R;
                 match e {
                     R::Obsolete { .. } | R::ObsoleteElsewhere(_) => (StatusCode::CONFLICT, "ObsoleteVersion"),
-                    R::InsufficientReplicas { .. } => (StatusCode::SERVICE_UNAVAILABLE, "InsufficientReplicas"),
+                    R::InsufficientReplicas { .. } | R::UnavailableElsewhere(_) => (StatusCode::SERVICE_UNAVAILABLE, "InsufficientReplicas"),
                     R::NoSuchStore(_) => (StatusCode::NOT_FOUND, "NoSuchStore"),
                     R::Clock(_) => (StatusCode::BAD_REQUEST, "InvalidClock"),
                     R::Invalid(_) => (StatusCode::BAD_REQUEST, "BadRequest"),

@@ -81,7 +81,7 @@ fn clock_header(h: &HeaderMap) -> Result<VectorClock, ApiError> {
 }
 
 fn versions_json(versions: &[Versioned], transform: Option<(&str, &str)>) -> Result<serde_json::Value, ApiError> {
-    let covering = versions.iter().fold(VectorClock::new(), |m, v| m.merged(&v.clock));
+    let covering = VectorClock::covering(versions.iter().map(|v| &v.clock));
     let mut out = Vec::new();
     for v in versions {
         let Some(value) = &v.value else { continue };
@@ -180,14 +180,6 @@ async fn local_versions(State(st): S, Path((store, key)): Path<(String, String)>
     Ok(Json(serde_json::json!({ "versions": out })).into_response())
 }
 
-fn entry_json(key: &[u8], versions: &[Versioned]) -> serde_json::Value {
-    let versions: Vec<serde_json::Value> = versions
-        .iter()
-        .map(|v| serde_json::json!({ "clock": v.clock.to_text(), "value": v.value.as_ref().map(|b| base64::engine::general_purpose::STANDARD.encode(b)) }))
-        .collect();
-    serde_json::json!({ "key": b64().encode(key), "versions": versions })
-}
-
 async fn export_entries(State(st): S, Path(store): Path<String>, Query(q): Query<HashMap<String, String>>) -> Result<Response, ApiError> {
     let partitions = match q.get("partitions") {
         None => None,
@@ -201,27 +193,10 @@ async fn export_entries(State(st): S, Path(store): Path<String>, Query(q): Query
     let entries = service(&st)?.entries(&store, partitions).await?;
     let mut body = String::new();
     for (k, v) in &entries {
-        body.push_str(&entry_json(k, v).to_string());
+        body.push_str(&strata_rwstore::value::entry_line(k, v));
         body.push('\n');
     }
     Ok(([(axum::http::header::CONTENT_TYPE, "application/x-ndjson")], body).into_response())
-}
-
-fn parse_entry(n: usize, line: &[u8]) -> Result<(Bytes, Vec<Versioned>), ApiError> {
-    let bad = |d: String| ApiError::BadRequest(format!("line {n}: {d}"));
-    let v: serde_json::Value = serde_json::from_slice(line).map_err(|e| bad(format!("not JSON: {e}")))?;
-    let key = decode_key(v["key"].as_str().ok_or_else(|| bad("no key".into()))?)?;
-    let mut versions = Vec::new();
-    for e in v["versions"].as_array().ok_or_else(|| bad("no versions".into()))? {
-        let clock = VectorClock::parse_text(e["clock"].as_str().ok_or_else(|| bad("a version without a clock".into()))?).map_err(|e| bad(e.to_string()))?;
-        let value = match &e["value"] {
-            serde_json::Value::Null => None,
-            serde_json::Value::String(s) => Some(Bytes::from(base64::engine::general_purpose::STANDARD.decode(s).map_err(|e| bad(format!("value: {e}")))?)),
-            other => return Err(bad(format!("value {other} is neither base64 nor null"))),
-        };
-        versions.push(Versioned { value, clock });
-    }
-    Ok((key, versions))
 }
 
 async fn import_entries(State(st): S, Path(store): Path<String>, body: Bytes) -> Result<Response, ApiError> {
@@ -235,7 +210,7 @@ async fn import_entries(State(st): S, Path(store): Path<String>, body: Bytes) ->
         .split(|b| *b == b'\n')
         .filter(|l| !l.iter().all(u8::is_ascii_whitespace))
         .enumerate()
-        .map(|(i, l)| parse_entry(i + 1, l))
+        .map(|(i, l)| strata_rwstore::value::parse_entry_line(l).map_err(|e| ApiError::BadRequest(format!("line {}: {e}", i + 1))))
         .collect::<Result<Vec<_>, _>>()?;
     let (written, skipped) = rw.import(&store, entries).await?;
     Ok(Json(serde_json::json!({ "written": written, "skipped": skipped })).into_response())

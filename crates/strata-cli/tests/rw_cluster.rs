@@ -1,0 +1,432 @@
+//! Multi-process tests of Spock's read-write stores (issue 22): real
+//! `strata` processes, one per zone, behind the same fault-injecting proxy
+//! as `cluster.rs`, whose harness this file includes. Counting with
+//! applyUpdate, hinted handoff and read repair after SIGKILL, siblings
+//! across a cut zone, bad input, the CLI, `kv rebalance` with writers
+//! running, and kill -9 of every node in turn under load.
+
+// The harness serves several binaries; each uses part of it.
+#![allow(dead_code)]
+
+mod common;
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+use strata_client::{Client, PutArgs};
+use tokio::net::{TcpListener, TcpStream};
+
+include!("cluster/harness.rs");
+
+fn rw_b64(k: &[u8]) -> String {
+    use base64::Engine;
+    base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(k)
+}
+
+/// What node `n`'s own replica holds of `key` in `store`: each version's
+/// value (`None` for a delete).
+async fn rw_local(c: &Cluster, n: u8, store: &str, key: &[u8]) -> Vec<Option<String>> {
+    use base64::Engine;
+    let v = c.client(n).json(http::Method::GET, &format!("/admin/rw/local/{store}/{}", rw_b64(key))).await.expect("local versions");
+    v["versions"]
+        .as_array()
+        .expect("versions")
+        .iter()
+        .map(|e| e["value"].as_str().map(|s| String::from_utf8(base64::engine::general_purpose::STANDARD.decode(s).unwrap()).unwrap()))
+        .collect()
+}
+
+/// Waits until each of `nodes` serves every one of `stores` (has a map
+/// that defines them).
+async fn stores_everywhere(c: &Cluster, nodes: &[u8], stores: &[&str]) {
+    for &n in nodes {
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while !c.client(n).json(http::Method::GET, "/admin/rw").await.is_ok_and(|v| stores.iter().all(|s| v["stores"].get(*s).is_some())) {
+            assert!(Instant::now() < deadline, "node {n} never served the stores {stores:?}");
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+}
+
+async fn rw_until(c: &Cluster, n: u8, store: &str, key: &[u8], want: &[&str], what: &str) {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let mut got: Vec<String> = rw_local(c, n, store, key).await.into_iter().flatten().collect();
+        got.sort();
+        if got == want {
+            return;
+        }
+        assert!(Instant::now() < deadline, "{what}: node {n} holds {got:?}, want {want:?}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// Spock's read-write stores on three real nodes, one per zone: (a) N
+/// clients' applyUpdate increments of one counter all count; (c) a node
+/// killed during a put gets it by hinted handoff once back (its replica
+/// read directly), and a stale replica is fixed by read repair; (b) with a
+/// zone cut off, writes on both sides are siblings that a get after the
+/// cut returns together, and a put with the merged clock resolves them.
+/// Bad input (a stale clock, a malformed clock, a value over the limit,
+/// an unknown store or transform, required writes that cannot be met)
+/// gets its error and changes nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn read_write_stores_count_hand_off_repair_and_keep_siblings() {
+    let _serial = SERIAL.lock().await;
+    // The hint pusher never runs on its own here: the test pushes.
+    let mut c = Cluster::start_zones(72, 1, 1, &["--rw-hint-interval-secs", "3600"]).await;
+    c.command(1, serde_json::json!({ "KvInitRing": { "partitions": 12 } })).await;
+    let spec = |r: u32, w: u32| serde_json::json!({ "replication": { "Nodes": 3 }, "required_reads": r, "required_writes": w, "value_limit": 1024 });
+    c.command(1, serde_json::json!({ "RwCreateStore": { "name": "counters", "spec": spec(2, 2) } })).await;
+    c.command(1, serde_json::json!({ "RwCreateStore": { "name": "loose", "spec": spec(3, 1) } })).await;
+    stores_everywhere(&c, &c.nodes(), &["counters", "loose"]).await;
+    let opts = c.opts.clone();
+    let url = |n: u8| format!("https://127.72.0.{n}:{PORT}");
+    let client_via = |first: u8| {
+        let urls: Vec<String> = (first..=3).chain(1..first).map(url).collect();
+        strata_kv_client::RwClient::new(&urls, &opts)
+    };
+
+    // (a) Three clients, each through another node, 20 increments each.
+    let mut tasks = Vec::new();
+    for i in 1..=3u8 {
+        // Two clients routed by the nodes, one routing itself from the map.
+        let client = if i == 3 {
+            strata_kv_client::RwClient::connect(&[url(3)], vec!["z3".into(), "z1".into()], &opts).await.expect("bootstrap")
+        } else {
+            client_via(i)
+        };
+        tasks.push(tokio::spawn(async move {
+            for _ in 0..20 {
+                client
+                    .apply_update("counters", b"hits", 1000, |live| {
+                        let n = live.iter().map(|b| std::str::from_utf8(b).unwrap().parse::<u64>().unwrap()).max().unwrap_or(0);
+                        bytes::Bytes::from((n + 1).to_string())
+                    })
+                    .await
+                    .expect("applyUpdate");
+            }
+        }));
+    }
+    for t in tasks {
+        t.await.unwrap();
+    }
+    let read = client_via(2).get("counters", b"hits").await.unwrap();
+    assert_eq!(read.versions.iter().map(|(_, v)| v.clone()).collect::<Vec<_>>(), vec![bytes::Bytes::from_static(b"60")], "every increment counted once");
+
+    // Bad input changes nothing.
+    let stale = client_via(1).put("counters", b"hits", bytes::Bytes::from_static(b"0"), "").await;
+    assert!(matches!(stale, Err(strata_kv_client::RwClientError::Obsolete(_))), "{stale:?}");
+    for (req, status, code) in [
+        (
+            c.client(1)
+                .send(http::Method::PUT, &format!("/rw/counters/{}", rw_b64(b"hits")), &[("x-strata-clock", "1:x".into())], strata_client::full("1"))
+                .await,
+            400,
+            "InvalidClock",
+        ),
+        (
+            c.client(1).send(http::Method::PUT, &format!("/rw/counters/{}", rw_b64(b"big")), &[], strata_client::full(vec![b'x'; 2000])).await,
+            413,
+            "ValueTooLarge",
+        ),
+        (c.client(1).send(http::Method::PUT, &format!("/rw/nope/{}", rw_b64(b"k")), &[], strata_client::full("1")).await, 404, "NoSuchStore"),
+        (
+            c.client(1).send(http::Method::PUT, &format!("/rw/counters/{}?transform=reverse", rw_b64(b"k")), &[], strata_client::full("1")).await,
+            400,
+            "UnknownTransform",
+        ),
+    ] {
+        match req {
+            Err(strata_client::ClientError::Api { status: s, code: k, message }) => {
+                assert_eq!((s, k.as_str()), (status, code), "{message}");
+                assert!(!message.is_empty());
+            }
+            other => panic!("want {status} {code}, got {:?}", other.map(|r| r.head.status)),
+        }
+    }
+    let after = client_via(3).get("counters", b"hits").await.unwrap();
+    assert_eq!(after.versions.len(), 1);
+    assert_eq!(after.versions[0].1, bytes::Bytes::from_static(b"60"));
+    assert!(client_via(3).get("counters", b"big").await.unwrap().versions.is_empty());
+
+    // Transforms: appends on the server, a sub-list read.
+    for item in ["1", "2", "3", "4"] {
+        c.client(2)
+            .send(http::Method::PUT, &format!("/rw/counters/{}?transform=append", rw_b64(b"list")), &[], strata_client::full(item))
+            .await
+            .expect("append");
+    }
+    let sub = c.client(3).json(http::Method::GET, &format!("/rw/counters/{}?transform=sublist&arg=1:3", rw_b64(b"list"))).await.unwrap();
+    use base64::Engine;
+    let sub = base64::engine::general_purpose::STANDARD.decode(sub["versions"][0]["value"].as_str().unwrap()).unwrap();
+    assert_eq!(sub, b"[2,3]");
+
+    // (c) Hinted handoff: the key's third node is killed during a put.
+    let map = strata_cluster::decode_map(
+        &c.client(1).send(http::Method::GET, "/meta/v1/map", &[], strata_client::full(bytes::Bytes::new())).await.unwrap().bytes().await.unwrap(),
+    )
+    .unwrap();
+    let pref: Vec<u8> = map.rw_route("counters", b"handoff").unwrap().into_iter().map(|n| n as u8).collect();
+    let (master, victim) = (pref[0], pref[2]);
+    c.kill9(victim);
+    let up = strata_kv_client::RwClient::new(&[url(pref[0]), url(pref[1])], &opts);
+    let clock = up.put("counters", b"handoff", bytes::Bytes::from_static(b"v1"), "").await.expect("a put meets 2 of 3 with a node down");
+    c.spawn(victim);
+    c.wait_healthy(victim).await;
+    assert!(rw_local(&c, victim, "counters", b"handoff").await.is_empty(), "node {victim} was down during the put");
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let r = c.client(master).post_json("/admin/rw/hints/push", &serde_json::json!({})).await.expect("push");
+        if r["pushed"].as_u64() == Some(1) {
+            break;
+        }
+        assert!(Instant::now() < deadline, "the hint never reached node {victim}: {r}");
+        tokio::time::sleep(Duration::from_millis(300)).await;
+    }
+    rw_until(&c, victim, "counters", b"handoff", &["v1"], "hinted handoff").await;
+
+    // Read repair: the victim misses v2 (its hint is not pushed), and a get
+    // through the master brings it there.
+    c.kill9(victim);
+    up.put("counters", b"handoff", bytes::Bytes::from_static(b"v2"), &clock).await.expect("second put");
+    c.spawn(victim);
+    c.wait_healthy(victim).await;
+    rw_until(&c, victim, "counters", b"handoff", &["v1"], "before the get").await;
+    let repairs = |v: serde_json::Value| v["read_repairs"].as_u64().unwrap_or(0);
+    let before = repairs(c.client(master).json(http::Method::GET, "/admin/rw").await.unwrap());
+    let got = strata_kv_client::RwClient::new(&[url(master)], &opts).get("counters", b"handoff").await.unwrap();
+    assert_eq!(got.versions.iter().map(|(_, v)| v.clone()).collect::<Vec<_>>(), vec![bytes::Bytes::from_static(b"v2")]);
+    rw_until(&c, victim, "counters", b"handoff", &["v2"], "read repair").await;
+    assert!(repairs(c.client(master).json(http::Method::GET, "/admin/rw").await.unwrap()) > before, "read repair is counted");
+    let metrics = String::from_utf8(
+        c.client(master).send(http::Method::GET, "/metrics", &[], strata_client::full(bytes::Bytes::new())).await.unwrap().bytes().await.unwrap().to_vec(),
+    )
+    .unwrap();
+    for name in ["strata_rw_read_repairs_total", "strata_rw_hints_written_total", "strata_rw_hints_pushed_total", "strata_rw_hints_pending"] {
+        let line = metrics.lines().find(|l| l.starts_with(name)).unwrap_or_else(|| panic!("{name} missing from /metrics"));
+        if name != "strata_rw_hints_pending" {
+            assert!(!line.ends_with(" 0"), "{line}");
+        }
+    }
+
+    // (b) Siblings across a cut: zone 3 (node 3) cut off, a write on each side.
+    let first = client_via(1).put("loose", b"split", bytes::Bytes::from_static(b"v0"), "").await.unwrap();
+    for n in c.nodes() {
+        rw_until(&c, n, "loose", b"split", &["v0"], "the first write").await;
+    }
+    c.proxy.cut(3);
+    client_via(1).put("loose", b"split", bytes::Bytes::from_static(b"left"), &first).await.expect("majority side");
+    strata_kv_client::RwClient::new(&[url(3)], &opts).put("loose", b"split", bytes::Bytes::from_static(b"right"), &first).await.expect("minority side");
+    c.proxy.heal();
+    let both = client_via(2).get("loose", b"split").await.unwrap();
+    let mut values: Vec<bytes::Bytes> = both.versions.iter().map(|(_, v)| v.clone()).collect();
+    values.sort();
+    assert_eq!(values, vec![bytes::Bytes::from_static(b"left"), bytes::Bytes::from_static(b"right")], "siblings");
+    client_via(2).put("loose", b"split", bytes::Bytes::from_static(b"merged"), &both.clock).await.expect("resolving put");
+    let one = client_via(3).get("loose", b"split").await.unwrap();
+    assert_eq!(one.versions.iter().map(|(_, v)| v.clone()).collect::<Vec<_>>(), vec![bytes::Bytes::from_static(b"merged")]);
+    for n in c.nodes() {
+        rw_until(&c, n, "loose", b"split", &["merged"], "the resolution on every replica").await;
+    }
+    // The CLI: define, put, get, delete; export, truncate, import.
+    let (ok, out) = c.cli(1, &["kv", "rw", "create", "--store", "cli", "--replicas", "3", "--required-reads", "2", "--required-writes", "2"]);
+    assert!(ok, "{out}");
+    stores_everywhere(&c, &c.nodes(), &["cli"]).await;
+    let (ok, out) = c.cli(2, &["kv", "rw", "put", "--store", "cli", "greeting", "hello"]);
+    assert!(ok, "{out}");
+    let (ok, out) = c.cli(3, &["kv", "rw", "put", "--store", "cli", "other", "world"]);
+    assert!(ok, "{out}");
+    let (ok, out) = c.cli(3, &["kv", "rw", "get", "--store", "cli", "greeting"]);
+    assert!(ok && out.contains("hello"), "{out}");
+    let (ok, out) = c.cli(1, &["kv", "rw", "delete", "--store", "cli", "other"]);
+    assert!(ok, "{out}");
+    let (ok, out) = c.cli(1, &["kv", "rw", "get", "--store", "cli", "other"]);
+    assert!(!ok && out.contains("no value"), "{out}");
+    let (ok, exported) = c.cli(2, &["kv", "rw", "export", "--store", "cli"]);
+    assert!(ok, "{exported}");
+    assert_eq!(exported.lines().count(), 2, "two keys, one of them deleted: {exported}");
+    let (ok, out) = c.cli(1, &["kv", "rw", "truncate", "--store", "cli"]);
+    assert!(ok, "{out}");
+    let (ok, out) = c.cli(1, &["kv", "rw", "get", "--store", "cli", "greeting"]);
+    assert!(!ok, "truncated: {out}");
+    let mut import = Command::new(env!("CARGO_BIN_EXE_strata"))
+        .args(["kv", "rw", "import", "--store", "cli", "--server", &format!("https://{}", c.real(1)), "--cluster-secret"])
+        .arg(&c.secret)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("run strata");
+    {
+        use std::io::Write;
+        import.stdin.take().unwrap().write_all(exported.as_bytes()).unwrap();
+    }
+    let out = import.wait_with_output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let (ok, out) = c.cli(2, &["kv", "rw", "get", "--store", "cli", "greeting"]);
+    assert!(ok && out.contains("hello"), "after the import: {out}");
+    let (ok, out) = c.cli(2, &["kv", "rw", "get", "--store", "cli", "other"]);
+    assert!(!ok, "the delete came back with the import too: {out}");
+    // An import line that does not parse changes nothing.
+    let bad =
+        c.client(1).send(http::Method::POST, "/admin/rw/cli/entries", &[], strata_client::full("{\"key\": \"Zm9v\", \"versions\": []}\nnot json\n")).await;
+    assert!(
+        matches!(bad, Err(strata_client::ClientError::Api { status: 400, ref message, .. }) if message.contains("line 2")),
+        "{:?}",
+        bad.map(|r| r.head.status)
+    );
+}
+
+/// (d) `strata kv rebalance` gives a fourth node its share of the ring
+/// while writers put and update keys of a read-write store: every
+/// acknowledged write is readable afterwards (the newest acknowledged
+/// value of each key), and the new node holds its share.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn read_write_stores_follow_a_rebalance_while_writers_run() {
+    let _serial = SERIAL.lock().await;
+    let mut c = Cluster::start_zones(73, 1, 1, &[]).await;
+    c.command(1, serde_json::json!({ "KvInitRing": { "partitions": 16 } })).await;
+    let spec = serde_json::json!({ "replication": { "Nodes": 3 }, "required_reads": 2, "required_writes": 2, "value_limit": 1024 });
+    c.command(1, serde_json::json!({ "RwCreateStore": { "name": "users", "spec": spec } })).await;
+    c.add_node(4, 1).await;
+    stores_everywhere(&c, &[1, 2, 3, 4], &["users"]).await;
+    let opts = c.opts.clone();
+    let urls: Vec<String> = (1..=3u8).map(|n| format!("https://127.73.0.{n}:{PORT}")).collect();
+    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    // Each writer: new keys, and every third step an update of an earlier one.
+    let writers: Vec<_> = (0..2u32)
+        .map(|w| {
+            let (stop, client) = (stop.clone(), strata_kv_client::RwClient::new(&urls, &opts));
+            tokio::spawn(async move {
+                let mut acked: BTreeMap<String, String> = BTreeMap::new();
+                let mut i = 0u32;
+                while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                    let (key, value) = if i % 3 == 2 { (format!("w{w}-{}", i / 2), format!("u{i}")) } else { (format!("w{w}-{i}"), format!("v{i}")) };
+                    let read = client.get("users", key.as_bytes()).await;
+                    if let Ok(read) = read
+                        && client.put("users", key.as_bytes(), bytes::Bytes::from(value.clone()), &read.clock).await.is_ok()
+                    {
+                        acked.insert(key, value);
+                    }
+                    i += 1;
+                }
+                acked
+            })
+        })
+        .collect();
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let checkpoint = c.dir.join("rebalance.json");
+    let cli = {
+        let (secret, real) = (c.secret.clone(), format!("https://{}", c.real(1)));
+        let checkpoint = checkpoint.clone();
+        tokio::task::spawn_blocking(move || {
+            let out = Command::new(env!("CARGO_BIN_EXE_strata"))
+                .args(["kv", "rebalance", "--add-node", "4", "--batch", "3", "--checkpoint"])
+                .arg(&checkpoint)
+                .args(["--server", &real, "--cluster-secret"])
+                .arg(&secret)
+                .output()
+                .expect("run strata");
+            (out.status.success(), format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr)))
+        })
+    };
+    let (ok, out) = cli.await.unwrap();
+    assert!(ok, "kv rebalance: {out}");
+    assert!(out.contains("read-write versions copied"), "{out}");
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    let mut acked = BTreeMap::new();
+    for w in writers {
+        acked.extend(w.await.unwrap());
+    }
+    assert!(acked.len() > 20, "the writers got only {} puts through", acked.len());
+    // Before any read (a read repairs what it finds stale): the new node
+    // holds its share itself, every acknowledged value of the keys whose
+    // preference list it joined (copied from the donors, or written to it
+    // after the ring changed).
+    let map = strata_cluster::decode_map(
+        &c.client(1).send(http::Method::GET, "/meta/v1/map", &[], strata_client::full(bytes::Bytes::new())).await.unwrap().bytes().await.unwrap(),
+    )
+    .unwrap();
+    let mine: Vec<(&String, &String)> = acked.iter().filter(|(k, _)| map.rw_route("users", k.as_bytes()).unwrap().contains(&4)).collect();
+    assert!(mine.len() > 5, "node 4 joined the preference lists of only {} keys", mine.len());
+    for (key, value) in mine {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            let held: Vec<String> = rw_local(&c, 4, "users", key.as_bytes()).await.into_iter().flatten().collect();
+            if held.contains(value) {
+                break;
+            }
+            assert!(Instant::now() < deadline, "{key}: node 4 holds {held:?}, not the acknowledged {value:?}");
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+    let all: Vec<String> = (1..=4u8).map(|n| format!("https://127.73.0.{n}:{PORT}")).collect();
+    let reader = strata_kv_client::RwClient::new(&all, &opts);
+    for (key, value) in &acked {
+        let got = reader.get("users", key.as_bytes()).await.unwrap_or_else(|e| panic!("{key}: {e}"));
+        let values: Vec<String> = got.versions.iter().map(|(_, v)| String::from_utf8_lossy(v).into_owned()).collect();
+        assert!(values.contains(value), "{key}: acknowledged {value:?}, read {values:?}");
+    }
+}
+
+/// Kill -9 of each node in turn while writers put fresh keys of a
+/// read-write store (3 replicas, 2 required writes) and update earlier
+/// ones: the puts whose pseudo-master is down go to the next node of
+/// their preference list, and after every node is back, every
+/// acknowledged value is read back.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn read_write_stores_lose_no_acknowledged_put_across_kill_9() {
+    let _serial = SERIAL.lock().await;
+    let mut c = Cluster::start_zones(74, 1, 1, &["--rw-hint-interval-secs", "1"]).await;
+    c.command(1, serde_json::json!({ "KvInitRing": { "partitions": 12 } })).await;
+    let spec = serde_json::json!({ "replication": { "Nodes": 3 }, "required_reads": 2, "required_writes": 2, "value_limit": 1024 });
+    c.command(1, serde_json::json!({ "RwCreateStore": { "name": "crash", "spec": spec } })).await;
+    stores_everywhere(&c, &c.nodes(), &["crash"]).await;
+    let opts = c.opts.clone();
+    let urls: Vec<String> = (1..=3u8).map(|n| format!("https://127.74.0.{n}:{PORT}")).collect();
+    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let writers: Vec<_> = (0..2u32)
+        .map(|w| {
+            let (stop, urls, opts) = (stop.clone(), urls.clone(), opts.clone());
+            tokio::spawn(async move {
+                let client = strata_kv_client::RwClient::new(&urls, &opts);
+                let mut acked: BTreeMap<String, String> = BTreeMap::new();
+                let mut i = 0u32;
+                while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                    let (key, value) = if i % 4 == 3 { (format!("w{w}-{}", i / 2), format!("u{i}")) } else { (format!("w{w}-{i}"), format!("v{i}")) };
+                    if let Ok(read) = client.get("crash", key.as_bytes()).await
+                        && client.put("crash", key.as_bytes(), bytes::Bytes::from(value.clone()), &read.clock).await.is_ok()
+                    {
+                        acked.insert(key, value);
+                    }
+                    i += 1;
+                }
+                acked
+            })
+        })
+        .collect();
+    for victim in [1u8, 2, 3] {
+        tokio::time::sleep(Duration::from_millis(700)).await;
+        c.kill9(victim);
+        tokio::time::sleep(Duration::from_millis(1500)).await;
+        c.spawn(victim);
+        c.wait_healthy(victim).await;
+    }
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    let mut acked = BTreeMap::new();
+    for w in writers {
+        acked.extend(w.await.unwrap());
+    }
+    assert!(acked.len() > 30, "the writers got only {} puts through", acked.len());
+    let reader = strata_kv_client::RwClient::new(&urls, &opts);
+    for (key, value) in &acked {
+        let got = reader.get("crash", key.as_bytes()).await.unwrap_or_else(|e| panic!("{key}: {e}"));
+        let values: Vec<String> = got.versions.iter().map(|(_, v)| String::from_utf8_lossy(v).into_owned()).collect();
+        assert!(values.contains(value), "{key}: acknowledged {value:?}, read {values:?}");
+    }
+}
