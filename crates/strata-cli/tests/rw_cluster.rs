@@ -301,15 +301,23 @@ async fn read_write_stores_follow_a_rebalance_while_writers_run() {
         .map(|w| {
             let (stop, client) = (stop.clone(), strata_kv_client::RwClient::new(&urls, &opts));
             tokio::spawn(async move {
-                let mut acked: BTreeMap<String, String> = BTreeMap::new();
+                // Per key: the last acknowledged value, and the values of
+                // later puts that failed (they may still have been applied).
+                let mut acked: BTreeMap<String, (String, Vec<String>)> = BTreeMap::new();
                 let mut i = 0u32;
                 while !stop.load(std::sync::atomic::Ordering::Relaxed) {
                     let (key, value) = if i % 3 == 2 { (format!("w{w}-{}", i / 2), format!("u{i}")) } else { (format!("w{w}-{i}"), format!("v{i}")) };
-                    let read = client.get("users", key.as_bytes()).await;
-                    if let Ok(read) = read
-                        && client.put("users", key.as_bytes(), bytes::Bytes::from(value.clone()), &read.clock).await.is_ok()
-                    {
-                        acked.insert(key, value);
+                    if let Ok(read) = client.get("users", key.as_bytes()).await {
+                        match client.put("users", key.as_bytes(), bytes::Bytes::from(value.clone()), &read.clock).await {
+                            Ok(_) => {
+                                acked.insert(key, (value, Vec::new()));
+                            }
+                            Err(_) => {
+                                if let Some((_, later)) = acked.get_mut(&key) {
+                                    later.push(value);
+                                }
+                            }
+                        }
                     }
                     i += 1;
                 }
@@ -351,13 +359,13 @@ async fn read_write_stores_follow_a_rebalance_while_writers_run() {
         &c.client(1).send(http::Method::GET, "/meta/v1/map", &[], strata_client::full(bytes::Bytes::new())).await.unwrap().bytes().await.unwrap(),
     )
     .unwrap();
-    let mine: Vec<(&String, &String)> = acked.iter().filter(|(k, _)| map.rw_route("users", k.as_bytes()).unwrap().contains(&4)).collect();
+    let mine: Vec<_> = acked.iter().filter(|(k, _)| map.rw_route("users", k.as_bytes()).unwrap().contains(&4)).collect();
     assert!(mine.len() > 5, "node 4 joined the preference lists of only {} keys", mine.len());
-    for (key, value) in mine {
+    for (key, (value, later)) in mine {
         let deadline = Instant::now() + Duration::from_secs(10);
         loop {
             let held: Vec<String> = rw_local(&c, 4, "users", key.as_bytes()).await.into_iter().flatten().collect();
-            if held.contains(value) {
+            if held.contains(value) || held.iter().any(|v| later.contains(v)) {
                 break;
             }
             assert!(Instant::now() < deadline, "{key}: node 4 holds {held:?}, not the acknowledged {value:?}");
@@ -366,10 +374,10 @@ async fn read_write_stores_follow_a_rebalance_while_writers_run() {
     }
     let all: Vec<String> = (1..=4u8).map(|n| format!("https://127.73.0.{n}:{PORT}")).collect();
     let reader = strata_kv_client::RwClient::new(&all, &opts);
-    for (key, value) in &acked {
+    for (key, (value, later)) in &acked {
         let got = reader.get("users", key.as_bytes()).await.unwrap_or_else(|e| panic!("{key}: {e}"));
         let values: Vec<String> = got.versions.iter().map(|(_, v)| String::from_utf8_lossy(v).into_owned()).collect();
-        assert!(values.contains(value), "{key}: acknowledged {value:?}, read {values:?}");
+        assert!(values.contains(value) || values.iter().any(|v| later.contains(v)), "{key}: acknowledged {value:?}, read {values:?}");
     }
 }
 
@@ -394,14 +402,24 @@ async fn read_write_stores_lose_no_acknowledged_put_across_kill_9() {
             let (stop, urls, opts) = (stop.clone(), urls.clone(), opts.clone());
             tokio::spawn(async move {
                 let client = strata_kv_client::RwClient::new(&urls, &opts);
-                let mut acked: BTreeMap<String, String> = BTreeMap::new();
+                // Per key: the last acknowledged value, and the values of
+                // later puts that failed (a failed put may still have been
+                // applied, and then rightly replaced it).
+                let mut acked: BTreeMap<String, (String, Vec<String>)> = BTreeMap::new();
                 let mut i = 0u32;
                 while !stop.load(std::sync::atomic::Ordering::Relaxed) {
                     let (key, value) = if i % 4 == 3 { (format!("w{w}-{}", i / 2), format!("u{i}")) } else { (format!("w{w}-{i}"), format!("v{i}")) };
-                    if let Ok(read) = client.get("crash", key.as_bytes()).await
-                        && client.put("crash", key.as_bytes(), bytes::Bytes::from(value.clone()), &read.clock).await.is_ok()
-                    {
-                        acked.insert(key, value);
+                    if let Ok(read) = client.get("crash", key.as_bytes()).await {
+                        match client.put("crash", key.as_bytes(), bytes::Bytes::from(value.clone()), &read.clock).await {
+                            Ok(_) => {
+                                acked.insert(key, (value, Vec::new()));
+                            }
+                            Err(_) => {
+                                if let Some((_, later)) = acked.get_mut(&key) {
+                                    later.push(value);
+                                }
+                            }
+                        }
                     }
                     i += 1;
                 }
@@ -424,9 +442,12 @@ async fn read_write_stores_lose_no_acknowledged_put_across_kill_9() {
     }
     assert!(acked.len() > 30, "the writers got only {} puts through", acked.len());
     let reader = strata_kv_client::RwClient::new(&urls, &opts);
-    for (key, value) in &acked {
+    for (key, (value, later)) in &acked {
         let got = reader.get("crash", key.as_bytes()).await.unwrap_or_else(|e| panic!("{key}: {e}"));
         let values: Vec<String> = got.versions.iter().map(|(_, v)| String::from_utf8_lossy(v).into_owned()).collect();
-        assert!(values.contains(value), "{key}: acknowledged {value:?}, read {values:?}");
+        assert!(
+            values.contains(value) || values.iter().any(|v| later.contains(v)),
+            "{key}: acknowledged {value:?} (later, failed: {later:?}), read {values:?}"
+        );
     }
 }

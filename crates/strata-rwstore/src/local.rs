@@ -2,8 +2,10 @@
 //! an engine replica, with the checks a replica makes on its own (Spock
 //! §3.1.3). A put whose clock does not follow or stand beside every
 //! version held is obsolete; one that follows some of them replaces them.
-//! A key's check and write run under its lock, so two puts of the same
-//! clock cannot both pass.
+//! A key's check and submission run under its stripe lock, with the
+//! versions still on their way to the disk counted as held, so two puts
+//! of the same clock cannot both pass and a put replaces every version it
+//! follows.
 
 use crate::clock::Occurred;
 use crate::clock::VectorClock;
@@ -23,16 +25,40 @@ pub struct PutOutcome {
     pub replaced: usize,
 }
 
+/// Versions submitted to the engine and not yet durable, by (store, key):
+/// the check of a later put must see them as held.
+type InFlight = std::collections::HashMap<(String, Bytes), Vec<VectorClock>>;
+
 /// Read-write store data in one engine replica.
 pub struct LocalStore {
     replica: Arc<Replica>,
-    locks: Vec<Mutex<()>>,
+    locks: Vec<Mutex<InFlight>>,
+}
+
+/// Takes a version out of the in-flight set when its write is done (or
+/// abandoned).
+struct Landing<'a> {
+    store: &'a LocalStore,
+    at: (String, Bytes),
+    clock: VectorClock,
+}
+
+impl Drop for Landing<'_> {
+    fn drop(&mut self) {
+        let mut f = self.store.stripe(&self.at.0, &self.at.1);
+        if let Some(v) = f.get_mut(&self.at) {
+            v.retain(|c| *c != self.clock);
+            if v.is_empty() {
+                f.remove(&self.at);
+            }
+        }
+    }
 }
 
 impl LocalStore {
     /// Serves read-write data from `replica`.
     pub fn new(replica: Arc<Replica>) -> Self {
-        Self { replica, locks: (0..LOCK_STRIPES).map(|_| Mutex::new(())).collect() }
+        Self { replica, locks: (0..LOCK_STRIPES).map(|_| Mutex::new(InFlight::new())).collect() }
     }
 
     /// The engine replica underneath.
@@ -40,7 +66,7 @@ impl LocalStore {
         &self.replica
     }
 
-    fn lock(&self, store: &str, key: &[u8]) -> std::sync::MutexGuard<'_, ()> {
+    fn stripe(&self, store: &str, key: &[u8]) -> std::sync::MutexGuard<'_, InFlight> {
         let h = xxhash_rust::xxh3::xxh3_64(&[store.as_bytes(), &[0], key].concat());
         self.locks[(h as usize) % LOCK_STRIPES].lock().unwrap_or_else(|p| p.into_inner())
     }
@@ -63,28 +89,35 @@ impl LocalStore {
     /// (`Obsolete`); versions it follows are deleted once it is durable.
     /// Waits for durability without blocking a thread.
     pub async fn put(&self, store: &str, key: &[u8], v: &Versioned) -> Result<PutOutcome> {
-        let (pending, replaced) = self.check_and_submit(store, key, v)?;
-        self.finish(store, key, v, pending.await, replaced)
+        let (pending, replaced, landing) = self.check_and_submit(store, key, v)?;
+        let written = pending.await;
+        drop(landing);
+        self.finish(store, key, v, written, replaced)
     }
 
     /// The replica's check and the write's submission, under the key's
-    /// lock, so submissions follow the order of the checks. Waiting for
-    /// durability needs no lock: a second put of the same clock is the same
-    /// engine key, which the engine refuses while the first is pending.
-    fn check_and_submit(&self, store: &str, key: &[u8], v: &Versioned) -> Result<(PendingWrite, Vec<VectorClock>)> {
-        let _guard = self.lock(store, key);
-        let held = self.get(store, key)?;
+    /// stripe lock. Versions submitted and not yet durable count as held
+    /// (the in-flight set), so the lock need not be held while the write
+    /// waits for its group commit: a later put of the same clock is
+    /// refused, and one that follows a pending version replaces it.
+    fn check_and_submit(&self, store: &str, key: &[u8], v: &Versioned) -> Result<(PendingWrite, Vec<VectorClock>, Landing<'_>)> {
+        let mut inflight = self.stripe(store, key);
+        let at = (store.to_string(), Bytes::copy_from_slice(key));
+        let mut held: Vec<VectorClock> = self.get(store, key)?.into_iter().map(|h| h.clock).collect();
+        held.extend(inflight.get(&at).into_iter().flatten().cloned());
         let mut replaced = Vec::new();
-        for h in &held {
-            match v.clock.compare(&h.clock) {
-                Occurred::Before | Occurred::Equal => return Err(RwError::Obsolete { store: store.into(), held: h.clock.clone(), given: v.clock.clone() }),
-                Occurred::After => replaced.push(h.clock.clone()),
+        for h in held {
+            match v.clock.compare(&h) {
+                Occurred::Before | Occurred::Equal => return Err(RwError::Obsolete { store: store.into(), held: h, given: v.clock.clone() }),
+                Occurred::After => replaced.push(h),
                 Occurred::Concurrent => {}
             }
         }
         let data = Bytes::from(value::encode(store, key, v));
         let ek = value::engine_key(store, key, &v.clock);
-        Ok((self.replica.submit(WriteOp::Put { key: ek, props: PutProps::default(), data }), replaced))
+        let pending = self.replica.submit(WriteOp::Put { key: ek, props: PutProps::default(), data });
+        inflight.entry(at.clone()).or_default().push(v.clock.clone());
+        Ok((pending, replaced, Landing { store: self, at, clock: v.clock.clone() }))
     }
 
     fn finish(
@@ -111,7 +144,7 @@ impl LocalStore {
 
     /// Deletes the version of `key` with `clock` (a delivered hint).
     pub fn remove(&self, store: &str, key: &[u8], clock: &VectorClock) -> Result<bool> {
-        let _guard = self.lock(store, key);
+        let _guard = self.stripe(store, key);
         match self.replica.submit(WriteOp::Delete { key: value::engine_key(store, key, clock) }).wait() {
             Ok(_) => Ok(true),
             Err(EngineError::NotFound | EngineError::Deleted) => Ok(false),
@@ -130,15 +163,17 @@ impl LocalStore {
         for (key, versions) in &entries {
             for v in versions {
                 match self.check_and_submit(store, key, v) {
-                    Ok((pending, replaced)) => submitted.push((key, v, pending, replaced)),
+                    Ok((pending, replaced, landing)) => submitted.push((key, v, pending, replaced, landing)),
                     Err(e) if e.is_obsolete() => skipped += 1,
                     Err(e) => return Err(e),
                 }
             }
         }
         let mut written = 0;
-        for (key, v, pending, replaced) in submitted {
-            match self.finish(store, key, v, pending.await, replaced) {
+        for (key, v, pending, replaced, landing) in submitted {
+            let done = pending.await;
+            drop(landing);
+            match self.finish(store, key, v, done, replaced) {
                 Ok(_) => written += 1,
                 Err(e) if e.is_obsolete() => skipped += 1,
                 Err(e) => return Err(e),
@@ -175,7 +210,7 @@ impl LocalStore {
     pub fn truncate(&self, store: &str) -> Result<usize> {
         let mut pending = Vec::new();
         for (key, versions) in self.entries(store)? {
-            let _guard = self.lock(store, &key);
+            let _guard = self.stripe(store, &key);
             pending.extend(versions.iter().map(|v| self.replica.submit(WriteOp::Delete { key: value::engine_key(store, &key, &v.clock) })));
         }
         let mut n = 0;
