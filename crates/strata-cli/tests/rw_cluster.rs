@@ -63,6 +63,77 @@ async fn rw_until(c: &Cluster, n: u8, store: &str, key: &[u8], want: &[&str], wh
     }
 }
 
+/// One answer read from a session opened by hand.
+async fn session_answer(io: &mut strata_client::Upgraded) -> Option<Vec<u8>> {
+    use tokio::io::AsyncReadExt;
+    let mut buf = bytes::BytesMut::new();
+    loop {
+        if let Ok(Some(n)) = strata_format::rw_session::next_frame_len(&buf, 1 << 20)
+            && buf.len() >= n
+        {
+            return Some(buf[..n].to_vec());
+        }
+        if io.read_buf(&mut buf).await.ok()? == 0 {
+            return None;
+        }
+    }
+}
+
+/// Sessions: a client through them reads and writes what HTTP clients
+/// see and gets HTTP's refusals; a session opened by hand refuses what it
+/// must: an unsigned upgrade (401, from the HTTP path), a signed request
+/// without the upgrade (400), a write on a read session (an error answer,
+/// the session still usable), a bad frame (an error answer, then the
+/// session ends).
+async fn sessions_answer_as_http_does(c: &Cluster, url: &str) {
+    use strata_format::rw_session::{self, Answer, Request};
+    use tokio::io::AsyncWriteExt;
+    let sess = strata_kv_client::RwClient::new(&[url.to_string()], &c.opts).with_sessions(true);
+    let http = strata_kv_client::RwClient::new(&[url.to_string()], &c.opts);
+    let clock = sess.put("loose", b"sess", bytes::Bytes::from_static(b"one"), "").await.expect("session put");
+    let read = http.get("loose", b"sess").await.expect("http get");
+    assert_eq!(read.versions, vec![(clock.clone(), bytes::Bytes::from_static(b"one"))]);
+    assert_eq!(sess.get("loose", b"sess").await.expect("session get"), read);
+    let again = sess.put("loose", b"sess", bytes::Bytes::from_static(b"two"), "").await;
+    assert!(matches!(again, Err(strata_kv_client::RwClientError::Obsolete(_))), "{again:?}");
+    let big = sess.put("counters", b"big", bytes::Bytes::from(vec![b'x'; 2000]), "").await;
+    assert!(matches!(&big, Err(strata_kv_client::RwClientError::Api(e)) if e.status() == Some(413)), "{big:?}");
+    let nope = sess.get("nope", b"k").await;
+    assert!(matches!(&nope, Err(strata_kv_client::RwClientError::Api(e)) if e.status() == Some(404)), "{nope:?}");
+    sess.delete("loose", b"sess", &clock).await.expect("session delete");
+    assert!(http.get("loose", b"sess").await.expect("get after delete").versions.is_empty());
+
+    let secret = strata_auth::ClusterSecret::load(&c.secret).expect("secret");
+    let anonymous = strata_client::ClientOptions {
+        tls: Some(strata_auth::tls::client_config(secret.roots().expect("roots"), None).expect("tls")),
+        server_name: Some(strata_auth::CLUSTER_SERVER_NAME.into()),
+        ..Default::default()
+    };
+    let refused = strata_client::Client::with_options(url, &anonymous).upgrade("/rw/counters/session", rw_session::PROTOCOL).await;
+    assert!(matches!(&refused, Err(e) if e.status() == Some(401)), "{:?}", refused.err());
+    let plain = c.client(1).send(http::Method::POST, "/rw/counters/session", &[], strata_client::full(bytes::Bytes::new())).await;
+    assert!(matches!(&plain, Err(e) if e.status() == Some(400)), "{:?}", plain.map(|r| r.head.status));
+
+    let node = strata_client::Client::with_options(url, &c.opts);
+    let mut read_only = node.upgrade("/rw/counters/session", rw_session::PROTOCOL).await.expect("read session");
+    read_only.write_all(&Request::Put { key: b"hits", clock: "", value: b"0" }.encode()).await.unwrap();
+    let a = session_answer(&mut read_only).await.expect("an answer");
+    assert!(matches!(rw_session::decode_answer(&a), Ok(Answer::Error { status: 400, .. })), "{:?}", rw_session::decode_answer(&a));
+    read_only.write_all(&Request::Get { key: b"hits" }.encode()).await.unwrap();
+    let a = session_answer(&mut read_only).await.expect("an answer");
+    match rw_session::decode_answer(&a) {
+        Ok(Answer::Versions { versions, .. }) => assert_eq!(versions.iter().map(|(_, v)| *v).collect::<Vec<_>>(), vec![b"60".as_slice()]),
+        other => panic!("want the counter, got {other:?}"),
+    }
+    let mut broken = node.upgrade("/rw/counters/write-session", rw_session::PROTOCOL).await.expect("write session");
+    broken.write_all(b"this is not a frame at all").await.unwrap();
+    let a = session_answer(&mut broken).await.expect("an answer");
+    assert!(matches!(rw_session::decode_answer(&a), Ok(Answer::Error { status: 400, .. })), "{:?}", rw_session::decode_answer(&a));
+    assert!(session_answer(&mut broken).await.is_none(), "the session goes on after a bad frame");
+    let metrics = c.client(1).get_text("/metrics").await.expect("metrics");
+    assert!(metric(&metrics, "strata_rw_sessions_total") >= 3.0, "sessions not counted");
+}
+
 /// Spock's read-write stores on three real nodes, one per zone: (a) N
 /// clients' applyUpdate increments of one counter all count; (c) a node
 /// killed during a put gets it by hinted handoff once back (its replica
@@ -151,6 +222,9 @@ async fn read_write_stores_count_hand_off_repair_and_keep_siblings() {
     assert_eq!(after.versions.len(), 1);
     assert_eq!(after.versions[0].1, bytes::Bytes::from_static(b"60"));
     assert!(client_via(3).get("counters", b"big").await.unwrap().versions.is_empty());
+
+    // Sessions (connections upgraded to strata-rw/1) answer as HTTP does.
+    sessions_answer_as_http_does(&c, &url(1)).await;
 
     // Transforms: appends on the server, a sub-list read.
     for item in ["1", "2", "3", "4"] {

@@ -83,6 +83,10 @@ fn connector(opts: &ClientOptions) -> Connector {
     b.enable_http1().wrap_connector(http)
 }
 
+/// A connection upgraded from HTTP ([`Client::upgrade`]): tokio's
+/// `AsyncRead` and `AsyncWrite`.
+pub type Upgraded = hyper_util::rt::TokioIo<hyper::upgrade::Upgraded>;
+
 /// A request body.
 pub type Body = BoxBody<Bytes, std::io::Error>;
 
@@ -285,6 +289,20 @@ impl Client {
             });
         }
         Ok(Response { head, body })
+    }
+
+    /// Opens a connection upgraded to `protocol` by a signed, bodiless
+    /// `POST path` with `Connection: upgrade` (a read-write store session,
+    /// say): the server's `101 Switching Protocols` hands the connection,
+    /// TLS and all, to the caller. An answer other than 101 is an error.
+    pub async fn upgrade(&self, path: &str, protocol: &str) -> Result<Upgraded, ClientError> {
+        let headers = [("connection", "upgrade".to_string()), ("upgrade", protocol.to_string())];
+        let resp = self.send(Method::POST, path, &headers, full(Bytes::new())).await?;
+        if resp.head.status != http::StatusCode::SWITCHING_PROTOCOLS {
+            return Err(ClientError::Protocol(format!("{path} answered {} instead of switching to {protocol}", resp.head.status)));
+        }
+        let io = hyper::upgrade::on(http::Response::from_parts(resp.head, resp.body)).await.map_err(|e| ClientError::Transport(e.to_string()))?;
+        Ok(hyper_util::rt::TokioIo::new(io))
     }
 
     /// Puts a blob.

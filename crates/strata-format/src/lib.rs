@@ -17,6 +17,7 @@ pub mod frame;
 pub mod headers;
 pub mod index;
 pub mod record;
+pub mod rw_session;
 
 pub use bloom::Bloom;
 pub use chunk_list::ChunkList;

@@ -49,6 +49,18 @@ pub(crate) fn frame() -> Vec<Vec<u8>> {
     vec![frame::encode_frame(0x20, b"payload"), frame::encode_frame(1, b"")]
 }
 
+pub(crate) fn rw_session() -> Vec<Vec<u8>> {
+    use strata_format::rw_session::{Answer, Request};
+    vec![
+        Request::Get { key: b"k" }.encode(),
+        Request::Put { key: b"k", clock: "1:2@3", value: b"v" }.encode(),
+        Request::Delete { key: b"k", clock: "1:2@3" }.encode(),
+        Answer::Versions { clock: "1:2@3,2:1@4", versions: vec![("1:2@3", b"a".as_slice()), ("2:1@4", b"b")] }.encode(),
+        Answer::Written { clock: "1:1@1" }.encode(),
+        Answer::Error { status: 409, code: "ObsoleteVersion", message: "m" }.encode(),
+    ]
+}
+
 pub(crate) fn rpc_message() -> Vec<Vec<u8>> {
     let k = key(1).as_bytes().to_vec();
     let wp = WireProps { expiry_ms: 0, content_type: "x".into(), owner: String::new(), meta: vec![("k".into(), "v".into())] };

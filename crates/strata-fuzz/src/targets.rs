@@ -13,6 +13,7 @@ pub(crate) fn all() -> Vec<Target> {
         Target { name: "index_file", run: index_file, seeds: seeds::index_file },
         Target { name: "frame", run: frame, seeds: seeds::frame },
         Target { name: "rpc_message", run: rpc_message, seeds: seeds::rpc_message },
+        Target { name: "rw_session", run: rw_session, seeds: seeds::rw_session },
         Target { name: "chunk_list", run: chunk_list, seeds: seeds::chunk_list },
         Target { name: "damage_list", run: damage_list, seeds: seeds::damage_list },
         Target { name: "fixed_headers", run: fixed_headers, seeds: seeds::fixed_headers },
@@ -55,6 +56,15 @@ fn resealed_at(b: &[u8], size: usize) -> Vec<u8> {
         v[size - 4..size].copy_from_slice(&crc.to_le_bytes());
     }
     v
+}
+
+fn rw_session(b: &[u8]) {
+    use strata_format::rw_session::{decode_answer, decode_request, next_frame_len};
+    for b in [b.to_vec(), resealed(b)] {
+        let _ = next_frame_len(&b, 1 << 20);
+        let _ = decode_request(&b);
+        let _ = decode_answer(&b);
+    }
 }
 
 fn record_target(b: &[u8]) {

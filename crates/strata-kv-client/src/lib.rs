@@ -11,8 +11,12 @@
 //! key-to-partition hash from `strata-placement`, the same functions the
 //! nodes use, so both sides agree on where a key lives.
 //!
+//! Read-write store requests may instead go through sessions, binary
+//! messages (`strata_format::rw_session`) on connections upgraded from
+//! HTTP.
+//!
 //! Layer rule (checked by the test command): may use strata-client,
-//! strata-cluster, strata-placement; never the engine, the router or the
+//! strata-cluster, strata-placement, strata-format; never the engine, the router or the
 //! server.
 
 mod routing;

@@ -16,6 +16,7 @@
 
 use base64::Engine;
 use bytes::Bytes;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 /// What a get returns.
@@ -48,10 +49,55 @@ pub enum RwClientError {
 
 /// A read-write store client over a set of nodes.
 pub struct RwClient {
-    nodes: Vec<strata_client::Client>,
+    nodes: Vec<Arc<Node>>,
     next: AtomicUsize,
     /// Client-side routing: the map, the zone proximity list, clients by node.
     routing: Option<Routing>,
+    /// Whether requests go through sessions rather than HTTP requests.
+    sessions: bool,
+}
+
+/// One node: its HTTP client and its idle sessions.
+struct Node {
+    client: strata_client::Client,
+    idle: std::sync::Mutex<Vec<Session>>,
+}
+
+impl Node {
+    fn new(url: &str, opts: &strata_client::ClientOptions) -> Arc<Self> {
+        Arc::new(Self { client: strata_client::Client::with_options(url, opts), idle: Default::default() })
+    }
+}
+
+/// A session (`strata_format::rw_session`): one connection upgraded from
+/// HTTP, used by one request at a time.
+struct Session {
+    store: String,
+    write: bool,
+    io: strata_client::Upgraded,
+    buf: bytes::BytesMut,
+    last_used: std::time::Instant,
+}
+
+/// Sessions idle longer than this are closed rather than reused, well
+/// before a node's head timeout (30 s by default) ends them.
+const SESSION_REUSE: std::time::Duration = std::time::Duration::from_secs(10);
+/// Idle sessions kept per node.
+const SESSIONS_IDLE_MAX: usize = 64;
+/// Largest answer a session reads.
+const ANSWER_BYTES_MAX: usize = 1 << 30;
+
+/// A request, as either transport carries it.
+enum Op<'a> {
+    Get,
+    Put { value: Bytes, clock: &'a str },
+    Delete { clock: &'a str },
+}
+
+/// An answer, as either transport carries it.
+enum Reply {
+    Versions(RwVersions),
+    Written(String),
 }
 
 struct Routing {
@@ -59,7 +105,7 @@ struct Routing {
     proximity: Vec<String>,
     opts: strata_client::ClientOptions,
     scheme: &'static str,
-    clients: std::sync::Mutex<std::collections::HashMap<strata_cluster::NodeId, strata_client::Client>>,
+    clients: std::sync::Mutex<std::collections::HashMap<strata_cluster::NodeId, Arc<Node>>>,
 }
 
 impl Routing {
@@ -69,7 +115,7 @@ impl Routing {
 
     /// The nodes to try for `key`: a put's pseudo-master first, a get's
     /// nearest replica first; then the rest of the preference list.
-    fn order(&self, store: &str, key: &[u8], put: bool) -> Option<Vec<strata_client::Client>> {
+    fn order(&self, store: &str, key: &[u8], put: bool) -> Option<Vec<Arc<Node>>> {
         let map = self.map();
         let mut pref = map.rw_route(store, key).ok()?;
         let up = |n: &strata_cluster::NodeId| map.nodes.get(n).is_some_and(|node| matches!(node.state, strata_cluster::NodeState::Up));
@@ -84,7 +130,7 @@ impl Routing {
             pref.iter()
                 .filter_map(|n| {
                     let addr = &map.nodes.get(n)?.addr;
-                    Some(clients.entry(*n).or_insert_with(|| strata_client::Client::with_options(&format!("{}://{addr}", self.scheme), &self.opts)).clone())
+                    Some(clients.entry(*n).or_insert_with(|| Node::new(&format!("{}://{addr}", self.scheme), &self.opts)).clone())
                 })
                 .collect(),
         )
@@ -95,18 +141,128 @@ fn b64url(k: &[u8]) -> String {
     base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(k)
 }
 
+fn put_op(op: &Op<'_>) -> bool {
+    !matches!(op, Op::Get)
+}
+
+fn written(r: Reply) -> Result<String, RwClientError> {
+    match r {
+        Reply::Written(c) => Ok(c),
+        Reply::Versions(_) => Err(RwClientError::Protocol("a put answered with versions".into())),
+    }
+}
+
+/// One request through an idle session to `c` (or a new one): a
+/// session that breaks is dropped, and the error is a transport error,
+/// as a broken HTTP connection's would be.
+async fn call_session(node: &Node, store: &str, key: &[u8], op: &Op<'_>) -> Result<Reply, strata_client::ClientError> {
+    use strata_format::rw_session::{self, Answer, Request};
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let write = put_op(op);
+    let pooled = {
+        let mut idle = node.idle.lock().unwrap_or_else(|p| p.into_inner());
+        idle.retain(|s| s.last_used.elapsed() < SESSION_REUSE);
+        idle.iter().rposition(|s| s.write == write && s.store == store).map(|i| idle.swap_remove(i))
+    };
+    let mut s = match pooled {
+        Some(s) => s,
+        None => {
+            let path = format!("/rw/{store}/{}", if write { "write-session" } else { "session" });
+            let io = node.client.upgrade(&path, rw_session::PROTOCOL).await?;
+            Session { store: store.to_string(), write, io, buf: bytes::BytesMut::with_capacity(4096), last_used: std::time::Instant::now() }
+        }
+    };
+    let frame = match op {
+        Op::Get => Request::Get { key }.encode(),
+        Op::Put { value, clock } => Request::Put { key, clock, value }.encode(),
+        Op::Delete { clock } => Request::Delete { key, clock }.encode(),
+    };
+    let broken = |e: std::io::Error| strata_client::ClientError::Transport(format!("session: {e}"));
+    s.io.write_all(&frame).await.map_err(broken)?;
+    let len = loop {
+        match rw_session::next_frame_len(&s.buf, ANSWER_BYTES_MAX) {
+            Ok(Some(n)) if s.buf.len() >= n => break n,
+            Ok(_) => {}
+            Err(e) => return Err(strata_client::ClientError::Protocol(format!("session answer: {e}"))),
+        }
+        if s.io.read_buf(&mut s.buf).await.map_err(broken)? == 0 {
+            return Err(strata_client::ClientError::Transport("session: the node closed it".into()));
+        }
+    };
+    let frame = s.buf.split_to(len);
+    let reply = match rw_session::decode_answer(&frame).map_err(|e| strata_client::ClientError::Protocol(format!("session answer: {e}")))? {
+        Answer::Versions { clock, versions } => Ok(Reply::Versions(RwVersions {
+            clock: clock.to_string(),
+            versions: versions.into_iter().map(|(c, v)| (c.to_string(), Bytes::copy_from_slice(v))).collect(),
+        })),
+        Answer::Written { clock } => Ok(Reply::Written(clock.to_string())),
+        Answer::Error { status, code, message } => Err(strata_client::ClientError::Api { status, code: code.to_string(), message: message.to_string() }),
+    };
+    // A refusal leaves the session usable; a bad frame ended it.
+    if !matches!(&reply, Err(strata_client::ClientError::Api { status: 400, .. })) {
+        s.last_used = std::time::Instant::now();
+        let mut idle = node.idle.lock().unwrap_or_else(|p| p.into_inner());
+        if idle.len() < SESSIONS_IDLE_MAX {
+            idle.push(s);
+        }
+    }
+    reply
+}
+
+/// One request as an HTTP request of the API.
+async fn call_http(c: &strata_client::Client, store: &str, key: &[u8], op: &Op<'_>) -> Result<Reply, strata_client::ClientError> {
+    let path = format!("/rw/{store}/{}", b64url(key));
+    let (method, headers, body) = match op {
+        Op::Get => (http::Method::GET, vec![], Bytes::new()),
+        Op::Put { value, clock } => (http::Method::PUT, vec![("x-strata-clock", clock.to_string())], value.clone()),
+        Op::Delete { clock } => (http::Method::DELETE, vec![("x-strata-clock", clock.to_string())], Bytes::new()),
+    };
+    let get = method == http::Method::GET;
+    let b = c.send(method, &path, &headers, strata_client::full(body)).await?.bytes().await?;
+    let v: serde_json::Value = serde_json::from_slice(&b).map_err(|e| strata_client::ClientError::Protocol(e.to_string()))?;
+    let bad = |what: &str| strata_client::ClientError::Protocol(format!("answer without {what}"));
+    let clock = v["clock"].as_str().ok_or_else(|| bad("clock"))?.to_string();
+    if !get {
+        return Ok(Reply::Written(clock));
+    }
+    let mut out = RwVersions { clock, versions: Vec::new() };
+    for e in v["versions"].as_array().ok_or_else(|| bad("versions"))? {
+        let clock = e["clock"].as_str().ok_or_else(|| bad("a version's clock"))?.to_string();
+        let value = base64::engine::general_purpose::STANDARD
+            .decode(e["value"].as_str().ok_or_else(|| bad("a version's value"))?)
+            .map_err(|e| strata_client::ClientError::Protocol(e.to_string()))?;
+        out.versions.push((clock, Bytes::from(value)));
+    }
+    Ok(Reply::Versions(out))
+}
+
 impl RwClient {
     /// A client of the nodes at `urls`, signing and trusting as `opts` says.
     pub fn new(urls: &[String], opts: &strata_client::ClientOptions) -> Self {
-        Self { nodes: urls.iter().map(|u| strata_client::Client::with_options(u, opts)).collect(), next: AtomicUsize::new(0), routing: None }
+        Self {
+            nodes: urls.iter().map(|u| Node::new(u, opts)).collect(),
+            next: AtomicUsize::new(0),
+            routing: None,
+            sessions: false,
+        }
+    }
+
+    /// Sends gets, puts and deletes through sessions (connections upgraded
+    /// to `strata-rw/1`, binary messages, one request at a time each,
+    /// kept for reuse) instead of one HTTP request each: the same answers
+    /// and errors for less work on both sides.
+    pub fn with_sessions(mut self, on: bool) -> Self {
+        self.sessions = on;
+        self
     }
 
     /// A client that routes itself (client-side routing): it reads the
     /// cluster map from the first of `seeds` that answers, and orders each
     /// key's preference list by the zone proximity list `proximity` (its
-    /// own zone first) for gets and by the pseudo-master for puts.
+    /// own zone first) for gets and by the pseudo-master for puts. It
+    /// uses sessions ([`RwClient::with_sessions`]).
     pub async fn connect(seeds: &[String], proximity: Vec<String>, opts: &strata_client::ClientOptions) -> Result<Self, RwClientError> {
-        let mut c = Self::new(seeds, opts);
+        let mut c = Self::new(seeds, opts).with_sessions(true);
         let scheme = if seeds.first().is_some_and(|s| s.starts_with("https")) { "https" } else { "http" };
         c.routing = Some(Routing {
             map: std::sync::RwLock::new(std::sync::Arc::new(strata_cluster::ClusterMap::default())),
@@ -123,7 +279,7 @@ impl RwClient {
     pub async fn refresh(&self) -> Result<(), RwClientError> {
         let Some(r) = &self.routing else { return Ok(()) };
         let mut errors = Vec::new();
-        for c in &self.nodes {
+        for c in self.nodes.iter().map(|n| &n.client) {
             match crate::routing::fetch_map(c).await {
                 Ok(m) => {
                     crate::routing::keep_newer(&r.map, m);
@@ -137,7 +293,7 @@ impl RwClient {
 
     /// The nodes to try, in order: from the map (client-side routing), or
     /// the next of the given nodes and the others after it.
-    async fn targets(&self, store: &str, key: &[u8], put: bool) -> Vec<strata_client::Client> {
+    async fn targets(&self, store: &str, key: &[u8], put: bool) -> Vec<Arc<Node>> {
         if let Some(r) = &self.routing {
             if let Some(order) = r.order(store, key, put) {
                 return order;
@@ -154,23 +310,14 @@ impl RwClient {
     }
 
     /// Sends to the first target that can be reached.
-    async fn call(
-        &self,
-        store: &str,
-        key: &[u8],
-        method: http::Method,
-        path: &str,
-        headers: &[(&str, String)],
-        body: Bytes,
-    ) -> Result<serde_json::Value, RwClientError> {
-        let put = method != http::Method::GET;
+    async fn call(&self, store: &str, key: &[u8], op: Op<'_>) -> Result<Reply, RwClientError> {
+        let put = !matches!(op, Op::Get);
         let mut errors = Vec::new();
-        for c in &self.targets(store, key, put).await {
-            match c.send(method.clone(), path, headers, strata_client::full(body.clone())).await {
-                Ok(r) => {
-                    let b = r.bytes().await.map_err(RwClientError::Api)?;
-                    return serde_json::from_slice(&b).map_err(|e| RwClientError::Protocol(e.to_string()));
-                }
+        for node in &self.targets(store, key, put).await {
+            let c = &node.client;
+            let r = if self.sessions { call_session(node, store, key, &op).await } else { call_http(c, store, key, &op).await };
+            match r {
+                Ok(r) => return Ok(r),
                 Err(strata_client::ClientError::Api { status: 409, message, .. }) => return Err(RwClientError::Obsolete(message)),
                 Err(e @ strata_client::ClientError::Transport(_)) => errors.push(format!("{}: {e}", c.base())),
                 Err(e) => return Err(RwClientError::Api(e)),
@@ -181,31 +328,20 @@ impl RwClient {
 
     /// Every concurrent version of `key`.
     pub async fn get(&self, store: &str, key: &[u8]) -> Result<RwVersions, RwClientError> {
-        let v = self.call(store, key, http::Method::GET, &format!("/rw/{store}/{}", b64url(key)), &[], Bytes::new()).await?;
-        let bad = |what: &str| RwClientError::Protocol(format!("get answer without {what}"));
-        let mut out = RwVersions { clock: v["clock"].as_str().ok_or_else(|| bad("clock"))?.to_string(), versions: Vec::new() };
-        for e in v["versions"].as_array().ok_or_else(|| bad("versions"))? {
-            let clock = e["clock"].as_str().ok_or_else(|| bad("a version's clock"))?.to_string();
-            let value = base64::engine::general_purpose::STANDARD
-                .decode(e["value"].as_str().ok_or_else(|| bad("a version's value"))?)
-                .map_err(|e| RwClientError::Protocol(e.to_string()))?;
-            out.versions.push((clock, Bytes::from(value)));
+        match self.call(store, key, Op::Get).await? {
+            Reply::Versions(v) => Ok(v),
+            Reply::Written(_) => Err(RwClientError::Protocol("a get answered with a written clock".into())),
         }
-        Ok(out)
     }
 
     /// Puts `value` over what was read with `clock`; the clock written.
     pub async fn put(&self, store: &str, key: &[u8], value: Bytes, clock: &str) -> Result<String, RwClientError> {
-        let v = self.call(store, key, http::Method::PUT, &format!("/rw/{store}/{}", b64url(key)), &[("x-strata-clock", clock.to_string())], value).await?;
-        v["clock"].as_str().map(String::from).ok_or_else(|| RwClientError::Protocol("put answer without clock".into()))
+        written(self.call(store, key, Op::Put { value, clock }).await?)
     }
 
     /// Deletes what was read with `clock`.
     pub async fn delete(&self, store: &str, key: &[u8], clock: &str) -> Result<String, RwClientError> {
-        let v = self
-            .call(store, key, http::Method::DELETE, &format!("/rw/{store}/{}", b64url(key)), &[("x-strata-clock", clock.to_string())], Bytes::new())
-            .await?;
-        v["clock"].as_str().map(String::from).ok_or_else(|| RwClientError::Protocol("delete answer without clock".into()))
+        written(self.call(store, key, Op::Delete { clock }).await?)
     }
 
     /// Spock's applyUpdate: reads `key`, computes the new value from the

@@ -172,7 +172,8 @@ pub(crate) fn classify(method: &Method, path: &str, container: Option<&[u8]>, na
         (Method::DELETE, [id]) if BlobId::is_text_len(id.len()) => blob(id, OwnedRight::BlobDelete),
         (Method::PUT, [id, "ttl"]) if BlobId::is_text_len(id.len()) => blob(id, OwnedRight::BlobWrite),
         (Method::GET, ["kv", store, _]) | (Method::POST, ["kv", store, "multi-get"]) => Need::Right(OwnedRight::KvRead(decode(store))),
-        (Method::GET, ["rw", store, _]) | (Method::POST, ["rw", store, "multi-get"]) => Need::Right(OwnedRight::KvRead(decode(store))),
+        (Method::GET, ["rw", store, _]) | (Method::POST, ["rw", store, "multi-get" | "session"]) => Need::Right(OwnedRight::KvRead(decode(store))),
+        (Method::POST, ["rw", store, "write-session"]) => Need::Right(OwnedRight::KvAdmin(decode(store))),
         // Writing a read-write store takes the store's admin grant (the
         // grants have no separate write right yet).
         (Method::PUT | Method::DELETE, ["rw", store, _]) => Need::Right(OwnedRight::KvAdmin(decode(store))),
@@ -509,6 +510,8 @@ mod tests {
         assert_eq!(n(Method::GET, "/rw/counters/YWxpY2U", None), right(OwnedRight::KvRead("counters".into())));
         assert_eq!(n(Method::PUT, "/rw/counters/YWxpY2U", None), right(OwnedRight::KvAdmin("counters".into())));
         assert_eq!(n(Method::DELETE, "/rw/counters/YWxpY2U", None), right(OwnedRight::KvAdmin("counters".into())));
+        assert_eq!(n(Method::POST, "/rw/counters/session", None), right(OwnedRight::KvRead("counters".into())));
+        assert_eq!(n(Method::POST, "/rw/counters/write-session", None), right(OwnedRight::KvAdmin("counters".into())));
         assert_eq!(n(Method::POST, "/admin/rw/hints/push", None), right(OwnedRight::Admin));
         assert_eq!(n(Method::POST, "/rpc/v1/write", None), Need::Peer);
         assert_eq!(n(Method::POST, "/raft/v1/vote", None), Need::Peer);

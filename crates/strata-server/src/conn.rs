@@ -70,7 +70,7 @@ pub async fn serve(
                             tasks.spawn(async move {
                                 let Some((tls, peer)) = handshake(acceptor, stream, remote, &ticket, &state).await else { return };
                                 let info = ConnInfo { remote: Some(remote), peer };
-                                serve_hyper(tls, ticket, limits, with_conn_info(service, info), Some(watcher)).await;
+                                serve_hyper(tls, ticket, limits, with_conn_info(service, info), Some(watcher), Some((state, info))).await;
                             });
                         }
                         (Some(ticket), None) => {
@@ -158,10 +158,10 @@ where
             match tls {
                 Some((acceptor, state)) => {
                     if let Some((stream, _)) = handshake(acceptor, stream, remote, &ticket, &state).await {
-                        serve_hyper(stream, ticket, limits, service, None).await;
+                        serve_hyper(stream, ticket, limits, service, None, None).await;
                     }
                 }
-                None => serve_hyper(stream, ticket, limits, service, None).await,
+                None => serve_hyper(stream, ticket, limits, service, None, None).await,
             }
         });
     }
@@ -200,8 +200,17 @@ async fn handshake(
 /// Serves one connection through hyper: waits for its first head
 /// (evictable, within the head timeout), refuses `Transfer-Encoding` with
 /// `Content-Length`, then hands it to hyper, whose head timeout covers the
-/// waits for later requests.
-async fn serve_hyper<IO, S, B>(mut stream: IO, ticket: Ticket, limits: Limits, service: S, watcher: Option<Watcher>)
+/// waits for later requests. With `sessions` (the node's own port), a
+/// first request that upgrades to a read-write store session is served
+/// here instead.
+async fn serve_hyper<IO, S, B>(
+    mut stream: IO,
+    ticket: Ticket,
+    limits: Limits,
+    service: S,
+    watcher: Option<Watcher>,
+    sessions: Option<(Arc<AppState>, ConnInfo)>,
+)
 where
     IO: AsyncRead + AsyncWrite + Unpin + Send + 'static,
     S: hyper::service::Service<http::Request<hyper::body::Incoming>, Response = http::Response<B>> + Send + 'static,
@@ -216,7 +225,13 @@ where
     ticket.set_waiting(true);
     let mut buf = BytesMut::with_capacity(4096);
     loop {
-        match parse_head(&buf, None) {
+        match parse_head(&buf, sessions.as_ref().map(|(st, info)| (&*st.auth, *info))) {
+            Head::Session { up, len } => {
+                let Some((state, _)) = &sessions else { return };
+                ticket.set_waiting(false);
+                crate::rw_session::serve(stream, buf, len, state, up, &ticket).await;
+                return;
+            }
             Head::Smuggle => {
                 let _ = stream.write_all(crate::limits::te_and_cl_response().as_bytes()).await;
                 return;
@@ -262,6 +277,8 @@ enum Head {
     Fast { id: String, len: usize },
     /// A complete GET of `/kv/{store}/{key}`: a read-only store lookup.
     Kv { store: String, key: String, len: usize },
+    /// A signed and allowed upgrade to a read-write store session.
+    Session { up: crate::rw_session::Upgrade, len: usize },
     /// Anything else, complete or malformed: hyper's job.
     Other,
     /// Not all of the head has arrived.
@@ -298,6 +315,16 @@ fn parse_head(buf: &[u8], auth: Option<(&crate::auth::Auth, ConnInfo)>) -> Head 
                 return Head::Smuggle;
             }
             let path = req.path.unwrap_or("");
+            if let Some(up) = crate::rw_session::recognize(req.method, path, req.headers)
+                && auth.is_some()
+            {
+                use crate::auth::{Need, OwnedRight};
+                let need = if up.write { OwnedRight::KvAdmin(up.store.clone()) } else { OwnedRight::KvRead(up.store.clone()) };
+                if !fast_allowed(auth, &req, Need::Right(need)) {
+                    return Head::Other;
+                }
+                return Head::Session { up, len };
+            }
             let get = req.method == Some("GET") && req.version == Some(1) && !path.contains('?');
             let plain = get && BlobId::is_text_len(path.len().saturating_sub(1));
             let simple_headers = req.headers.iter().all(|h| {
@@ -391,6 +418,11 @@ impl Conn {
                             return;
                         }
                         Head::Fast { id, len } => break Some((id, len)),
+                        Head::Session { up, len } => {
+                            ticket.set_waiting(false);
+                            crate::rw_session::serve(stream, buf, len, &state, up, &ticket).await;
+                            return;
+                        }
                         Head::Kv { store, key, len } => match fast_kv(&mut stream, &state, &store, &key).await {
                             Fast::Served => {
                                 buf.advance(len);

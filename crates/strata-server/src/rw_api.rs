@@ -16,6 +16,12 @@
 //! - `DELETE /rw/{store}/{key}`: with `x-strata-clock`.
 //! - `POST /rw/{store}/multi-get`: `{"keys": [base64url...]}` →
 //!   `{"results": [{"key", "versions", "clock"}...]}`.
+//! - `POST /rw/{store}/session` and `POST /rw/{store}/write-session`
+//!   with `Connection: upgrade` and `Upgrade: strata-rw/1`: the connection
+//!   becomes a binary session of gets (and, for a write session, puts and
+//!   deletes) on the store (`crate::rw_session`). The connection loop
+//!   takes those; one that reaches this handler lacks the upgrade headers
+//!   or has a body, and is refused.
 //! - `GET /admin/rw`: stores, hints pending, counters;
 //!   `POST /admin/rw/hints/push`: pushes the hints now;
 //!   `GET /admin/rw/local/{store}/{key}`: what this node's own replica
@@ -46,6 +52,8 @@ use strata_rwstore::{VectorClock, Versioned};
 pub(crate) fn routes() -> Router<Arc<AppState>> {
     Router::new()
         .route("/rw/{store}/multi-get", post(multi_get))
+        .route("/rw/{store}/session", post(session_without_upgrade))
+        .route("/rw/{store}/write-session", post(session_without_upgrade))
         .route("/rw/{store}/{key}", get(get_key).put(put_key).delete(delete_key))
         .route("/admin/rw", get(status))
         .route("/admin/rw/hints/push", post(push_hints))
@@ -122,6 +130,15 @@ async fn delete_key(State(st): S, Path((store, key)): Path<(String, String)>, he
     let clock = clock_header(&headers)?;
     let written = service(&st)?.put(&store, key, None, &clock, None).await?;
     Ok(Json(serde_json::json!({ "clock": written.to_text() })).into_response())
+}
+
+/// A session request the connection loop did not take (signed and
+/// allowed, or the middleware would have answered).
+async fn session_without_upgrade() -> ApiError {
+    ApiError::BadRequest(format!(
+        "a session is opened with Connection: upgrade and Upgrade: {}, and no body",
+        strata_format::rw_session::PROTOCOL
+    ))
 }
 
 #[derive(serde::Deserialize)]
