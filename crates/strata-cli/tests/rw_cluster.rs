@@ -81,7 +81,8 @@ async fn session_answer(io: &mut strata_client::Upgraded) -> Option<Vec<u8>> {
 
 /// Sessions: a client through them reads and writes what HTTP clients
 /// see and gets HTTP's refusals; a session opened by hand refuses what it
-/// must: an unsigned upgrade (401, from the HTTP path), a signed request
+/// must: an unsigned upgrade (401, from the HTTP path), a replica RPC
+/// session asked for by a client that is not a node, a signed request
 /// without the upgrade (400), a write on a read session (an error answer,
 /// the session still usable), a bad frame (an error answer, then the
 /// session ends).
@@ -111,6 +112,9 @@ async fn sessions_answer_as_http_does(c: &Cluster, url: &str) {
     };
     let refused = strata_client::Client::with_options(url, &anonymous).upgrade("/rw/counters/session", rw_session::PROTOCOL).await;
     assert!(matches!(&refused, Err(e) if e.status() == Some(401)), "{:?}", refused.err());
+    // A replica RPC session is a node's only.
+    let rpc = strata_client::Client::with_options(url, &anonymous).upgrade("/rpc/v1/session", "strata-rpc/1").await;
+    assert!(matches!(&rpc, Err(e) if e.status() == Some(401) || e.status() == Some(403)), "{:?}", rpc.err());
     let plain = c.client(1).send(http::Method::POST, "/rw/counters/session", &[], strata_client::full(bytes::Bytes::new())).await;
     assert!(matches!(&plain, Err(e) if e.status() == Some(400)), "{:?}", plain.map(|r| r.head.status));
 

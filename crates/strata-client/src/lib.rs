@@ -176,6 +176,9 @@ impl Response {
 pub struct Client {
     base: String,
     http: HyperClient<Connector, Body>,
+    /// For upgrades only: keeps no idle connection, so each upgrade is the
+    /// first request of a new connection, where a node looks for one.
+    upgrades: HyperClient<Connector, Body>,
     signer: Option<Arc<Signer>>,
     opts: ClientOptions,
 }
@@ -222,9 +225,10 @@ impl Client {
     /// A client for `base` that signs and trusts as `opts` says.
     pub fn with_options(base: &str, opts: &ClientOptions) -> Self {
         let http = HyperClient::builder(TokioExecutor::new()).pool_max_idle_per_host(256).build(connector(opts));
+        let upgrades = HyperClient::builder(TokioExecutor::new()).pool_max_idle_per_host(0).build(connector(opts));
         let region = opts.region.as_deref().unwrap_or("us-east-1");
         let signer = opts.credentials.clone().map(|c| Arc::new(Signer::new(c, region, strata_auth::SERVICE)));
-        Self { base: base.trim_end_matches('/').to_string(), http, signer, opts: opts.clone() }
+        Self { base: base.trim_end_matches('/').to_string(), http, upgrades, signer, opts: opts.clone() }
     }
 
     /// A client for another server with the same credentials and trust
@@ -258,6 +262,17 @@ impl Client {
 
     /// Sends a request; error statuses become [`ClientError::Api`].
     pub async fn send(&self, method: Method, path: &str, headers: &[(&str, String)], body: Body) -> Result<Response, ClientError> {
+        self.send_on(&self.http, method, path, headers, body).await
+    }
+
+    async fn send_on(
+        &self,
+        http: &HyperClient<Connector, Body>,
+        method: Method,
+        path: &str,
+        headers: &[(&str, String)],
+        body: Body,
+    ) -> Result<Response, ClientError> {
         let uri: http::Uri = format!("{}{}", self.base, path).parse().map_err(|e: http::uri::InvalidUri| ClientError::Protocol(e.to_string()))?;
         let mut req = Request::builder().method(method.clone()).uri(uri.clone());
         for (k, v) in headers {
@@ -277,7 +292,7 @@ impl Client {
                 .header(http::header::AUTHORIZATION, sig.authorization);
         }
         let req = req.body(body).map_err(|e| ClientError::Protocol(e.to_string()))?;
-        let resp = self.http.request(req).await.map_err(|e| ClientError::Transport(format!("{e:?}")))?;
+        let resp = http.request(req).await.map_err(|e| ClientError::Transport(format!("{e:?}")))?;
         let (head, body) = resp.into_parts();
         if head.status.is_client_error() || head.status.is_server_error() {
             let bytes = body.collect().await.map(|b| b.to_bytes()).unwrap_or_default();
@@ -297,7 +312,7 @@ impl Client {
     /// TLS and all, to the caller. An answer other than 101 is an error.
     pub async fn upgrade(&self, path: &str, protocol: &str) -> Result<Upgraded, ClientError> {
         let headers = [("connection", "upgrade".to_string()), ("upgrade", protocol.to_string())];
-        let resp = self.send(Method::POST, path, &headers, full(Bytes::new())).await?;
+        let resp = self.send_on(&self.upgrades, Method::POST, path, &headers, full(Bytes::new())).await?;
         if resp.head.status != http::StatusCode::SWITCHING_PROTOCOLS {
             return Err(ClientError::Protocol(format!("{path} answered {} instead of switching to {protocol}", resp.head.status)));
         }

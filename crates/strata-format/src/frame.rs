@@ -70,6 +70,20 @@ pub fn frame_len(b: &[u8]) -> Result<usize, FormatError> {
     Ok(FRAME_HEADER_BYTES + len + 4)
 }
 
+/// The length of the first frame in `buf` once its header is in (`None`
+/// before), refused when over `max` bytes: a reader of frames on a
+/// connection waits for that many bytes, then decodes.
+pub fn next_frame_len(buf: &[u8], max: usize) -> Result<Option<usize>, FormatError> {
+    if buf.len() < FRAME_HEADER_BYTES {
+        return Ok(None);
+    }
+    let n = frame_len(buf)?;
+    if n > max {
+        return Err(FormatError::Invalid { what: WHAT, detail: format!("a {n}-byte frame, over this connection's limit of {max}") });
+    }
+    Ok(Some(n))
+}
+
 /// Checks a whole frame and returns its kind and payload.
 pub fn decode_frame(b: &[u8]) -> Result<(u16, &[u8]), FormatError> {
     let total = frame_len(b)?;

@@ -25,7 +25,7 @@
 //! | `0x4F` | error | `u16` HTTP status, code (text), message (text) |
 
 use crate::FormatError;
-use crate::frame::{FRAME_HEADER_BYTES, decode_frame, encode_frame, frame_len};
+use crate::frame::{decode_frame, encode_frame};
 
 /// The `Upgrade` token of a session.
 pub const PROTOCOL: &str = "strata-rw/1";
@@ -240,23 +240,12 @@ pub fn decode_answer(frame: &[u8]) -> Result<Answer<'_>, FormatError> {
     Ok(answer)
 }
 
-/// The length of the first frame in `buf` once its header is in (`None`
-/// before), refused when over `max` bytes: a reader waits for that many
-/// bytes, then decodes.
-pub fn next_frame_len(buf: &[u8], max: usize) -> Result<Option<usize>, FormatError> {
-    if buf.len() < FRAME_HEADER_BYTES {
-        return Ok(None);
-    }
-    let n = frame_len(buf)?;
-    if n > max {
-        return Err(FormatError::Invalid { what: WHAT, detail: format!("a {n}-byte message, over the session's limit of {max}") });
-    }
-    Ok(Some(n))
-}
+pub use crate::frame::next_frame_len;
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::frame::FRAME_HEADER_BYTES;
 
     #[test]
     fn requests_and_answers_round_trip() {

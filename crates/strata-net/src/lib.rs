@@ -5,6 +5,7 @@
 //! share a host.
 //!
 //! Owns: connection set-up (timeouts, keep-alive, TLS, source address),
+//! replica RPC sessions (connections upgraded to `strata-rpc/1`, pooled),
 //! the exchange of one frame (`docs/formats.md`, "Frame") or one body for
 //! an answer, and what a failed exchange means ([`NetError`]).
 //! Callers see bytes and [`NetError`]s, never hyper's types, so the layers
@@ -68,7 +69,34 @@ impl http_body::Body for Chunks {
 
 /// A pooled client for node-to-node requests. Cheap to clone.
 #[derive(Clone)]
-pub struct Client(Inner);
+pub struct Client {
+    http: Inner,
+    /// For session upgrades only: keeps no idle connection, so each
+    /// upgrade is the first request of a new connection, where a node
+    /// looks for one.
+    upgrades: Inner,
+    /// Idle replica RPC sessions, by peer address.
+    idle: Arc<std::sync::Mutex<std::collections::HashMap<String, Vec<Session>>>>,
+}
+
+/// The `Upgrade` token of a replica RPC session: a node's connection to
+/// another, upgraded by `POST /rpc/v1/session`, on which each request is a
+/// frame and each answer the frame `/rpc/v1/...` would answer, in order.
+pub const RPC_SESSION_PROTOCOL: &str = "strata-rpc/1";
+/// Largest frame a replica RPC session carries either way.
+pub const RPC_SESSION_FRAME_MAX: usize = 64 << 20;
+/// Sessions idle longer than this are closed rather than reused, well
+/// before the peer's head timeout (30 s) ends them.
+const SESSION_REUSE: Duration = Duration::from_secs(10);
+/// Idle sessions kept per peer.
+const SESSIONS_IDLE_MAX: usize = 64;
+
+/// One replica RPC session.
+struct Session {
+    io: hyper_util::rt::TokioIo<hyper::upgrade::Upgraded>,
+    buf: bytes::BytesMut,
+    last_used: std::time::Instant,
+}
 
 static OUTBOUND_IP: OnceLock<std::net::IpAddr> = OnceLock::new();
 static CLUSTER_TLS: OnceLock<Arc<rustls::ClientConfig>> = OnceLock::new();
@@ -146,7 +174,11 @@ impl Client {
             .with_server_name_resolver(hyper_rustls::FixedServerNameResolver::new(name))
             .enable_http1()
             .wrap_connector(c);
-        Self(hyper_util::client::legacy::Client::builder(hyper_util::rt::TokioExecutor::new()).pool_idle_timeout(Duration::from_secs(30)).build(conn))
+        Self {
+            http: hyper_util::client::legacy::Client::builder(hyper_util::rt::TokioExecutor::new()).pool_idle_timeout(Duration::from_secs(30)).build(conn.clone()),
+            upgrades: hyper_util::client::legacy::Client::builder(hyper_util::rt::TokioExecutor::new()).pool_max_idle_per_host(0).build(conn),
+            idle: Default::default(),
+        }
     }
 
     /// POSTs `payload` as a frame of `kind` to `addr`'s `path` and returns
@@ -183,6 +215,67 @@ impl Client {
         self.exchange(http::Method::GET, addr, path, "application/octet-stream", Chunks::default(), timeout).await
     }
 
+    /// Sends a frame (given as chunks) through a replica RPC session to
+    /// `addr` and returns the answer frame: an idle session's, or a new
+    /// one's. With `retry` (a request whose repetition is harmless), a
+    /// reused session that fails is replaced by a new one once, as an
+    /// HTTP client retries on a kept-alive connection the peer closed.
+    pub async fn session_exchange(&self, addr: &str, chunks: &[Bytes], retry: bool, timeout: Duration) -> Result<Bytes, NetError> {
+        let unreachable = |d: String| NetError::Unreachable { addr: addr.to_string(), detail: d };
+        let fut = async {
+            let pooled = {
+                let mut idle = self.idle.lock().unwrap_or_else(|p| p.into_inner());
+                let list = idle.entry(addr.to_string()).or_default();
+                list.retain(|s| s.last_used.elapsed() < SESSION_REUSE);
+                list.pop()
+            };
+            let reused = pooled.is_some();
+            let mut s = match pooled {
+                Some(s) => s,
+                None => self.open_session(addr).await?,
+            };
+            let answer = match exchange_on(&mut s, chunks).await {
+                Ok(a) => a,
+                Err(e) if reused && retry => {
+                    drop(s);
+                    s = self.open_session(addr).await?;
+                    exchange_on(&mut s, chunks).await.map_err(|e2| unreachable(format!("{e}; then, on a new session: {e2}")))?
+                }
+                Err(e) => return Err(unreachable(e)),
+            };
+            s.last_used = std::time::Instant::now();
+            let mut idle = self.idle.lock().unwrap_or_else(|p| p.into_inner());
+            let list = idle.entry(addr.to_string()).or_default();
+            if list.len() < SESSIONS_IDLE_MAX {
+                list.push(s);
+            }
+            Ok(answer)
+        };
+        tokio::time::timeout(timeout, fut).await.map_err(|_| unreachable(format!("no answer within {timeout:?}")))?
+    }
+
+    async fn open_session(&self, addr: &str) -> Result<Session, NetError> {
+        let unreachable = |d: String| NetError::Unreachable { addr: addr.to_string(), detail: d };
+        let req = http::Request::builder()
+            .method(http::Method::POST)
+            .uri(format!("{}://{addr}/rpc/v1/session", scheme()))
+            .header(http::header::CONNECTION, "upgrade")
+            .header(http::header::UPGRADE, RPC_SESSION_PROTOCOL)
+            .body(Chunks::default())
+            .map_err(|e| NetError::Garbage { addr: addr.to_string(), detail: e.to_string() })?;
+        let resp = self.upgrades.request(req).await.map_err(|e| unreachable(e.to_string()))?;
+        if resp.status() != http::StatusCode::SWITCHING_PROTOCOLS {
+            let status = resp.status();
+            let body = resp.into_body().collect().await.map(|b| b.to_bytes()).unwrap_or_default();
+            return Err(NetError::Garbage {
+                addr: addr.to_string(),
+                detail: format!("HTTP {status} to a session upgrade: {}", String::from_utf8_lossy(&body[..body.len().min(200)])),
+            });
+        }
+        let io = hyper::upgrade::on(resp).await.map_err(|e| unreachable(e.to_string()))?;
+        Ok(Session { io: hyper_util::rt::TokioIo::new(io), buf: bytes::BytesMut::with_capacity(4096), last_used: std::time::Instant::now() })
+    }
+
     async fn exchange(&self, method: http::Method, addr: &str, path: &str, content_type: &str, body: Chunks, timeout: Duration) -> Result<Bytes, NetError> {
         let unreachable = |d: String| NetError::Unreachable { addr: addr.to_string(), detail: d };
         let garbage = |d: String| NetError::Garbage { addr: addr.to_string(), detail: d };
@@ -192,7 +285,7 @@ impl Client {
         }
         let req = req.body(body).map_err(|e| garbage(e.to_string()))?;
         let fut = async {
-            let resp = self.0.request(req).await.map_err(|e| unreachable(e.to_string()))?;
+            let resp = self.http.request(req).await.map_err(|e| unreachable(e.to_string()))?;
             let status = resp.status();
             let body = resp.into_body().collect().await.map_err(|e| unreachable(e.to_string()))?.to_bytes();
             if !status.is_success() {
@@ -201,5 +294,29 @@ impl Client {
             Ok(body)
         };
         tokio::time::timeout(timeout, fut).await.map_err(|_| unreachable(format!("no answer within {timeout:?}")))?
+    }
+}
+
+/// Writes a request's chunks on a session and reads one answer frame.
+async fn exchange_on(s: &mut Session, chunks: &[Bytes]) -> Result<Bytes, String> {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let total: usize = chunks.iter().map(Bytes::len).sum();
+    if chunks.len() > 1 && total <= 64 << 10 {
+        // One write (one TLS record) for a small request.
+        s.io.write_all(&chunks.concat()).await.map_err(|e| format!("session write: {e}"))?;
+    } else {
+        for c in chunks {
+            s.io.write_all(c).await.map_err(|e| format!("session write: {e}"))?;
+        }
+    }
+    loop {
+        match strata_format::frame::next_frame_len(&s.buf, RPC_SESSION_FRAME_MAX) {
+            Ok(Some(n)) if s.buf.len() >= n => return Ok(s.buf.split_to(n).freeze()),
+            Ok(_) => {}
+            Err(e) => return Err(format!("session answer: {e}")),
+        }
+        if s.io.read_buf(&mut s.buf).await.map_err(|e| format!("session read: {e}"))? == 0 {
+            return Err("the peer closed the session".into());
+        }
     }
 }

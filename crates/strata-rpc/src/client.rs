@@ -21,6 +21,22 @@ pub enum RpcError {
     Garbage(String),
 }
 
+fn from_net(e: NetError) -> RpcError {
+    match e {
+        NetError::Unreachable { .. } => RpcError::Unreachable(e.to_string()),
+        NetError::Garbage { .. } => RpcError::Garbage(e.to_string()),
+    }
+}
+
+/// The answer frame `body` to a message of `kind`: its epoch, result and data.
+fn answer_of<T: serde::de::DeserializeOwned>(addr: &str, kind: u16, body: &Bytes) -> Result<(u64, T, Bytes), RpcError> {
+    let (answer, data): (Answer<T>, Bytes) = decode_message(kind, body).map_err(|e| RpcError::Garbage(format!("{addr}: {e}")))?;
+    match answer.result {
+        Ok(v) => Ok((answer.epoch, v, data)),
+        Err(e) => Err(RpcError::Remote(e)),
+    }
+}
+
 /// An RPC client; cheap to clone.
 #[derive(Clone)]
 pub struct RpcClient {
@@ -42,15 +58,16 @@ impl RpcClient {
     }
 
     async fn call<T: serde::de::DeserializeOwned>(&self, addr: &str, path: &str, kind: u16, frame: Vec<Bytes>) -> Result<(u64, T, Bytes), RpcError> {
-        let body = self.http.post_chunks(addr, path, frame, self.timeout).await.map_err(|e| match e {
-            NetError::Unreachable { .. } => RpcError::Unreachable(e.to_string()),
-            NetError::Garbage { .. } => RpcError::Garbage(e.to_string()),
-        })?;
-        let (answer, data): (Answer<T>, Bytes) = decode_message(kind, &body).map_err(|e| RpcError::Garbage(format!("{addr}: {e}")))?;
-        match answer.result {
-            Ok(v) => Ok((answer.epoch, v, data)),
-            Err(e) => Err(RpcError::Remote(e)),
-        }
+        let body = self.http.post_chunks(addr, path, frame, self.timeout).await.map_err(from_net)?;
+        answer_of(addr, kind, &body)
+    }
+
+    /// [`RpcClient::call`] through a replica RPC session (`strata_net`):
+    /// for the small, frequent messages whose HTTP framing would cost more
+    /// than their work. `retry`: the message may be sent twice.
+    async fn call_session<T: serde::de::DeserializeOwned>(&self, addr: &str, kind: u16, frame: Vec<Bytes>, retry: bool) -> Result<(u64, T, Bytes), RpcError> {
+        let body = self.http.session_exchange(addr, &frame, retry, self.timeout).await.map_err(from_net)?;
+        answer_of(addr, kind, &body)
     }
 
     /// Applies a write on `addr`'s replica of `partition`.
@@ -74,19 +91,20 @@ impl RpcClient {
     /// Every version of a read-write store key `addr`'s replica holds.
     pub async fn rw_get(&self, addr: &str, req: &RwGetRequest) -> Result<Vec<WireVersion>, RpcError> {
         let frame = message(KIND_RW_GET, req, Vec::new());
-        Ok(self.call(addr, "/rpc/v1/rw-get", KIND_RW_GET, frame).await?.1)
+        Ok(self.call_session(addr, KIND_RW_GET, frame, true).await?.1)
     }
 
     /// Writes one version to `addr`'s replica of a read-write store.
     pub async fn rw_put(&self, addr: &str, req: &RwPutRequest) -> Result<u32, RpcError> {
         let frame = message(KIND_RW_PUT, req, Vec::new());
-        Ok(self.call(addr, "/rpc/v1/rw-put", KIND_RW_PUT, frame).await?.1)
+        // A version written twice is refused the second time as held.
+        Ok(self.call_session(addr, KIND_RW_PUT, frame, true).await?.1)
     }
 
     /// Hands a put to `addr`, the key's pseudo-master; the clock written.
     pub async fn rw_coordinate(&self, addr: &str, req: &RwCoordinateRequest) -> Result<Vec<u8>, RpcError> {
         let frame = message(KIND_RW_COORDINATE, req, Vec::new());
-        Ok(self.call(addr, "/rpc/v1/rw-coordinate", KIND_RW_COORDINATE, frame).await?.1)
+        Ok(self.call_session(addr, KIND_RW_COORDINATE, frame, false).await?.1)
     }
 
     /// Reads a blob from `addr`'s replica.

@@ -15,6 +15,7 @@ type S = State<Arc<AppState>>;
 
 pub(crate) fn routes() -> Router<Arc<AppState>> {
     Router::new()
+        .route("/rpc/v1/session", post(rpc_session_without_upgrade))
         .route("/rpc/v1/{name}", post(rpc))
         .route("/raft/v1/{name}", post(raft))
         .route("/meta/v1/propose", post(raft))
@@ -30,6 +31,14 @@ pub(crate) fn routes() -> Router<Arc<AppState>> {
 
 fn not_clustered() -> Response {
     ApiError::NotClustered.into_response()
+}
+
+/// A replica RPC session request the connection loop did not take.
+async fn rpc_session_without_upgrade() -> ApiError {
+    ApiError::BadRequest(format!(
+        "a replica RPC session is opened by the first request of a connection, with Connection: upgrade and Upgrade: {}",
+        strata_net::RPC_SESSION_PROTOCOL
+    ))
 }
 
 async fn rpc(State(st): S, body: Bytes) -> Response {

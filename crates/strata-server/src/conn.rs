@@ -226,10 +226,10 @@ where
     let mut buf = BytesMut::with_capacity(4096);
     loop {
         match parse_head(&buf, sessions.as_ref().map(|(st, info)| (&*st.auth, *info))) {
-            Head::Session { up, len } => {
+            Head::Session { session, len } => {
                 let Some((state, _)) = &sessions else { return };
                 ticket.set_waiting(false);
-                crate::rw_session::serve(stream, buf, len, state, up, &ticket).await;
+                crate::session::serve_session(stream, buf, len, state, session, &ticket).await;
                 return;
             }
             Head::Smuggle => {
@@ -278,7 +278,7 @@ enum Head {
     /// A complete GET of `/kv/{store}/{key}`: a read-only store lookup.
     Kv { store: String, key: String, len: usize },
     /// A signed and allowed upgrade to a read-write store session.
-    Session { up: crate::rw_session::Upgrade, len: usize },
+    Session { session: crate::session::Session, len: usize },
     /// Anything else, complete or malformed: hyper's job.
     Other,
     /// Not all of the head has arrived.
@@ -315,15 +315,19 @@ fn parse_head(buf: &[u8], auth: Option<(&crate::auth::Auth, ConnInfo)>) -> Head 
                 return Head::Smuggle;
             }
             let path = req.path.unwrap_or("");
-            if let Some(up) = crate::rw_session::recognize(req.method, path, req.headers)
+            if let Some(session) = crate::session::recognize(req.method, path, req.headers)
                 && auth.is_some()
             {
                 use crate::auth::{Need, OwnedRight};
-                let need = if up.write { OwnedRight::KvAdmin(up.store.clone()) } else { OwnedRight::KvRead(up.store.clone()) };
-                if !fast_allowed(auth, &req, Need::Right(need)) {
+                let need = match &session {
+                    crate::session::Session::Rw(up) if up.write => Need::Right(OwnedRight::KvAdmin(up.store.clone())),
+                    crate::session::Session::Rw(up) => Need::Right(OwnedRight::KvRead(up.store.clone())),
+                    crate::session::Session::Rpc => Need::Peer,
+                };
+                if !fast_allowed(auth, &req, need) {
                     return Head::Other;
                 }
-                return Head::Session { up, len };
+                return Head::Session { session, len };
             }
             let get = req.method == Some("GET") && req.version == Some(1) && !path.contains('?');
             let plain = get && BlobId::is_text_len(path.len().saturating_sub(1));
@@ -418,9 +422,9 @@ impl Conn {
                             return;
                         }
                         Head::Fast { id, len } => break Some((id, len)),
-                        Head::Session { up, len } => {
+                        Head::Session { session, len } => {
                             ticket.set_waiting(false);
-                            crate::rw_session::serve(stream, buf, len, &state, up, &ticket).await;
+                            crate::session::serve_session(stream, buf, len, &state, session, &ticket).await;
                             return;
                         }
                         Head::Kv { store, key, len } => match fast_kv(&mut stream, &state, &store, &key).await {

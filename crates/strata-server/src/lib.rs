@@ -26,7 +26,7 @@ mod kv_api;
 pub mod limits;
 mod metrics;
 mod rw_api;
-mod rw_session;
+mod session;
 
 pub use auth::{AuthConfig, AuthMode, ConnInfo, Principal};
 pub use error::ApiError;

@@ -136,7 +136,7 @@ async fn delete_key(State(st): S, Path((store, key)): Path<(String, String)>, he
 /// allowed, or the middleware would have answered).
 async fn session_without_upgrade() -> ApiError {
     ApiError::BadRequest(format!(
-        "a session is opened with Connection: upgrade and Upgrade: {}, and no body",
+        "a session is opened by the first request of a connection, with Connection: upgrade and Upgrade: {}, and no body",
         strata_format::rw_session::PROTOCOL
     ))
 }
