@@ -15,6 +15,9 @@ use strata_rwstore::{Coordinator, LocalStore, PutOutcome, RwError, StorePolicy, 
 
 /// The engine partition holding a node's read-write store data.
 pub const RW_PARTITION: u64 = 1 << 40;
+/// The replica holding this node's hints for other nodes (Spock's slop
+/// store), beside [`RW_PARTITION`]: pushing them reads only them.
+pub const RW_SLOP_PARTITION: u64 = RW_PARTITION + 1;
 
 /// A node's read-write stores.
 pub struct RwService {
@@ -91,9 +94,9 @@ impl Transport for RpcTransport {
 
 impl RwService {
     /// The service of `node` (`me`), its data in `local`.
-    pub(crate) fn new(me: Weak<ClusterNode>, node: &ClusterNode, local: Arc<LocalStore>) -> Self {
+    pub(crate) fn new(me: Weak<ClusterNode>, node: &ClusterNode, local: Arc<LocalStore>, slop: Arc<LocalStore>) -> Self {
         let transport = RpcTransport { node: me.clone(), rpc: node.rpc().clone() };
-        let coordinator = Coordinator::new(node.id(), local, Arc::new(transport), node.clock().clone());
+        let coordinator = Coordinator::new(node.id(), local, slop, Arc::new(transport), node.clock().clone());
         Self { node: me, coordinator, tables: Default::default() }
     }
 
@@ -254,22 +257,25 @@ impl ClusterNode {
         }
         let me = self.me.get()?.clone();
         let store = self.disks.get(0)?;
-        let replica = match store.replica(RW_PARTITION) {
-            Some(r) => r,
-            None => match store.create_replica(RW_PARTITION) {
-                Ok(r) => r,
+        let open = |id: u64| match store.replica(id) {
+            Some(r) => Some(r),
+            None => match store.create_replica(id) {
+                Ok(r) => Some(r),
                 Err(e) => {
-                    tracing::error!(error = %e, "cannot create the read-write stores' replica");
-                    return None;
+                    tracing::error!(error = %e, partition = id, "cannot create a replica of the read-write stores");
+                    None
                 }
             },
         };
+        let (replica, slop) = (open(RW_PARTITION)?, open(RW_SLOP_PARTITION)?);
         // Every version a tombstone here replaced is followed by one this
         // replica holds (or was truncated), so a copy of it arriving later
         // is refused by the replica's own check: tombstones need not wait
-        // for the other replicas, and compaction may reclaim them all.
+        // for the other replicas, and compaction may reclaim them all. A
+        // hint's tombstone marks it delivered; nothing copies hints.
         replica.set_reclaim_horizon(u64::MAX);
-        let _ = self.rw.set(RwService::new(me, self, Arc::new(LocalStore::new(replica))));
+        slop.set_reclaim_horizon(u64::MAX);
+        let _ = self.rw.set(RwService::new(me, self, Arc::new(LocalStore::new(replica)), Arc::new(LocalStore::new(slop))));
         self.rw.get()
     }
 

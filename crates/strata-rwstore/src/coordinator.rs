@@ -10,7 +10,8 @@
 //! cannot both pass there: that is applyUpdate's optimistic lock), then
 //! writes the others. Once the required writes are in, the rest finish in
 //! the background, and a node that could not be written gets a hint in
-//! this node's slop store, pushed to it by [`Coordinator::push_hints`].
+//! this node's slop store (a replica of its own, so pushing the hints
+//! reads only the hints), pushed to it by [`Coordinator::push_hints`].
 //! A put that misses its required writes fails, but what it wrote stays
 //! (read repair spreads or supersedes it), as in Spock. applyUpdate is the
 //! client's (`strata_kv_client::RwClient::apply_update`): a get, then a put
@@ -85,6 +86,10 @@ pub struct HintReport {
 struct Inner {
     node: u64,
     local: Arc<LocalStore>,
+    /// The hints, in the store [`SLOP_STORE`].
+    slop: Arc<LocalStore>,
+    /// Whether `local` was checked for hints an earlier version wrote there.
+    legacy_hints_moved: std::sync::atomic::AtomicBool,
     transport: Arc<dyn Transport>,
     clock: Arc<dyn Clock>,
     stats: RwStats,
@@ -130,9 +135,10 @@ async fn blocking<T: Send + 'static>(f: impl FnOnce() -> Result<T> + Send + 'sta
 }
 
 impl Coordinator {
-    /// The coordinator of node `node`, whose replica is `local`.
-    pub fn new(node: u64, local: Arc<LocalStore>, transport: Arc<dyn Transport>, clock: Arc<dyn Clock>) -> Self {
-        Self(Arc::new(Inner { node, local, transport, clock, stats: RwStats::default() }))
+    /// The coordinator of node `node`, whose replica is `local` and whose
+    /// hints are kept in `slop` (another replica).
+    pub fn new(node: u64, local: Arc<LocalStore>, slop: Arc<LocalStore>, transport: Arc<dyn Transport>, clock: Arc<dyn Clock>) -> Self {
+        Self(Arc::new(Inner { node, local, slop, legacy_hints_moved: Default::default(), transport, clock, stats: RwStats::default() }))
     }
 
     /// This node.
@@ -312,7 +318,7 @@ impl Coordinator {
 
     async fn write_hint(&self, target: u64, store: &str, key: &Bytes, v: &Versioned) -> Result<()> {
         let hk = hint_key(target, store, key);
-        match self.0.local.put(SLOP_STORE, &hk, v).await {
+        match self.0.slop.put(SLOP_STORE, &hk, v).await {
             Ok(_) => {
                 self.0.stats.hints_written.fetch_add(1, Ordering::Relaxed);
                 self.0.stats.hints_pending.fetch_add(1, Ordering::Relaxed);
@@ -350,8 +356,11 @@ impl Coordinator {
     /// Pushes every hint this node holds to its node: delivered ones (or
     /// ones the node no longer needs) are deleted, others kept.
     pub async fn push_hints(&self) -> Result<HintReport> {
-        let local = self.0.local.clone();
-        let hints = blocking(move || local.entries(SLOP_STORE)).await?;
+        if !self.0.legacy_hints_moved.load(Ordering::Acquire) {
+            self.move_legacy_hints().await?;
+        }
+        let slop = self.0.slop.clone();
+        let hints = blocking(move || slop.entries(SLOP_STORE)).await?;
         let mut report = HintReport::default();
         for (hk, versions) in hints {
             let Some((target, store, key)) = parse_hint_key(&hk) else {
@@ -368,8 +377,8 @@ impl Coordinator {
                     }
                 };
                 if delivered {
-                    let (local, hk, clock) = (self.0.local.clone(), hk.clone(), v.clock.clone());
-                    blocking(move || local.remove(SLOP_STORE, &hk, &clock)).await?;
+                    let (slop, hk, clock) = (self.0.slop.clone(), hk.clone(), v.clock.clone());
+                    blocking(move || slop.remove(SLOP_STORE, &hk, &clock)).await?;
                     report.pushed += 1;
                     self.0.stats.hints_pushed.fetch_add(1, Ordering::Relaxed);
                 } else {
@@ -385,7 +394,33 @@ impl Coordinator {
 
     /// Hints held now.
     pub async fn hints_pending(&self) -> Result<u64> {
+        let slop = self.0.slop.clone();
+        Ok(blocking(move || slop.entries(SLOP_STORE)).await?.iter().map(|(_, v)| v.len() as u64).sum())
+    }
+
+    /// Moves hints that a version before the slop replica kept in the data
+    /// replica into the slop replica (once per process: a walk of the data
+    /// replica's index).
+    async fn move_legacy_hints(&self) -> Result<()> {
         let local = self.0.local.clone();
-        Ok(blocking(move || local.entries(SLOP_STORE)).await?.iter().map(|(_, v)| v.len() as u64).sum())
+        let old = blocking(move || local.entries(SLOP_STORE)).await?;
+        let mut moved = 0;
+        for (hk, versions) in old {
+            for v in versions {
+                match self.0.slop.put(SLOP_STORE, &hk, &v).await {
+                    Ok(_) => {}
+                    Err(e) if e.is_obsolete() => {}
+                    Err(e) => return Err(e),
+                }
+                let (local, hk, clock) = (self.0.local.clone(), hk.clone(), v.clock.clone());
+                blocking(move || local.remove(SLOP_STORE, &hk, &clock)).await?;
+                moved += 1;
+            }
+        }
+        if moved > 0 {
+            tracing::info!(moved, "hints moved from the read-write stores' replica to the slop replica");
+        }
+        self.0.legacy_hints_moved.store(true, Ordering::Release);
+        Ok(())
     }
 }

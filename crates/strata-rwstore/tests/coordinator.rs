@@ -66,8 +66,9 @@ fn cluster(n: u64) -> Cluster {
         let config = EngineConfig { disk_reserve_bytes: 0, tail_cache_bytes: 0, write_cache_bytes: 0, ..EngineConfig::default() };
         let store = Store::open(dir.path(), config, Arc::new(SystemClock)).unwrap();
         let local = Arc::new(LocalStore::new(store.create_replica(1).unwrap()));
+        let slop = Arc::new(LocalStore::new(store.create_replica(2).unwrap()));
         net.stores.lock().unwrap().insert(id, local.clone());
-        nodes.push(Coordinator::new(id, local, Arc::new(Link { from: id, net: net.clone() }), Arc::new(SystemClock)));
+        nodes.push(Coordinator::new(id, local, slop, Arc::new(Link { from: id, net: net.clone() }), Arc::new(SystemClock)));
         dirs.push(dir);
         stores.push(store);
     }
@@ -196,6 +197,7 @@ async fn hinted_handoff_and_read_repair_bring_a_replica_up_to_date() {
     tokio::time::sleep(std::time::Duration::from_millis(100)).await;
     let master = &c.nodes[0];
     assert_eq!(master.hints_pending().await.unwrap(), 1);
+    assert!(master.local().entries(strata_rwstore::SLOP_STORE).unwrap().is_empty(), "a hint went to the data replica");
     assert!(c.nodes[2].local().get("counters", b"k").unwrap().is_empty(), "node 3 was down");
     // Still down: the push fails and the hint stays.
     let r = master.push_hints().await.unwrap();
@@ -221,6 +223,27 @@ async fn hinted_handoff_and_read_repair_bring_a_replica_up_to_date() {
         tokio::time::sleep(std::time::Duration::from_millis(20)).await;
     }
     assert!(c.nodes[1].stats().read_repairs.load(std::sync::atomic::Ordering::Relaxed) >= 1);
+}
+
+/// A hint an earlier version kept in the data replica (before hints had
+/// a replica of their own) is moved to the slop replica by the first push
+/// and delivered like any other.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn hints_kept_with_the_data_by_an_earlier_version_are_moved_and_delivered() {
+    let c = cluster(3);
+    let v = Versioned::value(&b"v1"[..], VectorClock::new().incremented(1, 0));
+    // The slop store's key of a hint: target node, store, key.
+    let mut hk = 3u64.to_be_bytes().to_vec();
+    hk.push(8);
+    hk.extend_from_slice(b"counters");
+    hk.extend_from_slice(b"old");
+    let master = &c.nodes[0];
+    master.local().put(strata_rwstore::SLOP_STORE, &hk, &v).await.unwrap();
+    let r = master.push_hints().await.unwrap();
+    assert_eq!((r.pushed, r.failed), (1, 0));
+    assert_eq!(c.nodes[2].local().get("counters", b"old").unwrap(), vec![v]);
+    assert!(master.local().entries(strata_rwstore::SLOP_STORE).unwrap().is_empty(), "the old hint stayed with the data");
+    assert_eq!(master.hints_pending().await.unwrap(), 0);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
