@@ -39,54 +39,51 @@ pub enum KeyState {
 }
 
 /// The in-memory index segment: entries of the active log segment since the
-/// last persisted index file.
+/// last persisted index file. Keyed by the key alone (its entries, at most
+/// one per kind, in kind order, beside it), so a lookup borrows the key's
+/// bytes instead of building a (key, kind) bound.
 #[derive(Debug, Default)]
 pub struct Memtable {
-    map: BTreeMap<(Key, u8), Located>,
+    map: BTreeMap<Key, Vec<Located>>,
+    entries: usize,
 }
 
 impl Memtable {
     /// Adds or replaces the entry of its (key, kind).
     pub fn insert(&mut self, l: Located) {
-        self.map.insert((l.entry.key.clone(), l.entry.kind as u8), l);
+        let kinds = self.map.entry(l.entry.key.clone()).or_default();
+        let kind = l.entry.kind as u8;
+        match kinds.binary_search_by_key(&kind, |e| e.entry.kind as u8) {
+            Ok(i) => kinds[i] = l,
+            Err(i) => {
+                kinds.insert(i, l);
+                self.entries += 1;
+            }
+        }
     }
     /// Up to `max` distinct keys after `after` (all keys when `None`), in order.
     pub fn keys_after(&self, after: Option<&Key>, max: usize) -> Vec<Key> {
         use std::ops::Bound;
         let from = match after {
-            Some(a) => Bound::Excluded((a.clone(), u8::MAX)),
+            Some(a) => Bound::Excluded(a.as_bytes()),
             None => Bound::Unbounded,
         };
-        let mut out: Vec<Key> = Vec::new();
-        for ((k, _), _) in self.map.range((from, Bound::Unbounded)) {
-            if out.len() >= max {
-                break;
-            }
-            if out.last() != Some(k) {
-                out.push(k.clone());
-            }
-        }
-        out
+        self.map.range::<[u8], _>((from, Bound::Unbounded)).take(max).map(|(k, _)| k.clone()).collect()
     }
 
     /// The distinct keys from `lo` to `hi` (both included), in order.
     pub fn keys_between(&self, lo: &Key, hi: &Key) -> Vec<Key> {
-        let mut out: Vec<Key> = Vec::new();
-        for ((k, _), _) in self.map.range((lo.clone(), 0)..=(hi.clone(), u8::MAX)) {
-            if out.last() != Some(k) {
-                out.push(k.clone());
-            }
-        }
-        out
+        use std::ops::Bound;
+        self.map.range::<[u8], _>((Bound::Included(lo.as_bytes()), Bound::Included(hi.as_bytes()))).map(|(k, _)| k.clone()).collect()
     }
 
     /// Entries of `key`, at most one per kind.
     pub fn find(&self, key: &Key) -> impl Iterator<Item = &Located> {
-        self.map.range((key.clone(), 0)..=(key.clone(), u8::MAX)).map(|(_, v)| v)
+        self.map.get(key.as_bytes()).into_iter().flatten()
     }
     /// Number of entries.
     pub fn len(&self) -> usize {
-        self.map.len()
+        self.entries
     }
     /// True when empty.
     pub fn is_empty(&self) -> bool {
@@ -94,15 +91,16 @@ impl Memtable {
     }
     /// Entries sorted by (key, kind).
     pub fn sorted_entries(&self) -> Vec<IndexEntry> {
-        self.map.values().map(|l| l.entry.clone()).collect()
+        self.iter().map(|l| l.entry.clone()).collect()
     }
-    /// Iterates all entries.
+    /// Iterates all entries, by (key, kind).
     pub fn iter(&self) -> impl Iterator<Item = &Located> {
-        self.map.values()
+        self.map.values().flatten()
     }
     /// Removes everything.
     pub fn clear(&mut self) {
-        self.map.clear()
+        self.map.clear();
+        self.entries = 0;
     }
 }
 

@@ -257,14 +257,22 @@ impl Coordinator {
             return Err(RwError::Invalid(format!("node {} is not in the key's preference list {pref:?}: it cannot coordinate the put", self.0.node)));
         }
         let v = Versioned { value, clock: clock.incremented(self.0.node, self.0.clock.now_ms()) };
-        // The master's own replica first: its check is the optimistic lock.
-        if let Err(e) = self.ask_put(self.0.node, &policy.name, &key, &v).await {
-            if e.is_obsolete() {
-                self.0.stats.obsolete.fetch_add(1, Ordering::Relaxed);
+        // The master's own replica's check first: it is the optimistic
+        // lock (a version submitted there counts as held at once, so a
+        // second put of the same clock is refused while this one is on its
+        // way to the disk).
+        let own = match self.0.local.begin_put(&policy.name, &key, &v) {
+            Ok(b) => b,
+            Err(e) => {
+                if e.is_obsolete() {
+                    self.0.stats.obsolete.fetch_add(1, Ordering::Relaxed);
+                }
+                return Err(e);
             }
-            return Err(e);
-        }
-        let mut acks = 1u32;
+        };
+        // The other replicas' writes go out while the master's own is on
+        // its way to the disk; the put is acknowledged only once that one
+        // is durable too.
         let mut pending: FuturesUnordered<_> = pref
             .iter()
             .filter(|&&n| n != self.0.node)
@@ -273,19 +281,34 @@ impl Coordinator {
                 async move { (n, f.await) }
             })
             .collect();
+        let mut own = std::pin::pin!(own.land());
+        let mut own_done = false;
+        let mut acks = 0u32;
         let mut missed = Vec::new();
         let mut errors = Vec::new();
-        while acks < policy.required_writes {
-            match pending.next().await {
-                Some((_, Ok(_))) => acks += 1,
-                // That replica holds this clock already, or a newer one:
-                // either way it needs nothing from this put.
-                Some((_, Err(e))) if e.is_obsolete() => acks += 1,
-                Some((n, Err(e))) => {
-                    errors.push(format!("node {n}: {e}"));
-                    missed.push(n);
+        while !own_done || acks < policy.required_writes {
+            tokio::select! {
+                r = &mut own, if !own_done => {
+                    r?;
+                    own_done = true;
+                    acks += 1;
                 }
-                None => break,
+                next = pending.next() => match next {
+                    // That replica holds this clock already, or a newer one:
+                    // either way it needs nothing from this put.
+                    Some((_, Ok(_))) => acks += 1,
+                    Some((_, Err(e))) if e.is_obsolete() => acks += 1,
+                    Some((n, Err(e))) => {
+                        errors.push(format!("node {n}: {e}"));
+                        missed.push(n);
+                    }
+                    None if own_done => break,
+                    None => {
+                        own.as_mut().await?;
+                        own_done = true;
+                        acks += 1;
+                    }
+                },
             }
         }
         if acks < policy.required_writes {

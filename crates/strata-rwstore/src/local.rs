@@ -36,14 +36,15 @@ pub struct LocalStore {
 }
 
 /// Takes a version out of the in-flight set when its write is done (or
-/// abandoned).
-struct Landing<'a> {
-    store: &'a LocalStore,
+/// abandoned): `S` is how the landing reaches the store (a borrow, or an
+/// `Arc` for a write awaited elsewhere).
+struct Landing<S: std::ops::Deref<Target = LocalStore>> {
+    store: S,
     at: (String, Bytes),
     clock: VectorClock,
 }
 
-impl Drop for Landing<'_> {
+impl<S: std::ops::Deref<Target = LocalStore>> Drop for Landing<S> {
     fn drop(&mut self) {
         let mut f = self.store.stripe(&self.at.0, &self.at.1);
         if let Some(v) = f.get_mut(&self.at) {
@@ -52,6 +53,26 @@ impl Drop for Landing<'_> {
                 f.remove(&self.at);
             }
         }
+    }
+}
+
+/// A put checked and submitted, not yet durable ([`LocalStore::begin_put`]).
+pub struct BegunPut {
+    pending: PendingWrite,
+    replaced: Vec<VectorClock>,
+    landing: Landing<Arc<LocalStore>>,
+    store: String,
+    key: Bytes,
+    v: Versioned,
+}
+
+impl BegunPut {
+    /// Waits for the write to be durable; what it did.
+    pub async fn land(self) -> Result<PutOutcome> {
+        let written = self.pending.await;
+        let store = self.landing.store.clone();
+        drop(self.landing);
+        store.finish(&self.store, &self.key, &self.v, written, self.replaced)
     }
 }
 
@@ -90,9 +111,20 @@ impl LocalStore {
     /// Waits for durability without blocking a thread.
     pub async fn put(&self, store: &str, key: &[u8], v: &Versioned) -> Result<PutOutcome> {
         let (pending, replaced, landing) = self.check_and_submit(store, key, v)?;
+        let landing = Landing { store: self, at: landing.0, clock: landing.1 };
         let written = pending.await;
         drop(landing);
         self.finish(store, key, v, written, replaced)
+    }
+
+    /// [`LocalStore::put`] in two steps: the check and the submission now
+    /// (`Obsolete` at once), the wait for durability in
+    /// [`BegunPut::land`], which the caller may overlap with other work
+    /// (a pseudo-master's writes to the other replicas).
+    pub fn begin_put(self: &Arc<Self>, store: &str, key: &Bytes, v: &Versioned) -> Result<BegunPut> {
+        let (pending, replaced, (at, clock)) = self.check_and_submit(store, key, v)?;
+        let landing = Landing { store: self.clone(), at, clock };
+        Ok(BegunPut { pending, replaced, landing, store: store.to_string(), key: key.clone(), v: v.clone() })
     }
 
     /// The replica's check and the write's submission, under the key's
@@ -100,7 +132,10 @@ impl LocalStore {
     /// (the in-flight set), so the lock need not be held while the write
     /// waits for its group commit: a later put of the same clock is
     /// refused, and one that follows a pending version replaces it.
-    fn check_and_submit(&self, store: &str, key: &[u8], v: &Versioned) -> Result<(PendingWrite, Vec<VectorClock>, Landing<'_>)> {
+    /// Returns the write, the versions it replaces, and its place in the
+    /// in-flight set, which a [`Landing`] must take it out of.
+    #[allow(clippy::type_complexity)]
+    fn check_and_submit(&self, store: &str, key: &[u8], v: &Versioned) -> Result<(PendingWrite, Vec<VectorClock>, ((String, Bytes), VectorClock))> {
         let mut inflight = self.stripe(store, key);
         let at = (store.to_string(), Bytes::copy_from_slice(key));
         let mut held: Vec<VectorClock> = self.get(store, key)?.into_iter().map(|h| h.clock).collect();
@@ -117,7 +152,7 @@ impl LocalStore {
         let ek = value::engine_key(store, key, &v.clock);
         let pending = self.replica.submit(WriteOp::Put { key: ek, props: PutProps::default(), data });
         inflight.entry(at.clone()).or_default().push(v.clock.clone());
-        Ok((pending, replaced, Landing { store: self, at, clock: v.clock.clone() }))
+        Ok((pending, replaced, (at, v.clock.clone())))
     }
 
     fn finish(
@@ -163,7 +198,7 @@ impl LocalStore {
         for (key, versions) in &entries {
             for v in versions {
                 match self.check_and_submit(store, key, v) {
-                    Ok((pending, replaced, landing)) => submitted.push((key, v, pending, replaced, landing)),
+                    Ok((pending, replaced, (at, clock))) => submitted.push((key, v, pending, replaced, Landing { store: self, at, clock })),
                     Err(e) if e.is_obsolete() => skipped += 1,
                     Err(e) => return Err(e),
                 }

@@ -269,6 +269,14 @@ impl KeyKind {
     }
 }
 
+/// A key's bytes stand for it in ordered and hashed collections: its
+/// order, equality and hash are its bytes'.
+impl std::borrow::Borrow<[u8]> for Key {
+    fn borrow(&self) -> &[u8] {
+        &self.0
+    }
+}
+
 /// Bytes a versioned key adds around its body: the body length and the version.
 pub const VERSIONED_KEY_OVERHEAD: usize = 1 + 8;
 /// Longest body of a versioned key.
