@@ -249,11 +249,7 @@ mod tests {
 
     #[test]
     fn requests_and_answers_round_trip() {
-        let reqs = [
-            Request::Get { key: b"k" },
-            Request::Put { key: b"key", clock: "1:2@3", value: &[0u8; 300] },
-            Request::Delete { key: b"", clock: "" },
-        ];
+        let reqs = [Request::Get { key: b"k" }, Request::Put { key: b"key", clock: "1:2@3", value: &[0u8; 300] }, Request::Delete { key: b"", clock: "" }];
         for r in &reqs {
             let f = r.encode();
             assert_eq!(next_frame_len(&f, 1 << 20).unwrap(), Some(f.len()));

@@ -239,12 +239,7 @@ async fn call_http(c: &strata_client::Client, store: &str, key: &[u8], op: &Op<'
 impl RwClient {
     /// A client of the nodes at `urls`, signing and trusting as `opts` says.
     pub fn new(urls: &[String], opts: &strata_client::ClientOptions) -> Self {
-        Self {
-            nodes: urls.iter().map(|u| Node::new(u, opts)).collect(),
-            next: AtomicUsize::new(0),
-            routing: None,
-            sessions: false,
-        }
+        Self { nodes: urls.iter().map(|u| Node::new(u, opts)).collect(), next: AtomicUsize::new(0), routing: None, sessions: false }
     }
 
     /// Sends gets, puts and deletes through sessions (connections upgraded

@@ -175,7 +175,9 @@ impl Client {
             .enable_http1()
             .wrap_connector(c);
         Self {
-            http: hyper_util::client::legacy::Client::builder(hyper_util::rt::TokioExecutor::new()).pool_idle_timeout(Duration::from_secs(30)).build(conn.clone()),
+            http: hyper_util::client::legacy::Client::builder(hyper_util::rt::TokioExecutor::new())
+                .pool_idle_timeout(Duration::from_secs(30))
+                .build(conn.clone()),
             upgrades: hyper_util::client::legacy::Client::builder(hyper_util::rt::TokioExecutor::new()).pool_max_idle_per_host(0).build(conn),
             idle: Default::default(),
         }

@@ -210,8 +210,7 @@ async fn serve_hyper<IO, S, B>(
     service: S,
     watcher: Option<Watcher>,
     sessions: Option<(Arc<AppState>, ConnInfo)>,
-)
-where
+) where
     IO: AsyncRead + AsyncWrite + Unpin + Send + 'static,
     S: hyper::service::Service<http::Request<hyper::body::Incoming>, Response = http::Response<B>> + Send + 'static,
     S::Future: Send + 'static,

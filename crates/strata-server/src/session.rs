@@ -61,9 +61,7 @@ pub(crate) fn recognize(method: Option<&str>, path: &str, headers: &[httparse::H
             h.name.eq_ignore_ascii_case(name) && std::str::from_utf8(h.value).is_ok_and(|v| v.split(',').any(|t| t.trim().eq_ignore_ascii_case(token)))
         })
     };
-    let body = headers.iter().any(|h| {
-        h.name.eq_ignore_ascii_case("transfer-encoding") || (h.name.eq_ignore_ascii_case("content-length") && h.value != b"0")
-    });
+    let body = headers.iter().any(|h| h.name.eq_ignore_ascii_case("transfer-encoding") || (h.name.eq_ignore_ascii_case("content-length") && h.value != b"0"));
     if body || !has("connection", "upgrade") {
         return None;
     }
@@ -133,7 +131,14 @@ async fn answer(state: &AppState, up: &Upgrade, req: Request<'_>) -> (&'static s
 
 /// Serves `session` on `io`, whose upgrade request (`head_len` bytes of
 /// `buf`) was recognized and allowed.
-pub(crate) async fn serve_session<IO: AsyncRead + AsyncWrite + Unpin>(io: IO, buf: BytesMut, head_len: usize, state: &AppState, session: Session, ticket: &Ticket) {
+pub(crate) async fn serve_session<IO: AsyncRead + AsyncWrite + Unpin>(
+    io: IO,
+    buf: BytesMut,
+    head_len: usize,
+    state: &AppState,
+    session: Session,
+    ticket: &Ticket,
+) {
     match session {
         Session::Rw(up) => serve(io, buf, head_len, state, up, ticket).await,
         Session::Rpc => serve_rpc(io, buf, head_len, state, ticket).await,
@@ -184,9 +189,15 @@ async fn serve_rpc<IO: AsyncRead + AsyncWrite + Unpin>(io: IO, mut buf: BytesMut
     // A frame whose length is refused gets no answer a caller could match:
     // the session just ends.
     let node = &node;
-    serve_frames(io, buf, ticket, &head, strata_net::RPC_SESSION_FRAME_MAX, |_| Vec::new(), |frame| async move {
-        (strata_rpc::serve(&**node, frame).await, true)
-    })
+    serve_frames(
+        io,
+        buf,
+        ticket,
+        &head,
+        strata_net::RPC_SESSION_FRAME_MAX,
+        |_| Vec::new(),
+        |frame| async move { (strata_rpc::serve(&**node, frame).await, true) },
+    )
     .await;
 }
 
