@@ -227,6 +227,19 @@ async fn read_write_stores_count_hand_off_repair_and_keep_siblings() {
     assert_eq!(after.versions[0].1, bytes::Bytes::from_static(b"60"));
     assert!(client_via(3).get("counters", b"big").await.unwrap().versions.is_empty());
 
+    // A multi-get answers every key, in order, absent ones with no version.
+    let keys = [rw_b64(b"hits"), rw_b64(b"never-written"), rw_b64(b"hits")];
+    let got = c.client(2).post_json("/rw/counters/multi-get", &serde_json::json!({ "keys": keys })).await.expect("multi-get");
+    let results = got["results"].as_array().expect("results");
+    assert_eq!(results.iter().map(|r| r["key"].as_str().unwrap()).collect::<Vec<_>>(), keys.iter().map(String::as_str).collect::<Vec<_>>());
+    assert_eq!(results[0]["versions"][0]["value"], "NjA=", "{got}");
+    assert_eq!(results[1]["versions"].as_array().map(Vec::len), Some(0), "{got}");
+    assert_eq!(results[2], results[0]);
+    for body in [serde_json::json!({ "keys": ["not base64!"] }), serde_json::json!({ "keys": vec![rw_b64(b"k"); 1001] })] {
+        let refused = c.client(2).post_json("/rw/counters/multi-get", &body).await;
+        assert!(matches!(&refused, Err(e) if e.status() == Some(400)), "{refused:?}");
+    }
+
     // Sessions (connections upgraded to strata-rw/1) answer as HTTP does.
     sessions_answer_as_http_does(&c, &url(1)).await;
 

@@ -14,8 +14,9 @@
 //!   transform on the value held instead. Answers `{"clock"}` written; 409
 //!   `ObsoleteVersion` when the clock does not follow what is held.
 //! - `DELETE /rw/{store}/{key}`: with `x-strata-clock`.
-//! - `POST /rw/{store}/multi-get`: `{"keys": [base64url...]}` →
-//!   `{"results": [{"key", "versions", "clock"}...]}`.
+//! - `POST /rw/{store}/multi-get`: `{"keys": [base64url...]}` (at most
+//!   1,000) → `{"results": [{"key", "versions", "clock"}...]}`, in the
+//!   order of the keys, each key coordinated as a get (32 at a time).
 //! - `POST /rw/{store}/session` and `POST /rw/{store}/write-session`
 //!   with `Connection: upgrade` and `Upgrade: strata-rw/1`: the connection
 //!   becomes a binary session of gets (and, for a write session, puts and
@@ -146,13 +147,25 @@ struct MultiGet {
     keys: Vec<String>,
 }
 
+/// Keys one multi-get may name.
+const MULTI_GET_KEYS_MAX: usize = 1000;
+/// Keys of one multi-get coordinated at a time.
+const MULTI_GET_CONCURRENCY: usize = 32;
+
 async fn multi_get(State(st): S, Path(store): Path<String>, body: Bytes) -> Result<Response, ApiError> {
+    use futures_util::{StreamExt, TryStreamExt};
     let req: MultiGet = serde_json::from_slice(&body).map_err(|e| ApiError::BadRequest(format!("bad JSON body: {e}")))?;
+    if req.keys.len() > MULTI_GET_KEYS_MAX {
+        return Err(ApiError::BadRequest(format!("a multi-get names at most {MULTI_GET_KEYS_MAX} keys, not {}", req.keys.len())));
+    }
+    let keys = req.keys.iter().map(|k| decode_key(k)).collect::<Result<Vec<_>, _>>()?;
     let rw = service(&st)?;
-    let mut results = Vec::with_capacity(req.keys.len());
-    for k in &req.keys {
-        let versions = rw.get(&store, decode_key(k)?).await?;
-        let mut v = versions_json(&versions, None)?;
+    // The keys are coordinated side by side, the answers kept in order.
+    let answers: Vec<Vec<Versioned>> =
+        futures_util::stream::iter(keys.into_iter().map(|k| rw.get(&store, k))).buffered(MULTI_GET_CONCURRENCY).try_collect().await?;
+    let mut results = Vec::with_capacity(answers.len());
+    for (k, versions) in req.keys.iter().zip(&answers) {
+        let mut v = versions_json(versions, None)?;
         v["key"] = k.clone().into();
         results.push(v);
     }
