@@ -138,6 +138,32 @@ async fn sessions_answer_as_http_does(c: &Cluster, url: &str) {
     assert!(metric(&metrics, "strata_rw_sessions_total") >= 3.0, "sessions not counted");
 }
 
+/// A session that stops sending, between requests or halfway through
+/// one, is ended after the head timeout: a frame left half-sent holds no
+/// connection for ever.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stalled_session_is_ended_after_the_head_timeout() {
+    use strata_format::rw_session::{self, Request};
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let _serial = SERIAL.lock().await;
+    let c = Cluster::start_zones(75, 1, 1, &["--header-timeout-secs", "2"]).await;
+    c.command(1, serde_json::json!({ "KvInitRing": { "partitions": 4 } })).await;
+    let spec = serde_json::json!({ "replication": { "Nodes": 3 }, "required_reads": 1, "required_writes": 1, "value_limit": 1024 });
+    c.command(1, serde_json::json!({ "RwCreateStore": { "name": "s", "spec": spec } })).await;
+    stores_everywhere(&c, &[1], &["s"]).await;
+    let node = strata_client::Client::with_options(&format!("https://127.75.0.1:{PORT}"), &c.opts);
+    let frame = Request::Put { key: b"k", clock: "", value: b"v" }.encode();
+    for sent in [0, frame.len() / 2] {
+        let mut s = node.upgrade("/rw/s/write-session", rw_session::PROTOCOL).await.expect("session");
+        s.write_all(&frame[..sent]).await.unwrap();
+        let t = Instant::now();
+        let mut buf = [0u8; 64];
+        let n = tokio::time::timeout(Duration::from_secs(20), s.read(&mut buf)).await.expect("the node never ended the stalled session");
+        assert!(matches!(n, Ok(0) | Err(_)), "{sent} bytes sent: {n:?}");
+        assert!(t.elapsed() >= Duration::from_secs(1), "{sent} bytes sent: ended after {:?}, before the timeout", t.elapsed());
+    }
+}
+
 /// Spock's read-write stores on three real nodes, one per zone: (a) N
 /// clients' applyUpdate increments of one counter all count; (c) a node
 /// killed during a put gets it by hinted handoff once back (its replica

@@ -204,8 +204,8 @@ async fn serve_rpc<IO: AsyncRead + AsyncWrite + Unpin>(io: IO, mut buf: BytesMut
 /// The loop of a session: answers `101 Switching Protocols` (`head`), then
 /// takes frames until the client leaves, the connection breaks, a frame
 /// is refused (its length by `bad_len`, whose bytes are sent last; its
-/// content by `handle`), or the session waits longer than the head
-/// timeout for its next request (it is evictable meanwhile, like a
+/// content by `handle`), or no byte arrives for the head timeout, between
+/// requests or within one (it is evictable while it waits, like a
 /// kept-alive connection). Every whole frame that has arrived is answered
 /// in order, and the answers go out in one write.
 async fn serve_frames<IO, H, F>(mut io: IO, mut buf: BytesMut, ticket: &Ticket, head: &str, max: usize, bad_len: impl Fn(String) -> Vec<u8>, mut handle: H)
@@ -246,7 +246,11 @@ where
             let _ = io.shutdown().await;
             return;
         }
-        ticket.set_waiting(buf.is_empty());
+        // Waiting for more bytes, a next request or the rest of one: a
+        // session that sends nothing for the head timeout is ended (and
+        // it is evictable meanwhile), so a frame left half-sent cannot hold
+        // its connection for ever.
+        ticket.set_waiting(true);
         tokio::select! {
             r = io.read_buf(&mut buf) => match r {
                 Ok(0) | Err(_) => return,
