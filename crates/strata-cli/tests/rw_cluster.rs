@@ -63,12 +63,50 @@ async fn rw_until(c: &Cluster, n: u8, store: &str, key: &[u8], want: &[&str], wh
     }
 }
 
+/// A writer of `store` until `stop`: new keys `w{w}-{i}`, and every
+/// `update_every`-th step an update of an earlier key, each put over what a
+/// get read. Returns, per key, the last acknowledged value and the values
+/// of later puts that failed (a failed put may still have been applied,
+/// and then rightly replaced it).
+fn spawn_writer(
+    urls: &[String],
+    opts: &strata_client::ClientOptions,
+    store: &'static str,
+    w: u32,
+    update_every: u32,
+    stop: Arc<std::sync::atomic::AtomicBool>,
+) -> tokio::task::JoinHandle<BTreeMap<String, (String, Vec<String>)>> {
+    let client = strata_kv_client::RwClient::new(urls, opts);
+    tokio::spawn(async move {
+        let mut acked: BTreeMap<String, (String, Vec<String>)> = BTreeMap::new();
+        let mut i = 0u32;
+        while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+            let (key, value) =
+                if i % update_every == update_every - 1 { (format!("w{w}-{}", i / 2), format!("u{i}")) } else { (format!("w{w}-{i}"), format!("v{i}")) };
+            if let Ok(read) = client.get(store, key.as_bytes()).await {
+                match client.put(store, key.as_bytes(), bytes::Bytes::from(value.clone()), &read.clock).await {
+                    Ok(_) => {
+                        acked.insert(key, (value, Vec::new()));
+                    }
+                    Err(_) => {
+                        if let Some((_, later)) = acked.get_mut(&key) {
+                            later.push(value);
+                        }
+                    }
+                }
+            }
+            i += 1;
+        }
+        acked
+    })
+}
+
 /// One answer read from a session opened by hand.
 async fn session_answer(io: &mut strata_client::Upgraded) -> Option<Vec<u8>> {
     use tokio::io::AsyncReadExt;
     let mut buf = bytes::BytesMut::new();
     loop {
-        if let Ok(Some(n)) = strata_format::rw_session::next_frame_len(&buf, 1 << 20)
+        if let Ok(Some(n)) = strata_format::frame::next_frame_len(&buf, 1 << 20)
             && buf.len() >= n
         {
             return Some(buf[..n].to_vec());
@@ -414,34 +452,7 @@ async fn read_write_stores_follow_a_rebalance_while_writers_run() {
     let urls: Vec<String> = (1..=3u8).map(|n| format!("https://127.73.0.{n}:{PORT}")).collect();
     let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
     // Each writer: new keys, and every third step an update of an earlier one.
-    let writers: Vec<_> = (0..2u32)
-        .map(|w| {
-            let (stop, client) = (stop.clone(), strata_kv_client::RwClient::new(&urls, &opts));
-            tokio::spawn(async move {
-                // Per key: the last acknowledged value, and the values of
-                // later puts that failed (they may still have been applied).
-                let mut acked: BTreeMap<String, (String, Vec<String>)> = BTreeMap::new();
-                let mut i = 0u32;
-                while !stop.load(std::sync::atomic::Ordering::Relaxed) {
-                    let (key, value) = if i % 3 == 2 { (format!("w{w}-{}", i / 2), format!("u{i}")) } else { (format!("w{w}-{i}"), format!("v{i}")) };
-                    if let Ok(read) = client.get("users", key.as_bytes()).await {
-                        match client.put("users", key.as_bytes(), bytes::Bytes::from(value.clone()), &read.clock).await {
-                            Ok(_) => {
-                                acked.insert(key, (value, Vec::new()));
-                            }
-                            Err(_) => {
-                                if let Some((_, later)) = acked.get_mut(&key) {
-                                    later.push(value);
-                                }
-                            }
-                        }
-                    }
-                    i += 1;
-                }
-                acked
-            })
-        })
-        .collect();
+    let writers: Vec<_> = (0..2u32).map(|w| spawn_writer(&urls, &opts, "users", w, 3, stop.clone())).collect();
     tokio::time::sleep(Duration::from_millis(500)).await;
     let checkpoint = c.dir.join("rebalance.json");
     let cli = {
@@ -514,36 +525,8 @@ async fn read_write_stores_lose_no_acknowledged_put_across_kill_9() {
     let opts = c.opts.clone();
     let urls: Vec<String> = (1..=3u8).map(|n| format!("https://127.74.0.{n}:{PORT}")).collect();
     let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
-    let writers: Vec<_> = (0..2u32)
-        .map(|w| {
-            let (stop, urls, opts) = (stop.clone(), urls.clone(), opts.clone());
-            tokio::spawn(async move {
-                let client = strata_kv_client::RwClient::new(&urls, &opts);
-                // Per key: the last acknowledged value, and the values of
-                // later puts that failed (a failed put may still have been
-                // applied, and then rightly replaced it).
-                let mut acked: BTreeMap<String, (String, Vec<String>)> = BTreeMap::new();
-                let mut i = 0u32;
-                while !stop.load(std::sync::atomic::Ordering::Relaxed) {
-                    let (key, value) = if i % 4 == 3 { (format!("w{w}-{}", i / 2), format!("u{i}")) } else { (format!("w{w}-{i}"), format!("v{i}")) };
-                    if let Ok(read) = client.get("crash", key.as_bytes()).await {
-                        match client.put("crash", key.as_bytes(), bytes::Bytes::from(value.clone()), &read.clock).await {
-                            Ok(_) => {
-                                acked.insert(key, (value, Vec::new()));
-                            }
-                            Err(_) => {
-                                if let Some((_, later)) = acked.get_mut(&key) {
-                                    later.push(value);
-                                }
-                            }
-                        }
-                    }
-                    i += 1;
-                }
-                acked
-            })
-        })
-        .collect();
+    // Each writer: new keys, and every fourth step an update of an earlier one.
+    let writers: Vec<_> = (0..2u32).map(|w| spawn_writer(&urls, &opts, "crash", w, 4, stop.clone())).collect();
     for victim in [1u8, 2, 3] {
         tokio::time::sleep(Duration::from_millis(700)).await;
         c.kill9(victim);

@@ -224,8 +224,9 @@ impl Client {
 
     /// A client for `base` that signs and trusts as `opts` says.
     pub fn with_options(base: &str, opts: &ClientOptions) -> Self {
-        let http = HyperClient::builder(TokioExecutor::new()).pool_max_idle_per_host(256).build(connector(opts));
-        let upgrades = HyperClient::builder(TokioExecutor::new()).pool_max_idle_per_host(0).build(connector(opts));
+        let conn = connector(opts);
+        let http = HyperClient::builder(TokioExecutor::new()).pool_max_idle_per_host(256).build(conn.clone());
+        let upgrades = HyperClient::builder(TokioExecutor::new()).pool_max_idle_per_host(0).build(conn);
         let region = opts.region.as_deref().unwrap_or("us-east-1");
         let signer = opts.credentials.clone().map(|c| Arc::new(Signer::new(c, region, strata_auth::SERVICE)));
         Self { base: base.trim_end_matches('/').to_string(), http, upgrades, signer, opts: opts.clone() }

@@ -240,12 +240,10 @@ pub fn decode_answer(frame: &[u8]) -> Result<Answer<'_>, FormatError> {
     Ok(answer)
 }
 
-pub use crate::frame::next_frame_len;
-
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::frame::FRAME_HEADER_BYTES;
+    use crate::frame::{FRAME_HEADER_BYTES, next_frame_len};
 
     #[test]
     fn requests_and_answers_round_trip() {

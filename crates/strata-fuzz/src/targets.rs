@@ -59,7 +59,8 @@ fn resealed_at(b: &[u8], size: usize) -> Vec<u8> {
 }
 
 fn rw_session(b: &[u8]) {
-    use strata_format::rw_session::{decode_answer, decode_request, next_frame_len};
+    use strata_format::frame::next_frame_len;
+    use strata_format::rw_session::{decode_answer, decode_request};
     for b in [b.to_vec(), resealed(b)] {
         let _ = next_frame_len(&b, 1 << 20);
         let _ = decode_request(&b);

@@ -180,7 +180,7 @@ async fn call_session(node: &Node, store: &str, key: &[u8], op: &Op<'_>) -> Resu
     let broken = |e: std::io::Error| strata_client::ClientError::Transport(format!("session: {e}"));
     s.io.write_all(&frame).await.map_err(broken)?;
     let len = loop {
-        match rw_session::next_frame_len(&s.buf, ANSWER_BYTES_MAX) {
+        match strata_format::frame::next_frame_len(&s.buf, ANSWER_BYTES_MAX) {
             Ok(Some(n)) if s.buf.len() >= n => break n,
             Ok(_) => {}
             Err(e) => return Err(strata_client::ClientError::Protocol(format!("session answer: {e}"))),
@@ -189,11 +189,11 @@ async fn call_session(node: &Node, store: &str, key: &[u8], op: &Op<'_>) -> Resu
             return Err(strata_client::ClientError::Transport("session: the node closed it".into()));
         }
     };
-    let frame = s.buf.split_to(len);
+    let frame = s.buf.split_to(len).freeze();
     let reply = match rw_session::decode_answer(&frame).map_err(|e| strata_client::ClientError::Protocol(format!("session answer: {e}")))? {
         Answer::Versions { clock, versions } => Ok(Reply::Versions(RwVersions {
             clock: clock.to_string(),
-            versions: versions.into_iter().map(|(c, v)| (c.to_string(), Bytes::copy_from_slice(v))).collect(),
+            versions: versions.into_iter().map(|(c, v)| (c.to_string(), frame.slice_ref(v))).collect(),
         })),
         Answer::Written { clock } => Ok(Reply::Written(clock.to_string())),
         Answer::Error { status, code, message } => Err(strata_client::ClientError::Api { status, code: code.to_string(), message: message.to_string() }),

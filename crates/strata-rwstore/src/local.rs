@@ -61,18 +61,14 @@ pub struct BegunPut {
     pending: PendingWrite,
     replaced: Vec<VectorClock>,
     landing: Landing<Arc<LocalStore>>,
-    store: String,
-    key: Bytes,
-    v: Versioned,
 }
 
 impl BegunPut {
     /// Waits for the write to be durable; what it did.
     pub async fn land(self) -> Result<PutOutcome> {
-        let written = self.pending.await;
-        let store = self.landing.store.clone();
-        drop(self.landing);
-        store.finish(&self.store, &self.key, &self.v, written, self.replaced)
+        let BegunPut { pending, replaced, landing } = self;
+        let written = pending.await;
+        landing.store.finish(&landing.at.0, &landing.at.1, &landing.clock, written, replaced)
     }
 }
 
@@ -114,7 +110,7 @@ impl LocalStore {
         let landing = Landing { store: self, at: landing.0, clock: landing.1 };
         let written = pending.await;
         drop(landing);
-        self.finish(store, key, v, written, replaced)
+        self.finish(store, key, &v.clock, written, replaced)
     }
 
     /// [`LocalStore::put`] in two steps: the check and the submission now
@@ -123,8 +119,7 @@ impl LocalStore {
     /// (a pseudo-master's writes to the other replicas).
     pub fn begin_put(self: &Arc<Self>, store: &str, key: &Bytes, v: &Versioned) -> Result<BegunPut> {
         let (pending, replaced, (at, clock)) = self.check_and_submit(store, key, v)?;
-        let landing = Landing { store: self.clone(), at, clock };
-        Ok(BegunPut { pending, replaced, landing, store: store.to_string(), key: key.clone(), v: v.clone() })
+        Ok(BegunPut { pending, replaced, landing: Landing { store: self.clone(), at, clock } })
     }
 
     /// The replica's check and the write's submission, under the key's
@@ -159,14 +154,14 @@ impl LocalStore {
         &self,
         store: &str,
         key: &[u8],
-        v: &Versioned,
+        clock: &VectorClock,
         written: strata_engine::Result<strata_engine::WriteAck>,
         replaced: Vec<VectorClock>,
     ) -> Result<PutOutcome> {
         match written {
             Ok(_) => {}
             // The same clock, written (or being written) here already.
-            Err(EngineError::AlreadyExists) => return Err(RwError::Obsolete { store: store.into(), held: v.clock.clone(), given: v.clock.clone() }),
+            Err(EngineError::AlreadyExists) => return Err(RwError::Obsolete { store: store.into(), held: clock.clone(), given: clock.clone() }),
             Err(e) => return Err(e.into()),
         }
         // Replaced versions go without waiting: a crash before their
@@ -208,7 +203,7 @@ impl LocalStore {
         for (key, v, pending, replaced, landing) in submitted {
             let done = pending.await;
             drop(landing);
-            match self.finish(store, key, v, done, replaced) {
+            match self.finish(store, key, &v.clock, done, replaced) {
                 Ok(_) => written += 1,
                 Err(e) if e.is_obsolete() => skipped += 1,
                 Err(e) => return Err(e),

@@ -73,7 +73,7 @@ fn decode_key(k: &str) -> Result<Bytes, ApiError> {
     b64().decode(k).map(Bytes::from).map_err(|e| ApiError::BadRequest(format!("key {k:?} is not base64url: {e}")))
 }
 
-fn service(st: &AppState) -> Result<&RwService, ApiError> {
+pub(crate) fn service(st: &AppState) -> Result<&RwService, ApiError> {
     let node = st.cluster.as_ref().ok_or(ApiError::NotClustered)?;
     node.rw().ok_or_else(|| ApiError::Internal("this node has no disk open yet for read-write stores".into()))
 }

@@ -93,40 +93,28 @@ fn error_answer(e: &ApiError) -> Vec<u8> {
     Answer::Error { status: status.as_u16(), code, message: &e.to_string() }.encode()
 }
 
-/// Answers one request; the metric's op name and the answer's status.
-async fn answer(state: &AppState, up: &Upgrade, req: Request<'_>) -> (&'static str, Result<Vec<u8>, ApiError>) {
-    let service = || -> Result<&strata_node::rw::RwService, ApiError> {
-        let node = state.cluster.as_ref().ok_or(ApiError::NotClustered)?;
-        node.rw().ok_or_else(|| ApiError::Internal("this node has no disk open yet for read-write stores".into()))
-    };
+/// Answers one request (decoded from `frame`, whose bytes its key and
+/// value are taken from without a copy); the metric's op name and the
+/// answer.
+async fn answer(state: &AppState, up: &Upgrade, frame: &Bytes, req: Request<'_>) -> (&'static str, Result<Vec<u8>, ApiError>) {
     let read_only = |op: &str| ApiError::BadRequest(format!("a {op} needs a write session (POST /rw/{}/write-session); this one is read-only", up.store));
     let clock = |c: &str| VectorClock::parse_text(c).map_err(|e| ApiError::from(strata_rwstore::RwError::from(e)));
-    match req {
+    let (op, key, value, c) = match req {
         Request::Get { key } => {
-            let r = async { Ok(versions_answer(&service()?.get(&up.store, Bytes::copy_from_slice(key)).await?)) };
-            ("rw_session_get", r.await)
+            let r = async { Ok(versions_answer(&crate::rw_api::service(state)?.get(&up.store, frame.slice_ref(key)).await?)) };
+            return ("rw_session_get", r.await);
         }
-        Request::Put { key, clock: c, value } => {
-            let r = async {
-                if !up.write {
-                    return Err(read_only("put"));
-                }
-                let written = service()?.put(&up.store, Bytes::copy_from_slice(key), Some(Bytes::copy_from_slice(value)), &clock(c)?, None).await?;
-                Ok(Answer::Written { clock: &written.to_text() }.encode())
-            };
-            ("rw_session_put", r.await)
+        Request::Put { key, clock, value } => ("rw_session_put", key, Some(frame.slice_ref(value)), clock),
+        Request::Delete { key, clock } => ("rw_session_delete", key, None, clock),
+    };
+    let r = async {
+        if !up.write {
+            return Err(read_only(if value.is_some() { "put" } else { "delete" }));
         }
-        Request::Delete { key, clock: c } => {
-            let r = async {
-                if !up.write {
-                    return Err(read_only("delete"));
-                }
-                let written = service()?.put(&up.store, Bytes::copy_from_slice(key), None, &clock(c)?, None).await?;
-                Ok(Answer::Written { clock: &written.to_text() }.encode())
-            };
-            ("rw_session_delete", r.await)
-        }
-    }
+        let written = crate::rw_api::service(state)?.put(&up.store, frame.slice_ref(key), value, &clock(c)?, None).await?;
+        Ok(Answer::Written { clock: &written.to_text() }.encode())
+    };
+    (op, r.await)
 }
 
 /// Serves `session` on `io`, whose upgrade request (`head_len` bytes of
@@ -163,7 +151,7 @@ async fn serve<IO: AsyncRead + AsyncWrite + Unpin>(io: IO, mut buf: BytesMut, he
             Ok(r) => r,
             Err(e) => return (vec![Bytes::from(bad(e.to_string()))], false),
         };
-        let (op, r) = answer(state, up, req).await;
+        let (op, r) = answer(state, up, &frame, req).await;
         let (status, out) = match r {
             Ok(a) => (200, a),
             Err(e) => {
