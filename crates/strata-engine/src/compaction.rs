@@ -276,7 +276,7 @@ impl Replica {
     /// The newest version of `key`'s body that is live at `now`.
     fn newest_live_version(&self, key: &strata_types::Key, now: u64) -> Option<u64> {
         let st = self.shared.read_state();
-        st.versions_between(key, 0, u64::MAX).into_iter().rev().find_map(|k| match st.lookup(&k) {
+        st.version_states_between(key, 0, u64::MAX).into_iter().rev().find_map(|(k, state)| match state {
             KeyState::Live { expiry_ms, .. } if expiry_ms == 0 || expiry_ms > now => k.version(),
             _ => None,
         })

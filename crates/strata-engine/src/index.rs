@@ -71,10 +71,13 @@ impl Memtable {
         self.map.range::<[u8], _>((from, Bound::Unbounded)).take(max).map(|(k, _)| k.clone()).collect()
     }
 
-    /// The distinct keys from `lo` to `hi` (both included), in order.
-    pub fn keys_between(&self, lo: &Key, hi: &Key) -> Vec<Key> {
+    /// The keys from `lo` to `hi` (both included) with their entries, in
+    /// order: one descent of the tree (the upper bound is checked while
+    /// walking, not searched for).
+    pub fn between(&self, lo: &Key, hi: &Key) -> impl Iterator<Item = (&Key, &Vec<Located>)> {
         use std::ops::Bound;
-        self.map.range::<[u8], _>((Bound::Included(lo.as_bytes()), Bound::Included(hi.as_bytes()))).map(|(k, _)| k.clone()).collect()
+        let h = hi.as_bytes();
+        self.map.range::<[u8], _>((Bound::Included(lo.as_bytes()), Bound::Unbounded)).take_while(move |(k, _)| k.as_bytes() <= h)
     }
 
     /// Entries of `key`, at most one per kind.
@@ -163,11 +166,12 @@ impl IndexFile {
         out
     }
 
-    /// The distinct versions of `lo`'s version group from `lo` to `hi`
-    /// (both of that group), in order. The Bloom filter holds each group
-    /// (format version 2), so files without the group cost no search;
-    /// version 1 files hold no versioned keys.
-    pub fn versions_between(&self, lo: &Key, hi: &Key) -> Vec<Key> {
+    /// The entries of every version of `lo`'s version group from `lo` to
+    /// `hi` (both of that group), grouped by key, in key order: one search
+    /// for all of them. The Bloom filter holds each group (format version
+    /// 2), so files without the group cost no search; version 1 files hold
+    /// no versioned keys.
+    pub fn version_entries_between(&self, lo: &Key, hi: &Key) -> Vec<(Key, Vec<IndexEntry>)> {
         let Some(group) = lo.version_group() else { return Vec::new() };
         if self.header.version < 2 || !self.bloom.may_contain(group) {
             return Vec::new();
@@ -179,16 +183,14 @@ impl IndexFile {
             let mid = (i + hi_i) / 2;
             if fmt::entry_key(&self.map, &self.header, mid) < l { i = mid + 1 } else { hi_i = mid }
         }
-        let mut out: Vec<Key> = Vec::new();
-        while i < n {
-            let k = fmt::entry_key(&self.map, &self.header, i);
-            if k > h {
-                break;
-            }
-            if out.last().is_none_or(|last| last.as_bytes() != k)
-                && let Some(key) = Key::from_encoded(k)
-            {
-                out.push(key);
+        let mut out: Vec<(Key, Vec<IndexEntry>)> = Vec::new();
+        while i < n && fmt::entry_key(&self.map, &self.header, i) <= h {
+            // Verified by CRC at open; a decode failure here is a programming error.
+            if let Ok(e) = fmt::decode_entry(&self.map, &self.header, i) {
+                match out.last_mut() {
+                    Some((k, entries)) if *k == e.key => entries.push(e),
+                    _ => out.push((e.key.clone(), vec![e])),
+                }
             }
             i += 1;
         }

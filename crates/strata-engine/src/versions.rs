@@ -15,7 +15,8 @@
 //! untouched by all of this.
 
 use crate::error::{EngineError, Result};
-use crate::index::KeyState;
+use crate::index::{KeyState, fold};
+use strata_format::index::IndexEntry;
 use crate::replica::{BlobRecord, Replica, State};
 use std::sync::atomic::Ordering;
 use strata_types::{Key, KeyKind};
@@ -48,18 +49,43 @@ fn not_versioned(key: &Key) -> EngineError {
     EngineError::Invalid(format!("key {key} is not a versioned key"))
 }
 
+/// Entries grouped by key, in key order.
+type KeyEntries = Vec<(Key, Vec<IndexEntry>)>;
+
 impl State {
     /// Every version of `key`'s body from version `lo` to `hi` (both
-    /// included) that the index holds in any state, oldest first.
-    pub(crate) fn versions_between(&self, key: &Key, lo: u64, hi: u64) -> Vec<Key> {
+    /// included) that the index holds, with its state ([`State::lookup`]
+    /// of each), oldest first. One search of the memtable and of each
+    /// index file whose Bloom filter holds the group, where a listing and
+    /// then a lookup per version would search each source again per version.
+    pub(crate) fn version_states_between(&self, key: &Key, lo: u64, hi: u64) -> Vec<(Key, KeyState)> {
         let (Some(lo), Some(hi)) = (key.with_version(lo), key.with_version(hi)) else { return Vec::new() };
-        let mut all = self.memtable.keys_between(&lo, &hi);
-        for f in &self.index_files {
-            all.extend(f.versions_between(&lo, &hi));
+        // Each source's entries by key, newest source first (as `lookup` reads them).
+        let mut sources: Vec<(u64, KeyEntries)> = Vec::with_capacity(1 + self.index_files.len());
+        let mem: Vec<_> = self.memtable.between(&lo, &hi).map(|(k, ls)| (k.clone(), ls.iter().map(|l| l.entry.clone()).collect())).collect();
+        sources.push((self.active().id, mem));
+        for f in self.index_files.iter().rev() {
+            let found = f.version_entries_between(&lo, &hi);
+            if !found.is_empty() {
+                sources.push((f.segment_id(), found));
+            }
         }
-        all.sort();
-        all.dedup();
-        all
+        let mut keys: Vec<Key> = sources.iter().flat_map(|(_, s)| s.iter().map(|(k, _)| k.clone())).collect();
+        keys.sort();
+        keys.dedup();
+        keys.into_iter()
+            .map(|k| {
+                let mut ttl = None;
+                let state = sources
+                    .iter()
+                    .find_map(|(segment_id, s)| {
+                        let i = s.binary_search_by(|(sk, _)| sk.cmp(&k)).ok()?;
+                        fold(&mut ttl, *segment_id, s[i].1.iter().cloned())
+                    })
+                    .unwrap_or(KeyState::Missing);
+                (k, state)
+            })
+            .collect()
     }
 }
 
@@ -78,7 +104,7 @@ impl Replica {
             return Err(sh.damaged(key));
         }
         let st = sh.read_state();
-        Ok(st.versions_between(key, lo, hi).into_iter().filter_map(|k| Some((k.version()?, st.lookup(&k)))).collect())
+        Ok(st.version_states_between(key, lo, hi).into_iter().filter_map(|(k, s)| Some((k.version()?, s))).collect())
     }
 
     /// The live versions of `key`'s body (neither deleted nor expired), oldest first.
@@ -105,9 +131,9 @@ impl Replica {
         let now = sh.clock.now_ms();
         let found: Vec<_> = {
             let st = sh.read_state();
-            st.versions_between(key, 0, u64::MAX)
+            st.version_states_between(key, 0, u64::MAX)
                 .into_iter()
-                .filter_map(|k| match st.lookup(&k) {
+                .filter_map(|(k, state)| match state {
                     KeyState::Live { put, expiry_ms } if expiry_ms == 0 || expiry_ms > now => {
                         let seg = st.segments.get(&put.segment_id)?.clone();
                         Some((k, put, expiry_ms, seg))
