@@ -106,6 +106,9 @@ struct Routing {
     opts: strata_client::ClientOptions,
     scheme: &'static str,
     clients: std::sync::Mutex<std::collections::HashMap<strata_cluster::NodeId, Arc<Node>>>,
+    /// Each store's replica table, with the epoch of the map it came from:
+    /// working one out takes the whole ring, too much to do per request.
+    tables: std::sync::Mutex<std::collections::HashMap<String, (u64, Arc<strata_placement::spock::ReplicaTable>)>>,
 }
 
 impl Routing {
@@ -113,11 +116,25 @@ impl Routing {
         self.map.read().unwrap_or_else(|p| p.into_inner()).clone()
     }
 
+    /// `store`'s replica table in `map`, worked out once per map.
+    fn table(&self, map: &strata_cluster::ClusterMap, store: &str) -> Option<Arc<strata_placement::spock::ReplicaTable>> {
+        let mut tables = self.tables.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some((epoch, t)) = tables.get(store)
+            && *epoch == map.epoch
+        {
+            return Some(t.clone());
+        }
+        let t = Arc::new(map.rw_table(store).ok()?);
+        tables.insert(store.to_string(), (map.epoch, t.clone()));
+        Some(t)
+    }
+
     /// The nodes to try for `key`: a put's pseudo-master first, a get's
     /// nearest replica first; then the rest of the preference list.
     fn order(&self, store: &str, key: &[u8], put: bool) -> Option<Vec<Arc<Node>>> {
         let map = self.map();
-        let mut pref = map.rw_route(store, key).ok()?;
+        let table = self.table(&map, store)?;
+        let mut pref: Vec<strata_cluster::NodeId> = table.get(map.rw_partition_of(key) as usize)?.iter().map(|&n| u64::from(n)).collect();
         let up = |n: &strata_cluster::NodeId| map.nodes.get(n).is_some_and(|node| matches!(node.state, strata_cluster::NodeState::Up));
         if put {
             pref.sort_by_key(|n| !up(n));
@@ -265,6 +282,7 @@ impl RwClient {
             opts: opts.clone(),
             scheme,
             clients: Default::default(),
+            tables: Default::default(),
         });
         c.refresh().await?;
         Ok(c)
