@@ -6,11 +6,12 @@ use crate::map::ClusterMap;
 
 /// `SMAP` read as a little-endian u32.
 pub const MAP_MAGIC: u32 = u32::from_le_bytes(*b"SMAP");
-/// Current version of the layout. Version 4 added the read-write stores;
+/// Current version of the layout. Version 5 added partition kinds and
+/// versions and the tract locator table; version 4 the read-write stores;
 /// version 3 node states (up, or down since when, being removed), failed
 /// and removed disks, replica moves and the rebalancing under way;
-/// version 2 the read-only stores' section. Versions 1 to 3 still decode.
-pub const MAP_VERSION: u16 = 4;
+/// version 2 the read-only stores' section. Versions 1 to 4 still decode.
+pub const MAP_VERSION: u16 = 5;
 const HEADER: usize = 4 + 2 + 2 + 8 + 4;
 
 /// Why bytes are not a map.
@@ -71,15 +72,51 @@ struct MapV2 {
     kv: crate::kv::KvSection,
 }
 
+/// A partition as versions 3 and 4 hold it: no kind (every partition held
+/// blobs), no version.
+#[derive(serde::Deserialize, serde::Serialize)]
+struct PartitionV4 {
+    id: strata_types::PartitionId,
+    state: crate::map::PartitionState,
+    capacity_bytes: u64,
+    replicas: Vec<crate::map::ReplicaLoc>,
+    moving: Option<crate::map::Move>,
+}
+
+type PartitionsV4 = std::collections::BTreeMap<strata_types::PartitionId, PartitionV4>;
+
+fn upgrade_partitions(partitions: PartitionsV4) -> std::collections::BTreeMap<strata_types::PartitionId, crate::map::Partition> {
+    partitions
+        .into_iter()
+        .map(|(k, p)| {
+            let mut q = crate::map::Partition::new(p.id, p.capacity_bytes, p.replicas, crate::map::PartitionKind::Blob);
+            (q.state, q.moving) = (p.state, p.moving);
+            (k, q)
+        })
+        .collect()
+}
+
 /// A version 3 map: before the read-write stores.
 #[derive(serde::Deserialize)]
 struct MapV3 {
     epoch: u64,
     nodes: std::collections::BTreeMap<crate::map::NodeId, crate::map::Node>,
-    partitions: std::collections::BTreeMap<strata_types::PartitionId, crate::map::Partition>,
+    partitions: PartitionsV4,
     policies: strata_types::Policies,
     kv: crate::kv::KvSection,
     rebalance: Option<crate::map::Rebalance>,
+}
+
+/// A version 4 map: before partition kinds and the tract locator table.
+#[derive(serde::Deserialize)]
+struct MapV4 {
+    epoch: u64,
+    nodes: std::collections::BTreeMap<crate::map::NodeId, crate::map::Node>,
+    partitions: PartitionsV4,
+    policies: strata_types::Policies,
+    kv: crate::kv::KvSection,
+    rebalance: Option<crate::map::Rebalance>,
+    rw_stores: std::collections::BTreeMap<String, crate::kv::RwStoreSpec>,
 }
 
 fn upgrade(
@@ -96,9 +133,13 @@ fn upgrade(
         .collect();
     let partitions = partitions
         .into_iter()
-        .map(|(k, p)| (k, Partition { id: p.id, state: p.state, capacity_bytes: p.capacity_bytes, replicas: p.replicas, moving: None }))
+        .map(|(k, p)| {
+            let mut q = Partition::new(p.id, p.capacity_bytes, p.replicas, crate::map::PartitionKind::Blob);
+            q.state = p.state;
+            (k, q)
+        })
         .collect();
-    ClusterMap { epoch, nodes, partitions, policies, kv, rebalance: None, rw_stores: Default::default() }
+    ClusterMap { epoch, nodes, partitions, policies, kv, rebalance: None, rw_stores: Default::default(), tracts: None }
 }
 
 /// Encodes a map.
@@ -153,11 +194,25 @@ pub fn decode_map(b: &[u8]) -> Result<ClusterMap, CodecError> {
             ClusterMap {
                 epoch: v.epoch,
                 nodes: v.nodes,
-                partitions: v.partitions,
+                partitions: upgrade_partitions(v.partitions),
                 policies: v.policies,
                 kv: v.kv,
                 rebalance: v.rebalance,
                 rw_stores: Default::default(),
+                tracts: None,
+            }
+        }
+        4 => {
+            let v: MapV4 = postcard::from_bytes(payload).map_err(bad)?;
+            ClusterMap {
+                epoch: v.epoch,
+                nodes: v.nodes,
+                partitions: upgrade_partitions(v.partitions),
+                policies: v.policies,
+                kv: v.kv,
+                rebalance: v.rebalance,
+                rw_stores: v.rw_stores,
+                tracts: None,
             }
         }
         _ => postcard::from_bytes(payload).map_err(bad)?,
@@ -197,7 +252,7 @@ mod tests {
         }
         for id in 0..10_000u64 {
             let replicas = (0..9).map(|i| ReplicaLoc { node: (id * 7 + i * 11) % 100, disk: ((id + i) % 10) as u32 }).collect();
-            m.partitions.insert(id, Partition { id, state: PartitionState::ReadWrite, capacity_bytes: 100 << 30, replicas, moving: None });
+            m.partitions.insert(id, Partition::new(id, 100 << 30, replicas, crate::map::PartitionKind::Blob));
         }
         let b = encode_map(&m);
         assert!(b.len() < 1 << 20, "{} bytes", b.len());
@@ -234,7 +289,7 @@ mod tests {
         m.apply(&crate::Command::AddPartitions { count: 2, replicas_per_zone: 1, capacity_bytes: 1 << 20 });
         let (nodes, partitions) = v2_parts(&m);
         let payload = postcard::to_stdvec(&V1 { epoch: m.epoch, nodes: &nodes, partitions: &partitions, policies: m.policies }).unwrap();
-        assert_eq!(decode_map(&framed(1, m.epoch, &payload)).unwrap(), m);
+        assert_eq!(decode_map(&framed(1, m.epoch, &payload)).unwrap(), without_versions(&m));
         // And the current version round-trips the read-only section.
         m.apply(&crate::Command::KvInitRing { partitions: 4 });
         assert_eq!(m.kv.ring, vec![1; 4]);
@@ -309,7 +364,7 @@ mod tests {
         m.apply(&crate::Command::KvInitRing { partitions: 4 });
         let (nodes, partitions) = v2_parts(&m);
         let payload = postcard::to_stdvec(&V2 { epoch: m.epoch, nodes: &nodes, partitions: &partitions, policies: m.policies, kv: &m.kv }).unwrap();
-        assert_eq!(decode_map(&framed(2, m.epoch, &payload)).unwrap(), m);
+        assert_eq!(decode_map(&framed(2, m.epoch, &payload)).unwrap(), without_versions(&m));
         m.apply(&crate::Command::SetNodeState { node: 2, state: crate::map::NodeState::Down { since_ms: 77 } });
         m.apply(&crate::Command::SetDiskState { node: 1, disk: 0, state: DiskState::Failed });
         assert_eq!(decode_map(&encode_map(&m)).unwrap(), m);
@@ -324,7 +379,7 @@ mod tests {
         struct V3<'a> {
             epoch: u64,
             nodes: &'a std::collections::BTreeMap<crate::map::NodeId, Node>,
-            partitions: &'a std::collections::BTreeMap<strata_types::PartitionId, Partition>,
+            partitions: &'a PartitionsV4,
             policies: strata_types::Policies,
             kv: &'a crate::kv::KvSection,
             rebalance: &'a Option<crate::map::Rebalance>,
@@ -335,9 +390,9 @@ mod tests {
         }
         m.apply(&crate::Command::KvInitRing { partitions: 6 });
         let payload =
-            postcard::to_stdvec(&V3 { epoch: m.epoch, nodes: &m.nodes, partitions: &m.partitions, policies: m.policies, kv: &m.kv, rebalance: &m.rebalance })
+            postcard::to_stdvec(&V3 { epoch: m.epoch, nodes: &m.nodes, partitions: &v4_partitions(&m), policies: m.policies, kv: &m.kv, rebalance: &m.rebalance })
                 .unwrap();
-        assert_eq!(decode_map(&framed(3, m.epoch, &payload)).unwrap(), m);
+        assert_eq!(decode_map(&framed(3, m.epoch, &payload)).unwrap(), without_versions(&m));
         let spec = crate::kv::RwStoreSpec { replication: crate::kv::KvReplication::Nodes(3), required_reads: 2, required_writes: 2, value_limit: 1 << 20 };
         assert!(matches!(m.apply(&crate::Command::RwCreateStore { name: "counters".into(), spec: spec.clone() }), crate::Outcome::Applied { .. }));
         assert_eq!(decode_map(&encode_map(&m)).unwrap(), m);
@@ -354,5 +409,60 @@ mod tests {
         }
         let out = m.apply(&crate::Command::RwCreateStore { name: "counters".into(), spec });
         assert!(format!("{out:?}").contains("exists"), "{out:?}");
+    }
+
+    fn v4_partitions(m: &ClusterMap) -> PartitionsV4 {
+        m.partitions
+            .iter()
+            .map(|(k, p)| (*k, PartitionV4 { id: p.id, state: p.state, capacity_bytes: p.capacity_bytes, replicas: p.replicas.clone(), moving: p.moving }))
+            .collect()
+    }
+
+    /// `m` as an older version decodes it: blob partitions of version 0.
+    fn without_versions(m: &ClusterMap) -> ClusterMap {
+        let mut m = m.clone();
+        for p in m.partitions.values_mut() {
+            p.version = 0;
+        }
+        m
+    }
+
+    /// A version 4 map (before partition kinds and the tract table)
+    /// decodes with blob partitions and no table; the current version
+    /// round-trips a table and its rows.
+    #[test]
+    fn version_4_maps_decode() {
+        #[derive(serde::Serialize)]
+        struct V4<'a> {
+            epoch: u64,
+            nodes: &'a std::collections::BTreeMap<crate::map::NodeId, Node>,
+            partitions: &'a PartitionsV4,
+            policies: strata_types::Policies,
+            kv: &'a crate::kv::KvSection,
+            rebalance: &'a Option<crate::map::Rebalance>,
+            rw_stores: &'a std::collections::BTreeMap<String, crate::kv::RwStoreSpec>,
+        }
+        let mut m = ClusterMap::default();
+        for id in 1..=3 {
+            m.apply(&crate::Command::AddNode { id, addr: format!("a:{id}"), zone: "z".into(), rack: format!("r{id}") });
+            m.apply(&crate::Command::AddDisk { node: id, path: "d".into(), capacity_bytes: 1 << 40 });
+        }
+        m.apply(&crate::Command::AddPartitions { count: 2, replicas_per_zone: 3, capacity_bytes: 1 << 30 });
+        let payload = postcard::to_stdvec(&V4 {
+            epoch: m.epoch,
+            nodes: &m.nodes,
+            partitions: &v4_partitions(&m),
+            policies: m.policies,
+            kv: &m.kv,
+            rebalance: &m.rebalance,
+            rw_stores: &m.rw_stores,
+        })
+        .unwrap();
+        let old = decode_map(&framed(4, m.epoch, &payload)).unwrap();
+        assert_eq!(old, without_versions(&m));
+        assert!(old.partitions.values().all(|p| p.kind == crate::map::PartitionKind::Blob) && old.tracts.is_none());
+        let out = m.apply(&crate::Command::TractInit { tract_bytes: 64 << 10, replicas: 3, scatter: 2, capacity_bytes: 1 << 30, seed: 1 });
+        assert!(matches!(out, crate::Outcome::PartitionsAdded { .. }), "{out:?}");
+        assert_eq!(decode_map(&encode_map(&m)).unwrap(), m);
     }
 }

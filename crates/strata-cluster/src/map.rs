@@ -203,6 +203,20 @@ pub struct ReplicaLoc {
     pub disk: u32,
 }
 
+/// What a partition holds, and so who writes it and how its replicas
+/// agree.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub enum PartitionKind {
+    /// Ambry's immutable blobs: routers place puts on it and its replicas
+    /// pull from each other (Ambry §4.1).
+    #[default]
+    Blob,
+    /// A row of the tract locator table (FDS §2.2, [`crate::tract`]):
+    /// clients write each tract to every replica; no blob put lands on it
+    /// and its replicas pull only while a move fills a new one.
+    Tract,
+}
+
 /// A partition: a replicated append-only log (Ambry §2.2).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Partition {
@@ -216,6 +230,20 @@ pub struct Partition {
     pub replicas: Vec<ReplicaLoc>,
     /// A replica move under way, if any (one at a time per partition).
     pub moving: Option<Move>,
+    /// What it holds.
+    pub kind: PartitionKind,
+    /// The epoch at which its replicas or its move last changed: a tract
+    /// row's version (FDS §3.2), which requests carry so a replica refuses
+    /// a client whose row is out of date.
+    pub version: u64,
+}
+
+impl Partition {
+    /// A partition that takes writes, with no move under way (its version
+    /// is set by the command that adds it).
+    pub fn new(id: PartitionId, capacity_bytes: u64, replicas: Vec<ReplicaLoc>, kind: PartitionKind) -> Self {
+        Self { id, state: PartitionState::ReadWrite, capacity_bytes, replicas, moving: None, kind, version: 0 }
+    }
 }
 
 /// The cluster map: one document, versioned by its epoch.
@@ -236,6 +264,8 @@ pub struct ClusterMap {
     pub rebalance: Option<Rebalance>,
     /// Read-write stores by name (Spock §3.1), on the read-only stores' ring.
     pub rw_stores: BTreeMap<String, crate::kv::RwStoreSpec>,
+    /// The tract locator table of striped blobs (FDS §2.2), once made.
+    pub tracts: Option<crate::tract::TractTable>,
 }
 
 /// A change to the map, as the metadata service's log carries it.
@@ -407,6 +437,22 @@ pub enum Command {
         /// Name.
         name: String,
     },
+    /// Makes the tract locator table of striped blobs (FDS §2.2, §3.3):
+    /// rows of `replicas` disks in distinct failure domains, each disk
+    /// sharing rows with about `scatter` others (Copysets), each row a
+    /// partition of kind tract with replicas of `capacity_bytes`.
+    TractInit {
+        /// Bytes per tract, fixed for the cluster's life.
+        tract_bytes: u64,
+        /// Disks per row: the most replicas a blob may have.
+        replicas: u32,
+        /// Scatter width: the other disks each disk shares rows with.
+        scatter: u32,
+        /// Capacity of each row's replicas.
+        capacity_bytes: u64,
+        /// Seed of the table's permutations.
+        seed: u64,
+    },
 }
 
 /// What an applied command reports.
@@ -514,6 +560,13 @@ impl ClusterMap {
         match next.apply_inner(cmd) {
             Ok(ids) => {
                 next.epoch += 1;
+                // A partition whose replicas or move changed (or that is
+                // new) has a new version: the epoch that changed it.
+                for p in next.partitions.values_mut() {
+                    if self.partitions.get(&p.id).is_none_or(|old| old.replicas != p.replicas || old.moving != p.moving) {
+                        p.version = next.epoch;
+                    }
+                }
                 *self = next;
                 match ids {
                     Some(ids) => Outcome::PartitionsAdded { epoch: self.epoch, ids },
@@ -734,6 +787,9 @@ impl ClusterMap {
             Command::KvDropStore { name } => self.kv_drop_store(name).map(|()| None),
             Command::RwCreateStore { name, spec } => self.rw_create_store(name, spec).map(|()| None),
             Command::RwDropStore { name } => self.rw_drop_store(name).map(|()| None),
+            Command::TractInit { tract_bytes, replicas, scatter, capacity_bytes, seed } => {
+                self.tract_init(*tract_bytes, *replicas, *scatter, *capacity_bytes, *seed).map(Some)
+            }
         }
     }
 

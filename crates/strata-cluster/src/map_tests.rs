@@ -105,7 +105,11 @@ fn a_move_fills_is_promoted_drains_and_finishes() {
         let before = m.partitions[&0].clone();
         assert!(matches!(m.apply(&Command::StartMove { partition: 0, from, to, now_ms: 9 }), Outcome::Applied { .. }));
         assert!(matches!(m.apply(&Command::CancelMove { partition: 0 }), Outcome::Applied { .. }));
-        assert_eq!(m.partitions[&0], before);
+        // The same replicas, under a newer version: a client that saw the
+        // move's new replica must learn that it is gone.
+        let after = &m.partitions[&0];
+        assert!(after.version > before.version);
+        assert_eq!(*after, Partition { version: after.version, ..before });
     }
 }
 

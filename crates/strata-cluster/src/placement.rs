@@ -63,7 +63,7 @@ impl ClusterMap {
                 })?;
                 replicas.extend(chosen.into_iter().map(|d| where_[d]));
             }
-            self.partitions.insert(id, Partition { id, state: PartitionState::ReadWrite, capacity_bytes: capacity, replicas, moving: None });
+            self.partitions.insert(id, Partition::new(id, capacity, replicas, PartitionKind::Blob));
             ids.push(id);
         }
         Ok(ids)

@@ -304,11 +304,16 @@ pub(crate) fn spawn(node: &Arc<ClusterNode>) {
 /// The nodes this node pulls partition `p` from: every other holder, but
 /// not a move's destination before it is promoted (it has nothing the
 /// replicas lack), and nothing at all for a replica that is leaving
-/// (draining into its successor: it must stand still).
+/// (draining into its successor: it must stand still). A tract row's
+/// replicas are written by the clients and pull only into a move's new
+/// replica (FDS §3.2's copy after a failure, §3.4's after growth).
 fn sources(map: &strata_cluster::ClusterMap, p: PartitionId, me: NodeId) -> Vec<NodeId> {
     let Some(part) = map.partitions.get(&p) else { return Vec::new() };
     let holders = map.holders(p);
     if !holders.iter().any(|r| r.node == me) {
+        return Vec::new();
+    }
+    if part.kind == strata_cluster::PartitionKind::Tract && part.moving.is_none_or(|m| m.to.node != me) {
         return Vec::new();
     }
     if let Some(m) = part.moving {

@@ -46,6 +46,12 @@ pub struct Tlt {
     rows: Vec<Row>,
 }
 
+/// The hash of a blob's GUID that [`locator`] starts from (FDS uses SHA-1;
+/// any hash that spreads GUIDs evenly does).
+pub fn blob_hash(guid: &[u8]) -> u64 {
+    xxh3_64(guid)
+}
+
 /// The tract locator of tract `i` of a blob whose GUID hashes to `blob_hash`.
 pub fn locator(blob_hash: u64, tract: u64, len: usize) -> usize {
     (blob_hash.wrapping_add(tract) % len as u64) as usize

@@ -8,7 +8,7 @@ use crate::{ClusterView, ReplicaError, ReplicaHandle};
 use futures_util::FutureExt;
 use futures_util::future::BoxFuture;
 use std::sync::Arc;
-use strata_cluster::{ClusterMap, NodeId, PartitionState};
+use strata_cluster::{ClusterMap, NodeId, PartitionKind, PartitionState};
 use strata_engine::{BlobRecord, Replica, WriteAck, WriteOp};
 use strata_rpc::{RpcClient, RpcError, WireError};
 use strata_types::{Key, PartitionId};
@@ -108,7 +108,7 @@ impl ClusterView for ClusterMapView {
         let zone = self.zone_of(&map);
         map.partitions
             .values()
-            .filter(|p| p.state == PartitionState::ReadWrite)
+            .filter(|p| p.state == PartitionState::ReadWrite && p.kind == PartitionKind::Blob)
             .filter(|p| p.replicas.iter().any(|r| map.nodes.get(&r.node).is_some_and(|n| Some(n.zone.as_str()) == zone.as_deref())))
             .map(|p| p.id)
             .collect()
@@ -129,7 +129,7 @@ impl ClusterView for ClusterMapView {
         Some(self.map.borrow().policies)
     }
     fn all_partitions(&self) -> Vec<PartitionId> {
-        self.map.borrow().partitions.keys().copied().collect()
+        self.map.borrow().partitions.values().filter(|p| p.kind == PartitionKind::Blob).map(|p| p.id).collect()
     }
     fn holds_locally(&self, partition: PartitionId) -> bool {
         let Some(node) = self.node else { return false };

@@ -1,0 +1,230 @@
+//! The tract locator table of striped blobs (FDS §2.2, §3.3) in the map.
+//!
+//! Each row of the table is a partition of kind [`PartitionKind::Tract`]
+//! whose replicas are the row's disks, so the mechanisms every partition
+//! has serve the rows too: the engine holds a row's tracts as versioned
+//! records, a failed disk's rows are re-created elsewhere by replica moves
+//! (FDS §3.2), and growth is a move whose new replica fills before it
+//! takes the old one's place (FDS §3.4). A row's version is its
+//! partition's [`Partition::version`], the epoch that last changed its
+//! replicas or its move.
+//!
+//! The table is built once (`Command::TractInit`) by the placement
+//! library's Copysets construction ([`strata_placement::fds::Tlt::copysets`]):
+//! FDS's all-pairs table would make every pair of disks share a row, so
+//! 300 disks would each hold about 435 row replicas (each a partition with
+//! its own writer) and any three failures would lose data; a bounded
+//! scatter width keeps a disk's rows few and a triple failure unlikely to
+//! cover a row, at the cost of recovering from `scatter` disks rather than
+//! from all of them.
+
+use crate::map::{ClusterMap, MapError, MovePhase, Partition, PartitionKind, ReplicaLoc};
+use serde::{Deserialize, Serialize};
+use strata_types::PartitionId;
+
+/// The tract index of a blob's metadata tract (FDS §2.3's "tract -1").
+pub const METADATA_TRACT: u64 = u64::MAX;
+/// Smallest tract size a table takes.
+pub const TRACT_BYTES_MIN: u64 = 4 << 10;
+/// Largest tract size a table takes (a tract is one engine record).
+pub const TRACT_BYTES_MAX: u64 = 64 << 20;
+/// Most disks per row.
+pub const TRACT_REPLICAS_MAX: u32 = 16;
+
+/// The table: fixed settings and the rows in locator order.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TractTable {
+    /// Bytes per tract.
+    pub tract_bytes: u64,
+    /// Disks per row: the most replicas a blob may have.
+    pub replicas: u32,
+    /// Scatter width the table was built with.
+    pub scatter: u32,
+    /// The rows' partitions, in locator order.
+    pub rows: Vec<PartitionId>,
+}
+
+/// Where one tract is read and written.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TractRoute {
+    /// The row's partition.
+    pub partition: PartitionId,
+    /// The row's version, which requests carry.
+    pub version: u64,
+    /// Every disk a write goes to: the row's replicas, and a new one a
+    /// move is filling (FDS §3.4's pending member).
+    pub write: Vec<ReplicaLoc>,
+    /// The disks a read may go to: the row's replicas that serve.
+    pub read: Vec<ReplicaLoc>,
+}
+
+impl ClusterMap {
+    /// Builds the table over the disks that take replicas (every zone: FDS
+    /// has no zones). A row's disks are in distinct racks when the cluster
+    /// has at least `replicas` racks, else on distinct nodes.
+    pub(crate) fn tract_init(&mut self, tract_bytes: u64, replicas: u32, scatter: u32, capacity: u64, seed: u64) -> Result<Vec<PartitionId>, MapError> {
+        let invalid = |field: &str, detail: String| MapError::Invalid { field: field.to_string(), detail };
+        if self.tracts.is_some() {
+            return Err(invalid("tract table", "the cluster has one already (its tract size is fixed for its life)".into()));
+        }
+        if !(TRACT_BYTES_MIN..=TRACT_BYTES_MAX).contains(&tract_bytes) || !tract_bytes.is_power_of_two() {
+            return Err(invalid("tract size", format!("must be a power of two from {TRACT_BYTES_MIN} to {TRACT_BYTES_MAX} bytes")));
+        }
+        if !(1..=TRACT_REPLICAS_MAX).contains(&replicas) {
+            return Err(invalid("replicas", format!("must be 1..={TRACT_REPLICAS_MAX}")));
+        }
+        if scatter < replicas.saturating_sub(1) {
+            return Err(invalid("scatter width", format!("must be at least replicas - 1 ({})", replicas - 1)));
+        }
+        if capacity < tract_bytes {
+            return Err(invalid("capacity", "a row's replica must hold one tract at least".into()));
+        }
+        let mut disks: Vec<(ReplicaLoc, (String, String), u64)> = Vec::new();
+        for n in self.nodes.values().filter(|n| n.takes_replicas()) {
+            for (i, _) in n.disks.iter().enumerate().filter(|(_, d)| d.state.takes_replicas()) {
+                disks.push((ReplicaLoc { node: n.id, disk: i as u32 }, (n.zone.clone(), n.rack.clone()), n.id));
+            }
+        }
+        let racks: std::collections::BTreeSet<&(String, String)> = disks.iter().map(|(_, r, _)| r).collect();
+        let by_rack = racks.len() >= replicas as usize;
+        let domain_keys: Vec<String> = disks.iter().map(|(_, (z, r), n)| if by_rack { format!("{z}/{r}") } else { n.to_string() }).collect();
+        let distinct: Vec<&String> = domain_keys.iter().collect::<std::collections::BTreeSet<_>>().into_iter().collect();
+        let domains: Vec<usize> = domain_keys.iter().map(|k| distinct.iter().position(|d| *d == k).unwrap_or(0)).collect();
+        let tlt = if replicas == 1 {
+            strata_placement::fds::Tlt::permutations(disks.len(), (scatter as usize).max(1), seed)
+        } else {
+            strata_placement::fds::Tlt::copysets(&domains, replicas as usize, scatter as usize, seed)
+                .map_err(|e| invalid("replicas", format!("{e:?}: {} disks take replicas", disks.len())))?
+        };
+        if tlt.is_empty() {
+            return Err(MapError::NoRoom { zone: "-".into(), detail: "no disk that is up takes replicas".into() });
+        }
+        let first = self.partitions.keys().next_back().map_or(0, |p| p + 1);
+        let mut rows = Vec::with_capacity(tlt.len());
+        for (i, row) in tlt.rows().iter().enumerate() {
+            let id = first + i as u64;
+            let replicas = row.disks.iter().map(|&d| disks[d].0).collect();
+            self.partitions.insert(id, Partition::new(id, capacity, replicas, PartitionKind::Tract));
+            rows.push(id);
+        }
+        self.tracts = Some(TractTable { tract_bytes, replicas, scatter, rows: rows.clone() });
+        Ok(rows)
+    }
+
+    /// The row partition of tract `tract` of the blob `guid`:
+    /// `(hash(guid) + tract) mod rows` (FDS §2.2).
+    pub fn tract_partition(&self, guid: &[u8; 16], tract: u64) -> Option<PartitionId> {
+        let t = self.tracts.as_ref()?;
+        if t.rows.is_empty() {
+            return None;
+        }
+        Some(t.rows[strata_placement::fds::locator(strata_placement::fds::blob_hash(guid), tract, t.rows.len())])
+    }
+
+    /// How many tract requests one client may have in flight (FDS's
+    /// simultaneous limit): four per disk in the table, from 8 to 256.
+    pub fn tract_simultaneous_limit(&self) -> usize {
+        let Some(t) = &self.tracts else { return 8 };
+        let disks: std::collections::BTreeSet<ReplicaLoc> = t.rows.iter().filter_map(|r| self.partitions.get(r)).flat_map(|p| p.replicas.iter().copied()).collect();
+        (4 * disks.len()).clamp(8, 256)
+    }
+
+    /// Where tract `tract` of the blob `guid` is read and written.
+    pub fn tract_route(&self, guid: &[u8; 16], tract: u64) -> Option<TractRoute> {
+        self.row_route(self.tract_partition(guid, tract)?)
+    }
+
+    /// Where the tracts of one row are read and written.
+    pub fn row_route(&self, partition: PartitionId) -> Option<TractRoute> {
+        let p = self.partitions.get(&partition).filter(|p| p.kind == PartitionKind::Tract)?;
+        let mut write = p.replicas.clone();
+        if let Some(m) = p.moving
+            && m.phase == MovePhase::Filling
+            && !write.contains(&m.to)
+        {
+            write.push(m.to);
+        }
+        let read = p.replicas.iter().copied().filter(|r| self.serves(*r)).collect();
+        Some(TractRoute { partition, version: p.version, write, read })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::map::{Command, Outcome};
+
+    fn cluster(nodes: u64, disks: u32) -> ClusterMap {
+        let mut m = ClusterMap::default();
+        for id in 1..=nodes {
+            m.apply(&Command::AddNode { id, addr: format!("10.0.0.{id}:1"), zone: "z".into(), rack: format!("r{}", id % 3) });
+            for d in 0..disks {
+                m.apply(&Command::AddDisk { node: id, path: format!("d{d}"), capacity_bytes: 1 << 40 });
+            }
+        }
+        m
+    }
+
+    fn init(m: &mut ClusterMap, replicas: u32, scatter: u32) -> Outcome {
+        m.apply(&Command::TractInit { tract_bytes: 1 << 20, replicas, scatter, capacity_bytes: 1 << 30, seed: 7 })
+    }
+
+    #[test]
+    fn rows_are_tract_partitions_on_distinct_domains_with_a_bounded_scatter() {
+        let mut m = cluster(6, 2);
+        m.apply(&Command::AddPartitions { count: 4, replicas_per_zone: 3, capacity_bytes: 1 << 30 });
+        let Outcome::PartitionsAdded { ids, epoch } = init(&mut m, 3, 4) else { panic!("table refused") };
+        let t = m.tracts.clone().unwrap();
+        assert_eq!(t.rows, ids);
+        assert!(ids.iter().all(|id| *id >= 4), "rows come after the blob partitions");
+        let rack = |r: &ReplicaLoc| m.nodes[&r.node].rack.clone();
+        for id in &ids {
+            let p = &m.partitions[id];
+            assert_eq!((p.kind, p.version, p.replicas.len()), (PartitionKind::Tract, epoch, 3));
+            let racks: std::collections::BTreeSet<_> = p.replicas.iter().map(rack).collect();
+            assert_eq!(racks.len(), 3, "a row's disks are in distinct racks: {:?}", p.replicas);
+        }
+        // Every disk is in some row; each shares rows with a bounded set.
+        for n in 1..=6 {
+            for d in 0..2 {
+                let loc = ReplicaLoc { node: n, disk: d };
+                let rows: Vec<_> = ids.iter().filter(|id| m.partitions[id].replicas.contains(&loc)).collect();
+                assert!(!rows.is_empty(), "{loc:?} is in no row");
+                let partners: std::collections::BTreeSet<_> = rows.iter().flat_map(|id| m.partitions[id].replicas.iter().copied()).filter(|r| *r != loc).collect();
+                assert!(partners.len() <= 2 * 4, "{loc:?} shares rows with {} disks", partners.len());
+            }
+        }
+        // Consecutive tracts of one blob walk the rows in order.
+        let guid = [9u8; 16];
+        let first = t.rows.iter().position(|r| Some(*r) == m.tract_partition(&guid, 0)).unwrap();
+        for i in 0..20u64 {
+            assert_eq!(m.tract_partition(&guid, i), Some(t.rows[(first + i as usize) % t.rows.len()]));
+        }
+        assert!(m.tract_route(&guid, METADATA_TRACT).is_some());
+        // A second table, and bad settings, are refused naming the problem.
+        assert!(format!("{:?}", init(&mut m, 3, 4)).contains("has one already"));
+        let mut fresh = cluster(2, 1);
+        assert!(format!("{:?}", init(&mut fresh, 3, 4)).contains("replicas"));
+        let bad = fresh.apply(&Command::TractInit { tract_bytes: 1000, replicas: 1, scatter: 1, capacity_bytes: 1 << 30, seed: 1 });
+        assert!(format!("{bad:?}").contains("tract size"), "{bad:?}");
+    }
+
+    #[test]
+    fn a_move_changes_the_row_version_and_a_filling_replica_takes_writes_but_no_reads() {
+        let mut m = cluster(4, 1);
+        let Outcome::PartitionsAdded { ids, .. } = init(&mut m, 3, 2) else { panic!("table refused") };
+        let row = ids[0];
+        let before = m.row_route(row).unwrap();
+        let spare = (1..=4).find(|n| !before.write.iter().any(|r| r.node == *n)).unwrap();
+        let (from, to) = (before.write[0], ReplicaLoc { node: spare, disk: 0 });
+        let out = m.apply(&Command::StartMove { partition: row, from, to, now_ms: 1 });
+        assert!(matches!(out, Outcome::Applied { .. }), "{out:?}");
+        let during = m.row_route(row).unwrap();
+        assert!(during.version > before.version);
+        assert!(during.write.contains(&to) && !during.read.contains(&to));
+        // Rows the command left alone keep their version.
+        for other in &ids[1..] {
+            assert!(m.partitions[other].version <= before.version);
+        }
+    }
+}
