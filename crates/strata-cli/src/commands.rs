@@ -122,7 +122,7 @@ pub struct TtlArgs {
     pub common: Common,
 }
 
-fn bar(len: u64, verb: &str) -> ProgressBar {
+pub(crate) fn bar(len: u64, verb: &str) -> ProgressBar {
     if len < PROGRESS_MIN_BYTES {
         return ProgressBar::hidden();
     }

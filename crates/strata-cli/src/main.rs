@@ -19,6 +19,7 @@ mod s3;
 mod server;
 mod sim;
 mod size;
+mod tract;
 
 use clap::{Parser, Subcommand};
 
@@ -70,6 +71,9 @@ enum Cmd {
     /// Read-only key-value stores: build versions offline.
     #[command(subcommand)]
     Kv(kv::KvCmd),
+    /// Striped blobs (FDS): the tract locator table; files written to and read from tracts.
+    #[command(subcommand)]
+    Tract(tract::TractCmd),
     /// Access keys (every port's identities): create, list, delete, grant, expire.
     #[command(subcommand)]
     Key(identity::KeyCmd),
@@ -170,6 +174,7 @@ fn main() -> std::process::ExitCode {
             Cmd::Disk(c) => cluster::disk(c).await,
             Cmd::Partition(c) => cluster::partition(c).await,
             Cmd::Kv(c) => kv::run(c).await,
+            Cmd::Tract(c) => tract::run(c).await,
             Cmd::Key(c) => identity::key(c).await,
             Cmd::Container(c) => identity::container(c).await,
             Cmd::Audit(a) => identity::audit(a).await,

@@ -3,9 +3,10 @@
 //! reconciler that opens and creates the replicas the map places here),
 //! pull replication between replicas (Ambry §4.3), the scrubber, the orphan
 //! sweep, compaction, the space monitor, fetching read-only store
-//! versions from their sources (Spock §4.3.1), and serving read-write
+//! versions from their sources (Spock §4.3.1), serving read-write
 //! stores (Spock §3.1: the replica RPCs, server-side routing to a key's
-//! pseudo-master, the hint pusher).
+//! pseudo-master, the hint pusher) and tracts of striped blobs (FDS §2.1:
+//! the tractserver's row checks over `strata-tract`).
 //!
 //! Every background loop is a worker of [`Workers`]: one way to start,
 //! stop and observe them.
@@ -13,7 +14,7 @@
 //! Layer rule (checked by the test command): may use strata-types,
 //! strata-format, strata-fs, strata-engine, strata-net, strata-rpc,
 //! strata-cluster, strata-router, strata-names, strata-kv, strata-rwstore,
-//! strata-client;
+//! strata-tract, strata-client;
 //! never the server, the S3 crate, or axum.
 
 mod background;
@@ -26,6 +27,7 @@ mod replication;
 pub mod rw;
 mod scrub;
 mod sweep;
+pub mod tracts;
 pub mod worker;
 
 pub use background::{start_compactor, start_space_monitor};

@@ -378,9 +378,12 @@ pub(crate) async fn middleware(State(st): State<Arc<AppState>>, req: Request, ne
         Ok(n) => n,
         Err(e) => return e.into_response(),
     };
-    // Blob puts stream; the nodes' own messages (replica writes, Raft
+    // Blob puts and tract writes stream (a tract write bounds its body by
+    // the tract size); the nodes' own messages (replica writes, Raft
     // snapshots) are bounded by their frames, not by the JSON limit.
-    let streamed = (parts.method == Method::POST && parts.uri.path() == "/") || need == Need::Peer;
+    let streamed = (parts.method == Method::POST && parts.uri.path() == "/")
+        || (parts.method == Method::PUT && parts.uri.path().starts_with("/tract/"))
+        || need == Need::Peer;
     // JSON and empty bodies are read first: bounded, hashed for signers
     // that sign a body's hash without sending it, and checked against a
     // signed hash before the handler runs.

@@ -15,6 +15,9 @@ pub enum ApiError {
     /// From a read-write store.
     #[error(transparent)]
     Rw(#[from] strata_rwstore::RwError),
+    /// From a tract request.
+    #[error(transparent)]
+    Tract(#[from] strata_tract::TractError),
     /// A malformed blob id.
     #[error(transparent)]
     BadId(#[from] IdError),
@@ -173,6 +176,23 @@ impl ApiError {
                     R::Corrupt { .. } => (StatusCode::INTERNAL_SERVER_ERROR, "StoredVersionDamaged"),
                     R::Engine(_) => (StatusCode::INTERNAL_SERVER_ERROR, "StorageError"),
                     R::Unreachable { .. } => (StatusCode::SERVICE_UNAVAILABLE, "NodeUnreachable"),
+                }
+            }
+            Self::Tract(e) => {
+                use strata_tract::TractError as T;
+                match e {
+                    T::NoTable => (StatusCode::NOT_FOUND, "NoTractTable"),
+                    T::StaleRow { .. } => (StatusCode::CONFLICT, "StaleRow"),
+                    T::NotHere(_) => (StatusCode::MISDIRECTED_REQUEST, "NotHere"),
+                    T::Filling(_) => (StatusCode::SERVICE_UNAVAILABLE, "Filling"),
+                    T::NotFound { .. } => (StatusCode::NOT_FOUND, "NoSuchTract"),
+                    T::TooLarge { .. } => (StatusCode::PAYLOAD_TOO_LARGE, "TractTooLarge"),
+                    T::Invalid(_) => (StatusCode::BAD_REQUEST, "BadRequest"),
+                    T::Engine(strata_engine::EngineError::ReadOnly { .. }) => (StatusCode::INSUFFICIENT_STORAGE, "PartitionReadOnly"),
+                    T::Engine(strata_engine::EngineError::Busy { .. }) => (StatusCode::SERVICE_UNAVAILABLE, "Busy"),
+                    T::Engine(_) => (StatusCode::INTERNAL_SERVER_ERROR, "StorageError"),
+                    T::Unreachable { .. } => (StatusCode::SERVICE_UNAVAILABLE, "NodeUnreachable"),
+                    T::Remote { .. } => (StatusCode::BAD_GATEWAY, "RemoteError"),
                 }
             }
             Self::BadId(_) => (StatusCode::BAD_REQUEST, "InvalidBlobId"),

@@ -1,0 +1,171 @@
+//! `strata tract`: the tract locator table of striped blobs (FDS) and
+//! whole files written to and read from a blob's tracts, many at once.
+
+use crate::commands::Common;
+use crate::size::parse_size;
+use anyhow::{Context, Result, bail};
+use bytes::Bytes;
+use futures_util::StreamExt;
+use serde_json::json;
+use std::sync::Arc;
+use strata_tract::{Guid, TractClient};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+#[derive(clap::Subcommand, Debug)]
+pub enum TractCmd {
+    /// Makes the cluster's tract locator table (once: the tract size is fixed for the cluster's life).
+    Init(InitArgs),
+    /// Shows the table: tract size, replicas, scatter width, rows with their versions and disks.
+    Table(Common),
+    /// Writes a file into a blob's tracts, from tract 0, all in flight at once up to the cluster's limit.
+    Write(WriteArgs),
+    /// Reads a blob's tracts 0..N into a file.
+    Read(ReadArgs),
+}
+
+#[derive(clap::Args, Debug)]
+pub struct InitArgs {
+    /// Bytes per tract (a power of two, 4KiB to 64MiB).
+    #[arg(long, default_value = "8MiB", value_parser = parse_size)]
+    pub tract_size: u64,
+    /// Disks per row: the most replicas a blob may have.
+    #[arg(long, default_value_t = 3)]
+    pub replicas: u32,
+    /// Scatter width: how many other disks each disk shares rows with (what recovers its data in parallel).
+    #[arg(long, default_value_t = 8)]
+    pub scatter: u32,
+    /// Capacity of each row's replicas.
+    #[arg(long, default_value = "64GiB", value_parser = parse_size)]
+    pub capacity: u64,
+    #[command(flatten)]
+    pub common: Common,
+}
+
+#[derive(clap::Args, Debug)]
+pub struct WriteArgs {
+    /// The file to write.
+    pub file: std::path::PathBuf,
+    /// The blob's GUID (32 hex digits); a random one when absent.
+    #[arg(long)]
+    pub guid: Option<String>,
+    #[command(flatten)]
+    pub common: Common,
+}
+
+#[derive(clap::Args, Debug)]
+pub struct ReadArgs {
+    /// The blob's GUID.
+    #[arg(long)]
+    pub guid: String,
+    /// How many tracts to read, from tract 0.
+    #[arg(long)]
+    pub tracts: u64,
+    /// Where to write them.
+    #[arg(short, long)]
+    pub output: std::path::PathBuf,
+    #[command(flatten)]
+    pub common: Common,
+}
+
+async fn client(common: &Common) -> Result<Arc<TractClient>> {
+    Ok(Arc::new(TractClient::connect(std::slice::from_ref(&common.server), &common.auth.options()?).await?))
+}
+
+pub async fn run(c: TractCmd) -> Result<()> {
+    match c {
+        TractCmd::Init(a) => {
+            let seed: u64 = rand::random();
+            let cmd = json!({ "TractInit": { "tract_bytes": a.tract_size, "replicas": a.replicas, "scatter": a.scatter, "capacity_bytes": a.capacity, "seed": seed } });
+            let out = crate::cluster::propose(&a.common, cmd).await?;
+            let rows = out["PartitionsAdded"]["ids"].as_array().map_or(0, Vec::len);
+            if a.common.json {
+                println!("{out}");
+            } else {
+                println!("tract locator table: {rows} rows of {} disks, tracts of {} bytes (epoch {})", a.replicas, a.tract_size, out["PartitionsAdded"]["epoch"]);
+            }
+        }
+        TractCmd::Table(common) => {
+            let v = common.client()?.json(http::Method::GET, "/admin/tracts").await?;
+            if common.json {
+                println!("{v}");
+                return Ok(());
+            }
+            println!("tracts of {} bytes, {} disks per row, scatter width {}, {} in flight per client", v["tract_bytes"], v["replicas"], v["scatter"], v["simultaneous_limit"]);
+            println!("{:>10} {:>8}  disks", "row", "version");
+            for r in v["rows"].as_array().into_iter().flatten() {
+                let disks: Vec<&str> = r["disks"].as_array().into_iter().flatten().filter_map(|d| d.as_str()).collect();
+                let filling = r["filling"].as_str().map(|f| format!(" (filling {f})")).unwrap_or_default();
+                println!("{:>10} {:>8}  {}{filling}", r["partition"], r["version"], disks.join(" "));
+            }
+        }
+        TractCmd::Write(a) => {
+            let guid = match &a.guid {
+                Some(g) => Guid::parse(g)?,
+                None => Guid::random(),
+            };
+            let c = client(&a.common).await?;
+            let tract = c.tract_bytes()?;
+            let mut f = tokio::fs::File::open(&a.file).await.with_context(|| format!("opening {}", a.file.display()))?;
+            let len = f.metadata().await?.len();
+            let bar = crate::commands::bar(len, "writing");
+            let mut writes = futures_util::stream::FuturesUnordered::new();
+            let mut i = 0u64;
+            loop {
+                let mut buf = vec![0u8; tract as usize];
+                let mut n = 0;
+                while n < buf.len() {
+                    let got = f.read(&mut buf[n..]).await?;
+                    if got == 0 {
+                        break;
+                    }
+                    n += got;
+                }
+                if n == 0 {
+                    break;
+                }
+                buf.truncate(n);
+                // Hold no more tracts in memory than can be in flight.
+                while writes.len() >= c.simultaneous_limit() {
+                    if let Some(r) = writes.next().await {
+                        bar.inc(r?);
+                    }
+                }
+                let (c, data) = (c.clone(), Bytes::from(buf));
+                writes.push(async move { c.write_tract(&guid, i, data.clone()).await.map(|_| data.len() as u64) });
+                i += 1;
+            }
+            while let Some(r) = writes.next().await {
+                bar.inc(r?);
+            }
+            bar.finish_and_clear();
+            println!("{guid} {i} tracts ({len} bytes)");
+        }
+        TractCmd::Read(a) => {
+            let guid = Guid::parse(&a.guid)?;
+            let c = client(&a.common).await?;
+            let mut out = tokio::fs::File::create(&a.output).await.with_context(|| format!("creating {}", a.output.display()))?;
+            let bar = crate::commands::bar(a.tracts * c.tract_bytes()?, "reading");
+            // In flight out of order; written in order.
+            let limit = c.simultaneous_limit();
+            let mut reads = futures_util::stream::iter((0..a.tracts).map(|i| {
+                let c = c.clone();
+                async move { c.read_tract(&guid, i).await }
+            }))
+            .buffered(limit);
+            let mut total = 0u64;
+            while let Some(r) = reads.next().await {
+                let data = r?;
+                out.write_all(&data).await?;
+                total += data.len() as u64;
+                bar.inc(data.len() as u64);
+            }
+            out.sync_all().await?;
+            bar.finish_and_clear();
+            if total == 0 && a.tracts > 0 {
+                bail!("blob {guid} has no data in its first {} tracts", a.tracts);
+            }
+            println!("{total} bytes");
+        }
+    }
+    Ok(())
+}

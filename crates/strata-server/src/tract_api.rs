@@ -1,0 +1,107 @@
+//! Tracts of striped blobs (FDS §2.1) on a cluster node: the node answers
+//! for its own replicas of the tract locator table's rows; the client
+//! library (`strata_tract::TractClient`) sends each write to every replica
+//! of the row and each read to one.
+//!
+//! - `PUT /tract/{guid}/{tract}`: the body (at most the tract size) is the
+//!   whole tract; `x-strata-row-version` the row version the client's
+//!   table holds, `x-strata-tract-version` the version written. Durable
+//!   when it answers 204 with `x-strata-tract-version`: the newest version
+//!   this replica holds.
+//! - `GET /tract/{guid}/{tract}` with `x-strata-row-version`: the newest
+//!   version's bytes, its version in `x-strata-tract-version`.
+//! - `GET /admin/tracts`: the table (tract size, replicas, scatter width,
+//!   the client's simultaneous limit, each row's partition, version and
+//!   disks).
+//!
+//! A row version other than the node's is refused with 409 `StaleRow`; a
+//! node that holds no replica of the row answers 421 `NotHere`; a replica
+//! still filling refuses reads with 503 `Filling`.
+
+use crate::{ApiError, AppState};
+use axum::body::Body;
+use axum::extract::{Path, State};
+use axum::http::{HeaderMap, HeaderValue, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::routing::get;
+use axum::{Json, Router};
+use http_body_util::BodyExt;
+use std::sync::Arc;
+use strata_tract::{Guid, ROW_VERSION_HEADER, TRACT_VERSION_HEADER, TractError};
+
+pub(crate) fn routes() -> Router<Arc<AppState>> {
+    Router::new().route("/tract/{guid}/{tract}", get(read_tract).put(write_tract)).route("/admin/tracts", get(table))
+}
+
+type S = State<Arc<AppState>>;
+
+fn node(st: &AppState) -> Result<&Arc<strata_node::ClusterNode>, ApiError> {
+    st.cluster.as_ref().ok_or(ApiError::NotClustered)
+}
+
+fn number(h: &HeaderMap, name: &str) -> Result<u64, ApiError> {
+    let v = h.get(name).ok_or_else(|| ApiError::BadHeader { name: name.into(), reason: "missing".into() })?;
+    v.to_str().ok().and_then(|s| s.parse().ok()).ok_or_else(|| ApiError::BadHeader { name: name.into(), reason: "not a decimal number".into() })
+}
+
+fn target(guid: &str, tract: &str) -> Result<(Guid, u64), ApiError> {
+    let guid = Guid::parse(guid)?;
+    let tract = tract.parse().map_err(|_| TractError::Invalid(format!("tract index {tract:?}: want a decimal number")))?;
+    Ok((guid, tract))
+}
+
+fn with_version(mut resp: Response, version: u64) -> Response {
+    if let Ok(v) = HeaderValue::from_str(&version.to_string()) {
+        resp.headers_mut().insert(TRACT_VERSION_HEADER, v);
+    }
+    resp
+}
+
+async fn write_tract(State(st): S, Path((guid, tract)): Path<(String, String)>, headers: HeaderMap, body: Body) -> Result<Response, ApiError> {
+    let node = node(&st)?;
+    let (guid, tract) = target(&guid, &tract)?;
+    let (row, version) = (number(&headers, ROW_VERSION_HEADER)?, number(&headers, TRACT_VERSION_HEADER)?);
+    let max = node.map().tracts.as_ref().map(|t| t.tract_bytes).ok_or(TractError::NoTable)?;
+    let data = match http_body_util::Limited::new(body, max as usize).collect().await {
+        Ok(b) => b.to_bytes(),
+        Err(e) if e.downcast_ref::<http_body_util::LengthLimitError>().is_some() => {
+            return Err(TractError::TooLarge { size: max + 1, max }.into());
+        }
+        Err(e) => return Err(ApiError::BadRequest(format!("reading the tract: {e}"))),
+    };
+    let newest = strata_node::tracts::write(node, &guid, tract, row, version, data).await?;
+    Ok(with_version(StatusCode::NO_CONTENT.into_response(), newest))
+}
+
+async fn read_tract(State(st): S, Path((guid, tract)): Path<(String, String)>, headers: HeaderMap) -> Result<Response, ApiError> {
+    let node = node(&st)?;
+    let (guid, tract) = target(&guid, &tract)?;
+    let (version, data) = strata_node::tracts::read(node, &guid, tract, number(&headers, ROW_VERSION_HEADER)?)?;
+    Ok(with_version(data.into_response(), version))
+}
+
+async fn table(State(st): S) -> Result<Response, ApiError> {
+    let map = node(&st)?.map();
+    let Some(t) = &map.tracts else { return Err(TractError::NoTable.into()) };
+    let rows: Vec<serde_json::Value> = t
+        .rows
+        .iter()
+        .filter_map(|id| map.partitions.get(id))
+        .map(|p| {
+            serde_json::json!({
+                "partition": p.id,
+                "version": p.version,
+                "disks": p.replicas.iter().map(|r| format!("{}:{}", r.node, r.disk)).collect::<Vec<_>>(),
+                "filling": p.moving.filter(|m| m.phase == strata_cluster::MovePhase::Filling).map(|m| format!("{}:{}", m.to.node, m.to.disk)),
+            })
+        })
+        .collect();
+    Ok(Json(serde_json::json!({
+        "tract_bytes": t.tract_bytes,
+        "replicas": t.replicas,
+        "scatter": t.scatter,
+        "simultaneous_limit": map.tract_simultaneous_limit(),
+        "rows": rows,
+    }))
+    .into_response())
+}
