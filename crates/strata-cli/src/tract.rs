@@ -3,7 +3,7 @@
 
 use crate::commands::Common;
 use crate::size::parse_size;
-use anyhow::{Context, Result, bail};
+use anyhow::{Context, Result};
 use bytes::Bytes;
 use futures_util::StreamExt;
 use serde_json::json;
@@ -17,10 +17,14 @@ pub enum TractCmd {
     Init(InitArgs),
     /// Shows the table: tract size, replicas, scatter width, rows with their versions and disks.
     Table(Common),
-    /// Writes a file into a blob's tracts, from tract 0, all in flight at once up to the cluster's limit.
+    /// Creates a blob and writes a file into its tracts, all in flight at once up to the cluster's limit.
     Write(WriteArgs),
-    /// Reads a blob's tracts 0..N into a file.
+    /// Reads a whole blob into a file.
     Read(ReadArgs),
+    /// Shows a blob's metadata: size in tracts, replication, incarnation.
+    Stat(GuidArgs),
+    /// Deletes a blob (its tracts become orphans).
+    Delete(GuidArgs),
 }
 
 #[derive(clap::Args, Debug)]
@@ -45,9 +49,21 @@ pub struct InitArgs {
 pub struct WriteArgs {
     /// The file to write.
     pub file: std::path::PathBuf,
-    /// The blob's GUID (32 hex digits); a random one when absent.
+    /// The new blob's GUID (32 hex digits); a random one when absent.
     #[arg(long)]
     pub guid: Option<String>,
+    /// Replicas of each tract (default: the table's row width).
+    #[arg(long)]
+    pub replication: Option<u8>,
+    #[command(flatten)]
+    pub common: Common,
+}
+
+#[derive(clap::Args, Debug)]
+pub struct GuidArgs {
+    /// The blob's GUID.
+    #[arg(long)]
+    pub guid: String,
     #[command(flatten)]
     pub common: Common,
 }
@@ -57,10 +73,7 @@ pub struct ReadArgs {
     /// The blob's GUID.
     #[arg(long)]
     pub guid: String,
-    /// How many tracts to read, from tract 0.
-    #[arg(long)]
-    pub tracts: u64,
-    /// Where to write them.
+    /// Where to write it.
     #[arg(short, long)]
     pub output: std::path::PathBuf,
     #[command(flatten)]
@@ -81,7 +94,10 @@ pub async fn run(c: TractCmd) -> Result<()> {
             if a.common.json {
                 println!("{out}");
             } else {
-                println!("tract locator table: {rows} rows of {} disks, tracts of {} bytes (epoch {})", a.replicas, a.tract_size, out["PartitionsAdded"]["epoch"]);
+                println!(
+                    "tract locator table: {rows} rows of {} disks, tracts of {} bytes (epoch {})",
+                    a.replicas, a.tract_size, out["PartitionsAdded"]["epoch"]
+                );
             }
         }
         TractCmd::Table(common) => {
@@ -90,7 +106,10 @@ pub async fn run(c: TractCmd) -> Result<()> {
                 println!("{v}");
                 return Ok(());
             }
-            println!("tracts of {} bytes, {} disks per row, scatter width {}, {} in flight per client", v["tract_bytes"], v["replicas"], v["scatter"], v["simultaneous_limit"]);
+            println!(
+                "tracts of {} bytes, {} disks per row, scatter width {}, {} in flight per client",
+                v["tract_bytes"], v["replicas"], v["scatter"], v["simultaneous_limit"]
+            );
             println!("{:>10} {:>8}  disks", "row", "version");
             for r in v["rows"].as_array().into_iter().flatten() {
                 let disks: Vec<&str> = r["disks"].as_array().into_iter().flatten().filter_map(|d| d.as_str()).collect();
@@ -107,23 +126,15 @@ pub async fn run(c: TractCmd) -> Result<()> {
             let tract = c.tract_bytes()?;
             let mut f = tokio::fs::File::open(&a.file).await.with_context(|| format!("opening {}", a.file.display()))?;
             let len = f.metadata().await?.len();
+            let tracts = len.div_ceil(tract);
+            c.create_blob(&guid, a.replication).await?;
+            let blob = c.extend_blob(&guid, tracts).await?;
+            let first = blob.size_tracts - tracts;
             let bar = crate::commands::bar(len, "writing");
             let mut writes = futures_util::stream::FuturesUnordered::new();
-            let mut i = 0u64;
-            loop {
-                let mut buf = vec![0u8; tract as usize];
-                let mut n = 0;
-                while n < buf.len() {
-                    let got = f.read(&mut buf[n..]).await?;
-                    if got == 0 {
-                        break;
-                    }
-                    n += got;
-                }
-                if n == 0 {
-                    break;
-                }
-                buf.truncate(n);
+            for i in first..blob.size_tracts {
+                let mut buf = vec![0u8; tract.min(len - (i - first) * tract) as usize];
+                f.read_exact(&mut buf).await.with_context(|| format!("reading {}", a.file.display()))?;
                 // Hold no more tracts in memory than can be in flight.
                 while writes.len() >= c.simultaneous_limit() {
                     if let Some(r) = writes.next().await {
@@ -131,27 +142,26 @@ pub async fn run(c: TractCmd) -> Result<()> {
                     }
                 }
                 let (c, data) = (c.clone(), Bytes::from(buf));
-                writes.push(async move { c.write_tract(&guid, i, data.clone()).await.map(|_| data.len() as u64) });
-                i += 1;
+                writes.push(async move { c.write_tract(&blob, i, data.clone()).await.map(|_| data.len() as u64) });
             }
             while let Some(r) = writes.next().await {
                 bar.inc(r?);
             }
             bar.finish_and_clear();
-            println!("{guid} {i} tracts ({len} bytes)");
+            println!("{guid} {tracts} tracts ({len} bytes)");
         }
         TractCmd::Read(a) => {
             let guid = Guid::parse(&a.guid)?;
             let c = client(&a.common).await?;
+            let blob = c.open_blob(&guid).await?;
             let mut out = tokio::fs::File::create(&a.output).await.with_context(|| format!("creating {}", a.output.display()))?;
-            let bar = crate::commands::bar(a.tracts * c.tract_bytes()?, "reading");
+            let bar = crate::commands::bar(blob.size_tracts * c.tract_bytes()?, "reading");
             // In flight out of order; written in order.
-            let limit = c.simultaneous_limit();
-            let mut reads = futures_util::stream::iter((0..a.tracts).map(|i| {
+            let mut reads = futures_util::stream::iter((0..blob.size_tracts).map(|i| {
                 let c = c.clone();
-                async move { c.read_tract(&guid, i).await }
+                async move { c.read_tract(&blob, i).await.with_context(|| format!("tract {i}")) }
             }))
-            .buffered(limit);
+            .buffered(c.simultaneous_limit());
             let mut total = 0u64;
             while let Some(r) = reads.next().await {
                 let data = r?;
@@ -161,10 +171,22 @@ pub async fn run(c: TractCmd) -> Result<()> {
             }
             out.sync_all().await?;
             bar.finish_and_clear();
-            if total == 0 && a.tracts > 0 {
-                bail!("blob {guid} has no data in its first {} tracts", a.tracts);
-            }
             println!("{total} bytes");
+        }
+        TractCmd::Stat(a) => {
+            let blob = client(&a.common).await?.open_blob(&Guid::parse(&a.guid)?).await?;
+            if a.common.json {
+                println!(
+                    "{}",
+                    json!({ "guid": a.guid, "size_tracts": blob.size_tracts, "replication": blob.replication, "incarnation": blob.incarnation, "created_ms": blob.created_ms })
+                );
+            } else {
+                println!("{}: {} tracts, {} replicas, incarnation {}", blob.guid, blob.size_tracts, blob.replication, blob.incarnation);
+            }
+        }
+        TractCmd::Delete(a) => {
+            client(&a.common).await?.delete_blob(&Guid::parse(&a.guid)?).await?;
+            println!("deleted {}", a.guid);
         }
     }
     Ok(())

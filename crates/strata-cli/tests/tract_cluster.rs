@@ -38,10 +38,11 @@ fn tract_bytes(who: u8, i: u64, len: usize) -> bytes::Bytes {
         .into()
 }
 
-/// What node `n` itself holds of a tract, asked directly under the row
-/// version `row`: `Ok(bytes)` or the error code.
-async fn held(c: &Cluster, n: u8, guid: &Guid, tract: u64, row: u64) -> Result<bytes::Bytes, String> {
-    let headers = [(strata_tract::ROW_VERSION_HEADER, row.to_string())];
+/// What node `n` itself holds of a tract of `blob`, asked directly under
+/// the row version `row`: `Ok(bytes)` or the error code.
+async fn held(c: &Cluster, n: u8, blob: &strata_tract::Blob, tract: u64, row: u64) -> Result<bytes::Bytes, String> {
+    let guid = blob.guid;
+    let headers = [(strata_tract::ROW_VERSION_HEADER, row.to_string()), (strata_tract::INCARNATION_HEADER, blob.incarnation.to_string())];
     match c.client(n).send(http::Method::GET, &format!("/tract/{guid}/{tract}"), &headers, strata_client::full(bytes::Bytes::new())).await {
         Ok(r) => Ok(r.bytes().await.expect("tract body")),
         Err(strata_client::ClientError::Api { code, .. }) => Err(code),
@@ -57,7 +58,12 @@ async fn table_everywhere(c: &Cluster) -> serde_json::Value {
         let deadline = Instant::now() + Duration::from_secs(30);
         loop {
             if let Ok(t) = c.client(n).json(http::Method::GET, "/admin/tracts").await {
-                let mine = t["rows"].as_array().unwrap().iter().filter(|r| r["disks"].as_array().unwrap().iter().any(|d| d.as_str().unwrap().starts_with(&format!("{n}:")))).count();
+                let mine = t["rows"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .filter(|r| r["disks"].as_array().unwrap().iter().any(|d| d.as_str().unwrap().starts_with(&format!("{n}:"))))
+                    .count();
                 let open = c.client(n).json(http::Method::GET, "/admin/partitions").await.map_or(0, |v| v.as_array().map_or(0, Vec::len));
                 if open >= mine + 2 {
                     table = t;
@@ -93,53 +99,112 @@ async fn tracts_reach_every_replica_of_their_row_and_a_stale_client_retries() {
         assert_eq!(nodes.len(), 3, "a row's disks are on distinct nodes: {r}");
     }
 
-    // Two clients, each through another node, write halves of one blob
-    // (the last tract short), every tract of a client in flight at once.
+    // Three clients, each through another node, extend one blob by a few
+    // tracts at a time and write the tracts each extend gave them, every
+    // tract of a round in flight at once (the last tract of each round
+    // short): every tract ends up as its writer's extend said.
     let url = |n: u8| format!("https://{}", c.real(n));
     let guid = Guid::random();
-    let tracts = 40u64;
-    let last_len = 1000;
-    let len_of = move |i: u64| if i == tracts - 1 { last_len } else { TRACT };
+    let first = TractClient::connect(&[url(2)], &c.opts).await.expect("tract client");
+    let created = first.create_blob(&guid, None).await.expect("create");
+    assert_eq!((created.size_tracts, created.incarnation, created.replication), (0, 1, 3));
+    assert!(matches!(first.create_blob(&guid, None).await, Err(strata_tract::TractError::BlobExists(_))));
+    let len_of = |round: u64, k: u64, i: u64| if i == k - 1 { 1000 + round as usize } else { TRACT };
     let mut writers = Vec::new();
-    for who in 0..2u8 {
-        let client = Arc::new(TractClient::connect(&[url(1 + who * 3)], &c.opts).await.expect("tract client"));
+    for who in 0..3u8 {
+        let client = Arc::new(TractClient::connect(&[url(1 + who * 2)], &c.opts).await.expect("tract client"));
         assert!(client.simultaneous_limit() >= 8);
         writers.push(tokio::spawn(async move {
-            let mut all = futures_util::stream::FuturesUnordered::new();
-            for i in (0..tracts).filter(|i| i % 2 == u64::from(who)) {
-                let client = client.clone();
-                all.push(async move { client.write_tract(&guid, i, tract_bytes(1, i, len_of(i))).await.map(|v| (i, v)) });
+            let mut mine: Vec<(u64, usize)> = Vec::new();
+            for round in 0..4u64 {
+                let k = 1 + (u64::from(who) + round) % 4;
+                let blob = client.extend_blob(&guid, k).await.expect("extend");
+                let start = blob.size_tracts - k;
+                let mut all = futures_util::stream::FuturesUnordered::new();
+                for j in 0..k {
+                    let (client, len) = (client.clone(), len_of(round, k, j));
+                    all.push(async move { client.write_tract(&blob, start + j, tract_bytes(who, start + j, len)).await.map(|_| (start + j, len)) });
+                }
+                while let Some(r) = futures_util::StreamExt::next(&mut all).await {
+                    mine.push(r.expect("tract write"));
+                }
             }
-            let mut done = Vec::new();
-            while let Some(r) = futures_util::StreamExt::next(&mut all).await {
-                done.push(r.expect("tract write"));
-            }
-            done
+            (who, mine)
         }));
     }
+    let mut owner: BTreeMap<u64, (u8, usize)> = BTreeMap::new();
     for w in writers {
-        assert_eq!(w.await.unwrap().len(), tracts as usize / 2);
+        let (who, mine) = w.await.unwrap();
+        for (i, len) in mine {
+            assert!(owner.insert(i, (who, len)).is_none(), "tract {i} was given to two extenders");
+        }
     }
-    let reader = TractClient::connect(&[url(2)], &c.opts).await.expect("tract client");
+    let reader = TractClient::connect(&[url(4)], &c.opts).await.expect("tract client");
+    let blob = reader.open_blob(&guid).await.expect("open");
+    let tracts = blob.size_tracts;
+    assert_eq!(owner.keys().copied().collect::<Vec<_>>(), (0..tracts).collect::<Vec<_>>(), "the extends cover the blob exactly");
+    let want = |i: u64| {
+        let (who, len) = owner[&i];
+        tract_bytes(who, i, len)
+    };
     for i in 0..tracts {
-        assert_eq!(reader.read_tract(&guid, i).await.expect("tract read"), tract_bytes(1, i, len_of(i)), "tract {i}");
+        assert_eq!(reader.read_tract(&blob, i).await.expect("tract read"), want(i), "tract {i}");
     }
-    match reader.read_tract(&guid, tracts).await {
+    match reader.read_tract(&blob, tracts).await {
+        Err(strata_tract::TractError::OutOfRange { tract, size, .. }) => assert_eq!((tract, size), (tracts, tracts)),
+        other => panic!("a tract beyond the end: {other:?}"),
+    }
+    // A tract inside the blob never written reads as not found.
+    let grown = reader.extend_blob(&guid, 1).await.expect("extend");
+    match reader.read_tract(&grown, tracts).await {
         Err(strata_tract::TractError::NotFound { tract, .. }) => assert_eq!(tract, tracts),
         other => panic!("a tract never written: {other:?}"),
     }
     // Every replica of each tract's row holds it.
     let map = reader.map();
     for i in 0..tracts {
-        let route = map.tract_route(&guid.0, i).unwrap();
+        let route = map.tract_route(&guid.0, i, 3).unwrap();
         for loc in &route.write {
-            assert_eq!(held(&c, loc.node as u8, &guid, i, route.version).await, Ok(tract_bytes(1, i, len_of(i))), "tract {i} on node {}", loc.node);
+            assert_eq!(held(&c, loc.node as u8, &blob, i, route.version).await, Ok(want(i)), "tract {i} on node {}", loc.node);
         }
         // A node outside the row holds no replica of it.
         if let Some(other) = c.nodes().into_iter().find(|n| !route.write.iter().any(|l| l.node == u64::from(*n))) {
-            assert_eq!(held(&c, other, &guid, i, route.version).await, Err("NotHere".to_string()));
+            assert_eq!(held(&c, other, &blob, i, route.version).await, Err("NotHere".to_string()));
         }
     }
+    // Metadata operations go to the metadata row's primary only.
+    let meta_route = map.tract_route(&guid.0, strata_tract::meta::METADATA_TRACT, 3).unwrap();
+    let not_primary = meta_route.write[1].node as u8;
+    let headers = [(strata_tract::ROW_VERSION_HEADER, meta_route.version.to_string())];
+    match c.client(not_primary).send(http::Method::POST, &format!("/tract/{guid}"), &headers, strata_client::full(r#"{"op":"open"}"#)).await {
+        Err(strata_client::ClientError::Api { status: 421, code, .. }) => assert_eq!(code, "NotPrimary"),
+        other => panic!("a metadata operation on a replica that is not the primary: {:?}", other.map(|r| r.head.status)),
+    }
+
+    // Every replica of the metadata row holds the blob's metadata.
+    let meta_handle = strata_tract::Blob { incarnation: 0, ..blob };
+    for loc in &meta_route.write {
+        let b = held(&c, loc.node as u8, &meta_handle, strata_tract::meta::METADATA_TRACT, meta_route.version).await.expect("metadata tract");
+        let m = strata_tract::meta::BlobMeta::decode(&b).expect("metadata decodes");
+        assert_eq!((m.size_tracts, m.incarnation, m.deleted), (tracts + 1, 1, false), "metadata on node {}", loc.node);
+    }
+
+    // Deleted, then created again under the same GUID: empty, and the old
+    // incarnation's tracts are not the new one's.
+    reader.delete_blob(&guid).await.expect("delete");
+    assert!(matches!(reader.open_blob(&guid).await, Err(strata_tract::TractError::NoSuchBlob(_))));
+    let again = reader.create_blob(&guid, Some(2)).await.expect("create again");
+    assert_eq!((again.incarnation, again.size_tracts, again.replication), (2, 0, 2));
+    let again = reader.extend_blob(&guid, 1).await.unwrap();
+    assert!(matches!(reader.read_tract(&again, 0).await, Err(strata_tract::TractError::NotFound { .. })));
+    reader.write_tract(&again, 0, tract_bytes(9, 0, 10)).await.unwrap();
+    assert_eq!(reader.read_tract(&again, 0).await.unwrap(), tract_bytes(9, 0, 10));
+    // A blob of two replicas is on the first two disks of the row only.
+    let r2 = map.tract_route(&guid.0, 0, 3).unwrap();
+    assert_eq!(held(&c, r2.write[1].node as u8, &again, 0, r2.version).await, Ok(tract_bytes(9, 0, 10)));
+    assert_eq!(held(&c, r2.write[2].node as u8, &again, 0, r2.version).await, Err("NoSuchTract".to_string()));
+    // The first incarnation's tracts are still on disk (orphans) but not the new one's.
+    assert_eq!(held(&c, r2.write[2].node as u8, &blob, 0, r2.version).await, Ok(want(0)));
 
     // Blob puts never land on a row.
     for k in 0..20 {
@@ -148,9 +213,14 @@ async fn tracts_reach_every_replica_of_their_row_and_a_stale_client_retries() {
         assert!(!rows.contains(&p), "blob {id} landed on tract row {p}");
     }
 
-    // A move of one replica of tract 0's row: the row's version changes.
+    // A move of one replica of tract 0's row: the row's version changes. A
+    // client that read the map before it keeps the old version.
+    let wide = first.create_blob(&Guid::random(), None).await.expect("create");
+    let wide = first.extend_blob(&wide.guid, 64).await.unwrap();
     let stale = TractClient::connect(&[url(3)], &c.opts).await.expect("tract client");
-    let before = map.tract_route(&guid.0, 0).unwrap();
+    let before = map.tract_route(&guid.0, 0, 3).unwrap();
+    let on_row: Vec<u64> = (0..64).filter(|i| map.tract_partition(&wide.guid.0, *i) == Some(before.partition)).collect();
+    assert!(!on_row.is_empty());
     let zone = |n: u64| map.nodes[&n].zone.clone();
     let (from, to_node) = before
         .write
@@ -161,38 +231,40 @@ async fn tracts_reach_every_replica_of_their_row_and_a_stale_client_retries() {
     c.command(1, serde_json::json!({ "StartMove": { "partition": before.partition, "from": from, "to": to, "now_ms": 1 } })).await;
     // A request under the old version is refused by every node that knows the new one...
     let deadline = Instant::now() + Duration::from_secs(20);
-    while held(&c, before.read[0].node as u8, &guid, 0, before.version).await != Err("StaleRow".to_string()) {
+    while held(&c, before.read[0].node as u8, &blob, 0, before.version).await != Err("StaleRow".to_string()) {
         assert!(Instant::now() < deadline, "the old row version was never refused");
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     // ...and a client holding it retries under the new one by itself.
-    assert_eq!(stale.map().tract_route(&guid.0, 0).unwrap().version, before.version);
-    stale.write_tract(&guid, 0, tract_bytes(2, 0, TRACT)).await.expect("write through a stale table");
-    let after = stale.map().tract_route(&guid.0, 0).unwrap();
-    assert!(after.version > before.version);
-    assert_eq!(stale.read_tract(&guid, 0).await.unwrap(), tract_bytes(2, 0, TRACT));
+    assert_eq!(stale.map().tract_route(&guid.0, 0, 3).unwrap().version, before.version);
+    for &i in &on_row {
+        stale.write_tract(&wide, i, tract_bytes(2, i, TRACT)).await.expect("write through a stale table");
+    }
+    let after = stale.map().tract_route(&guid.0, 0, 3).unwrap();
+    assert!(after.version > before.version, "the client refreshed its table");
 
     // The new replica fills from the others, is promoted, and then holds
-    // every tract of its row, the old ones included.
+    // every tract of its row, old and new.
     let deadline = Instant::now() + Duration::from_secs(60);
     let done = loop {
         let r = TractClient::connect(&[url(2)], &c.opts).await.expect("tract client");
-        let route = r.map().row_route(before.partition).unwrap();
+        let route = r.map().row_route(before.partition, 3).unwrap();
         if r.map().partitions[&before.partition].moving.is_none() && route.read.contains(&to) {
             break route;
         }
         assert!(Instant::now() < deadline, "the move of row {} never finished", before.partition);
         tokio::time::sleep(Duration::from_millis(200)).await;
     };
-    let row_tracts: Vec<u64> = (0..tracts).filter(|i| map.tract_partition(&guid.0, *i) == Some(before.partition)).collect();
-    assert!(row_tracts.contains(&0));
-    for i in row_tracts {
-        let want = if i == 0 { tract_bytes(2, 0, TRACT) } else { tract_bytes(1, i, len_of(i)) };
-        assert_eq!(held(&c, to_node as u8, &guid, i, done.version).await, Ok(want), "tract {i} on the moved replica");
+    for i in (0..tracts).filter(|i| map.tract_partition(&guid.0, *i) == Some(before.partition)) {
+        assert_eq!(held(&c, to_node as u8, &blob, i, done.version).await, Ok(want(i)), "tract {i} on the moved replica");
+    }
+    for &i in &on_row {
+        assert_eq!(held(&c, to_node as u8, &wide, i, done.version).await, Ok(tract_bytes(2, i, TRACT)), "tract {i} written during the move");
     }
 
     // Bad requests: each refused with the status and code that name it.
-    let route = reader.map().tract_route(&guid.0, 1).unwrap();
+    reader.refresh().await.unwrap();
+    let route = reader.map().tract_route(&wide.guid.0, 1, 3).unwrap();
     let on_row = route.write[0].node as u8;
     let send = |n: u8, method: http::Method, path: String, headers: Vec<(&'static str, String)>, body: bytes::Bytes| {
         let client = c.client(n);
@@ -202,16 +274,64 @@ async fn tracts_reach_every_replica_of_their_row_and_a_stale_client_retries() {
         Some(strata_client::ClientError::Api { status, code, .. }) => (status, code),
         other => panic!("want an API error, got {other:?}"),
     };
-    let row = |v: u64| vec![(strata_tract::ROW_VERSION_HEADER, v.to_string()), (strata_tract::TRACT_VERSION_HEADER, "7".to_string())];
-    assert_eq!(code(send(on_row, http::Method::GET, "/tract/nothex/1".into(), row(route.version), bytes::Bytes::new()).await), (400, "BadRequest".into()));
-    assert_eq!(code(send(on_row, http::Method::GET, format!("/tract/{guid}/x"), row(route.version), bytes::Bytes::new()).await), (400, "BadRequest".into()));
-    assert_eq!(code(send(on_row, http::Method::GET, format!("/tract/{guid}/1"), vec![], bytes::Bytes::new()).await), (400, "InvalidHeader".into()));
+    let g = wide.guid;
+    let row = |v: u64| {
+        vec![
+            (strata_tract::ROW_VERSION_HEADER, v.to_string()),
+            (strata_tract::TRACT_VERSION_HEADER, "7".to_string()),
+            (strata_tract::INCARNATION_HEADER, wide.incarnation.to_string()),
+        ]
+    };
+    let empty = bytes::Bytes::new;
+    assert_eq!(code(send(on_row, http::Method::GET, "/tract/nothex/1".into(), row(route.version), empty()).await), (400, "BadRequest".into()));
+    assert_eq!(code(send(on_row, http::Method::GET, format!("/tract/{g}/x"), row(route.version), empty()).await), (400, "BadRequest".into()));
+    assert_eq!(code(send(on_row, http::Method::GET, format!("/tract/{g}/1"), vec![], empty()).await), (400, "InvalidHeader".into()));
     let too_big = bytes::Bytes::from(vec![0u8; TRACT + 1]);
-    assert_eq!(code(send(on_row, http::Method::PUT, format!("/tract/{guid}/1"), row(route.version), too_big).await), (413, "TractTooLarge".into()));
-    let unknown = Guid::random();
-    let r2 = reader.map().tract_route(&unknown.0, 1).unwrap();
-    let r2_node = r2.read[0].node as u8;
-    assert_eq!(code(send(r2_node, http::Method::GET, format!("/tract/{unknown}/1"), row(r2.version), bytes::Bytes::new()).await), (404, "NoSuchTract".into()));
-    // None of them changed the tract.
-    assert_eq!(reader.read_tract(&guid, 1).await.unwrap(), tract_bytes(1, 1, TRACT));
+    assert_eq!(code(send(on_row, http::Method::PUT, format!("/tract/{g}/1"), row(route.version), too_big).await), (413, "TractTooLarge".into()));
+    let meta = format!("/tract/{g}");
+    let mrow = |v: u64| vec![(strata_tract::ROW_VERSION_HEADER, v.to_string())];
+    let mroute = reader.map().tract_route(&g.0, strata_tract::meta::METADATA_TRACT, 3).unwrap();
+    let primary = mroute.primary.unwrap().node as u8;
+    assert_eq!(
+        code(send(primary, http::Method::POST, meta.clone(), mrow(mroute.version), bytes::Bytes::from_static(b"{\"op\":\"grow\"}")).await),
+        (400, "BadRequest".into())
+    );
+    let huge = bytes::Bytes::from_static(b"{\"op\":\"extend\",\"tracts\":18446744073709551615}");
+    assert_eq!(code(send(primary, http::Method::POST, meta.clone(), mrow(mroute.version), huge).await), (400, "BadRequest".into()));
+    let wide_rep = bytes::Bytes::from_static(b"{\"op\":\"create\",\"replication\":9}");
+    let rg = Guid::random();
+    let rroute = reader.map().tract_route(&rg.0, strata_tract::meta::METADATA_TRACT, 3).unwrap();
+    let rprimary = rroute.primary.unwrap().node as u8;
+    assert_eq!(code(send(rprimary, http::Method::POST, format!("/tract/{rg}"), mrow(rroute.version), wide_rep).await), (400, "BadRequest".into()));
+    assert!(matches!(reader.open_blob(&rg).await, Err(strata_tract::TractError::NoSuchBlob(_))));
+    // The CLI: a file into a new blob and out again, its metadata, a delete.
+    let file = c.dir.join("striped.bin");
+    let body: Vec<u8> = (0..5 * TRACT + 12_345).map(|i| (i * 7 % 251) as u8).collect();
+    std::fs::write(&file, &body).unwrap();
+    let (ok, out) = c.cli(1, &["tract", "write", file.to_str().unwrap()]);
+    assert!(ok, "{out}");
+    let written = out.split_whitespace().next().unwrap().to_string();
+    assert!(out.contains("6 tracts"), "{out}");
+    let copy = c.dir.join("striped.copy");
+    let (ok, out) = c.cli(3, &["tract", "read", "--guid", &written, "-o", copy.to_str().unwrap()]);
+    assert!(ok, "{out}");
+    assert!(std::fs::read(&copy).unwrap() == body, "the file read back differs");
+    let (ok, out) = c.cli(2, &["tract", "stat", "--guid", &written]);
+    assert!(ok && out.contains("6 tracts, 3 replicas, incarnation 1"), "{out}");
+    let (ok, out) = c.cli(2, &["tract", "delete", "--guid", &written]);
+    assert!(ok, "{out}");
+    let (ok, out) = c.cli(2, &["tract", "stat", "--guid", &written]);
+    assert!(!ok && out.contains("no blob"), "{out}");
+    let (ok, out) = c.cli(2, &["tract", "table"]);
+    assert!(ok && out.contains(&format!("tracts of {TRACT} bytes")), "{out}");
+
+    // None of them changed the blob.
+    let still = reader.open_blob(&g).await.unwrap();
+    assert_eq!(still.size_tracts, 64);
+    assert_eq!(reader.read_tract(&still, on_row_tract(&reader, &wide, before.partition)).await.unwrap().len(), TRACT);
+}
+
+/// A tract of `blob` on row `row`.
+fn on_row_tract(c: &TractClient, blob: &strata_tract::Blob, row: u64) -> u64 {
+    (0..blob.size_tracts).find(|i| c.map().tract_partition(&blob.guid.0, *i) == Some(row)).expect("a tract on the row")
 }

@@ -389,9 +389,15 @@ mod tests {
             m.apply(&crate::Command::AddNode { id, addr: format!("a:{id}"), zone: "z".into(), rack: "r".into() });
         }
         m.apply(&crate::Command::KvInitRing { partitions: 6 });
-        let payload =
-            postcard::to_stdvec(&V3 { epoch: m.epoch, nodes: &m.nodes, partitions: &v4_partitions(&m), policies: m.policies, kv: &m.kv, rebalance: &m.rebalance })
-                .unwrap();
+        let payload = postcard::to_stdvec(&V3 {
+            epoch: m.epoch,
+            nodes: &m.nodes,
+            partitions: &v4_partitions(&m),
+            policies: m.policies,
+            kv: &m.kv,
+            rebalance: &m.rebalance,
+        })
+        .unwrap();
         assert_eq!(decode_map(&framed(3, m.epoch, &payload)).unwrap(), without_versions(&m));
         let spec = crate::kv::RwStoreSpec { replication: crate::kv::KvReplication::Nodes(3), required_reads: 2, required_writes: 2, value_limit: 1 << 20 };
         assert!(matches!(m.apply(&crate::Command::RwCreateStore { name: "counters".into(), spec: spec.clone() }), crate::Outcome::Applied { .. }));

@@ -28,8 +28,8 @@ pub use codec::{CodecError, decode_map, encode_map};
 pub use kv::{KvReplication, KvSection, KvStoreSpec, RW_VALUE_LIMIT_MAX, RwStoreSpec};
 pub use liveness::{DiskReport, Heartbeat, KIND_HEARTBEAT, Liveness};
 pub use map::{
-    ClusterMap, Command, Disk, DiskState, MapError, Move, MovePhase, Node, NodeId, NodeState, Outcome, Partition, PartitionKind, PartitionState, PlanState, PlannedMove,
-    Rebalance, ReplicaLoc, Spread,
+    ClusterMap, Command, Disk, DiskState, MapError, Move, MovePhase, Node, NodeId, NodeState, Outcome, Partition, PartitionKind, PartitionState, PlanState,
+    PlannedMove, Rebalance, ReplicaLoc, Spread,
 };
 pub use moves::RecoveryPlacement;
 pub use tract::{METADATA_TRACT, TractRoute, TractTable};

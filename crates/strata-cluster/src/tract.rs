@@ -51,11 +51,17 @@ pub struct TractRoute {
     pub partition: PartitionId,
     /// The row's version, which requests carry.
     pub version: u64,
-    /// Every disk a write goes to: the row's replicas, and a new one a
-    /// move is filling (FDS §3.4's pending member).
+    /// Every disk a write goes to: the row's first `n` replicas (`n` the
+    /// blob's replication level), and a new one a move is filling in place
+    /// of one of them (FDS §3.4's pending member). A replica that does not
+    /// serve is not skipped: a write waits until the map replaces it, so no
+    /// replica that may serve again lacks an acknowledged write.
     pub write: Vec<ReplicaLoc>,
-    /// The disks a read may go to: the row's replicas that serve.
+    /// The disks a read may go to: those of the first `n` that serve.
     pub read: Vec<ReplicaLoc>,
+    /// The row's primary, which serializes its blobs' metadata operations
+    /// (FDS §2.3): the first of all its replicas that serves.
+    pub primary: Option<ReplicaLoc>,
 }
 
 impl ClusterMap {
@@ -125,27 +131,34 @@ impl ClusterMap {
     /// simultaneous limit): four per disk in the table, from 8 to 256.
     pub fn tract_simultaneous_limit(&self) -> usize {
         let Some(t) = &self.tracts else { return 8 };
-        let disks: std::collections::BTreeSet<ReplicaLoc> = t.rows.iter().filter_map(|r| self.partitions.get(r)).flat_map(|p| p.replicas.iter().copied()).collect();
+        let disks: std::collections::BTreeSet<ReplicaLoc> =
+            t.rows.iter().filter_map(|r| self.partitions.get(r)).flat_map(|p| p.replicas.iter().copied()).collect();
         (4 * disks.len()).clamp(8, 256)
     }
 
-    /// Where tract `tract` of the blob `guid` is read and written.
-    pub fn tract_route(&self, guid: &[u8; 16], tract: u64) -> Option<TractRoute> {
-        self.row_route(self.tract_partition(guid, tract)?)
+    /// Where tract `tract` of the blob `guid`, of `n` replicas, is read
+    /// and written.
+    pub fn tract_route(&self, guid: &[u8; 16], tract: u64, n: usize) -> Option<TractRoute> {
+        self.row_route(self.tract_partition(guid, tract)?, n)
     }
 
-    /// Where the tracts of one row are read and written.
-    pub fn row_route(&self, partition: PartitionId) -> Option<TractRoute> {
+    /// Where the tracts of `n` replicas of one row are read and written
+    /// (FDS §3.1: a blob of `n` replicas uses the first `n` disks of each
+    /// row).
+    pub fn row_route(&self, partition: PartitionId, n: usize) -> Option<TractRoute> {
         let p = self.partitions.get(&partition).filter(|p| p.kind == PartitionKind::Tract)?;
-        let mut write = p.replicas.clone();
+        let first: Vec<ReplicaLoc> = p.replicas.iter().take(n.max(1)).copied().collect();
+        let mut write = first.clone();
         if let Some(m) = p.moving
             && m.phase == MovePhase::Filling
+            && first.contains(&m.from)
             && !write.contains(&m.to)
         {
             write.push(m.to);
         }
-        let read = p.replicas.iter().copied().filter(|r| self.serves(*r)).collect();
-        Some(TractRoute { partition, version: p.version, write, read })
+        let read = first.iter().copied().filter(|r| self.serves(*r)).collect();
+        let primary = p.replicas.iter().copied().find(|r| self.serves(*r));
+        Some(TractRoute { partition, version: p.version, write, read, primary })
     }
 }
 
@@ -190,7 +203,8 @@ mod tests {
                 let loc = ReplicaLoc { node: n, disk: d };
                 let rows: Vec<_> = ids.iter().filter(|id| m.partitions[id].replicas.contains(&loc)).collect();
                 assert!(!rows.is_empty(), "{loc:?} is in no row");
-                let partners: std::collections::BTreeSet<_> = rows.iter().flat_map(|id| m.partitions[id].replicas.iter().copied()).filter(|r| *r != loc).collect();
+                let partners: std::collections::BTreeSet<_> =
+                    rows.iter().flat_map(|id| m.partitions[id].replicas.iter().copied()).filter(|r| *r != loc).collect();
                 assert!(partners.len() <= 2 * 4, "{loc:?} shares rows with {} disks", partners.len());
             }
         }
@@ -200,7 +214,7 @@ mod tests {
         for i in 0..20u64 {
             assert_eq!(m.tract_partition(&guid, i), Some(t.rows[(first + i as usize) % t.rows.len()]));
         }
-        assert!(m.tract_route(&guid, METADATA_TRACT).is_some());
+        assert!(m.tract_route(&guid, METADATA_TRACT, 3).is_some());
         // A second table, and bad settings, are refused naming the problem.
         assert!(format!("{:?}", init(&mut m, 3, 4)).contains("has one already"));
         let mut fresh = cluster(2, 1);
@@ -214,12 +228,15 @@ mod tests {
         let mut m = cluster(4, 1);
         let Outcome::PartitionsAdded { ids, .. } = init(&mut m, 3, 2) else { panic!("table refused") };
         let row = ids[0];
-        let before = m.row_route(row).unwrap();
+        let before = m.row_route(row, 3).unwrap();
+        assert_eq!(before.primary, Some(before.write[0]));
+        // A blob of fewer replicas uses the row's first disks.
+        assert_eq!(m.row_route(row, 2).unwrap().write, before.write[..2].to_vec());
         let spare = (1..=4).find(|n| !before.write.iter().any(|r| r.node == *n)).unwrap();
         let (from, to) = (before.write[0], ReplicaLoc { node: spare, disk: 0 });
         let out = m.apply(&Command::StartMove { partition: row, from, to, now_ms: 1 });
         assert!(matches!(out, Outcome::Applied { .. }), "{out:?}");
-        let during = m.row_route(row).unwrap();
+        let during = m.row_route(row, 3).unwrap();
         assert!(during.version > before.version);
         assert!(during.write.contains(&to) && !during.read.contains(&to));
         // Rows the command left alone keep their version.

@@ -16,9 +16,9 @@
 
 use crate::error::{EngineError, Result};
 use crate::index::{KeyState, fold};
-use strata_format::index::IndexEntry;
 use crate::replica::{BlobRecord, Replica, State};
 use std::sync::atomic::Ordering;
+use strata_format::index::IndexEntry;
 use strata_types::{Key, KeyKind};
 
 /// What compaction keeps of the versions of one body.

@@ -96,6 +96,8 @@ pub struct ClusterNode {
     pub(crate) me: std::sync::OnceLock<std::sync::Weak<ClusterNode>>,
     /// The read-write stores, once the first disk is open (`rw.rs`).
     pub(crate) rw: std::sync::OnceLock<crate::rw::RwService>,
+    /// Blobs whose metadata this node, as a row's primary, is changing.
+    pub(crate) tract_locks: crate::tracts::MetaLocks,
 }
 
 impl ClusterNode {
@@ -130,6 +132,7 @@ impl ClusterNode {
             rpc: RpcClient::new(Duration::from_secs(10)),
             me: std::sync::OnceLock::new(),
             rw: std::sync::OnceLock::new(),
+            tract_locks: Default::default(),
             config,
         });
         let _ = node.me.set(Arc::downgrade(&node));

@@ -26,8 +26,8 @@ mod kv_api;
 pub mod limits;
 mod metrics;
 mod rw_api;
-mod tract_api;
 mod session;
+mod tract_api;
 
 pub use auth::{AuthConfig, AuthMode, ConnInfo, Principal};
 pub use error::ApiError;

@@ -10,6 +10,13 @@
 //!   this replica holds.
 //! - `GET /tract/{guid}/{tract}` with `x-strata-row-version`: the newest
 //!   version's bytes, its version in `x-strata-tract-version`.
+//! - `POST /tract/{guid}` with a JSON metadata operation (`{"op":
+//!   "create", "replication": 3}`, `{"op": "open"}`, `{"op": "delete"}`,
+//!   `{"op": "extend", "tracts": 4}`) and `x-strata-row-version` of the
+//!   blob's metadata row, on that row's primary: the blob's metadata after
+//!   it, `{deleted, replication, size_tracts, created_ms, incarnation}`.
+//! - Tract reads and writes name the blob's incarnation in
+//!   `x-strata-incarnation`.
 //! - `GET /admin/tracts`: the table (tract size, replicas, scatter width,
 //!   the client's simultaneous limit, each row's partition, version and
 //!   disks).
@@ -27,10 +34,13 @@ use axum::routing::get;
 use axum::{Json, Router};
 use http_body_util::BodyExt;
 use std::sync::Arc;
-use strata_tract::{Guid, ROW_VERSION_HEADER, TRACT_VERSION_HEADER, TractError};
+use strata_tract::{Guid, INCARNATION_HEADER, ROW_VERSION_HEADER, TRACT_VERSION_HEADER, TractError};
 
 pub(crate) fn routes() -> Router<Arc<AppState>> {
-    Router::new().route("/tract/{guid}/{tract}", get(read_tract).put(write_tract)).route("/admin/tracts", get(table))
+    Router::new()
+        .route("/tract/{guid}", axum::routing::post(blob_meta))
+        .route("/tract/{guid}/{tract}", get(read_tract).put(write_tract))
+        .route("/admin/tracts", get(table))
 }
 
 type S = State<Arc<AppState>>;
@@ -42,6 +52,17 @@ fn node(st: &AppState) -> Result<&Arc<strata_node::ClusterNode>, ApiError> {
 fn number(h: &HeaderMap, name: &str) -> Result<u64, ApiError> {
     let v = h.get(name).ok_or_else(|| ApiError::BadHeader { name: name.into(), reason: "missing".into() })?;
     v.to_str().ok().and_then(|s| s.parse().ok()).ok_or_else(|| ApiError::BadHeader { name: name.into(), reason: "not a decimal number".into() })
+}
+
+fn incarnation(h: &HeaderMap) -> Result<u32, ApiError> {
+    match h.get(INCARNATION_HEADER) {
+        None => Ok(0),
+        Some(v) => v
+            .to_str()
+            .ok()
+            .and_then(|s| s.parse().ok())
+            .ok_or_else(|| ApiError::BadHeader { name: INCARNATION_HEADER.into(), reason: "not a decimal number below 2^32".into() }),
+    }
 }
 
 fn target(guid: &str, tract: &str) -> Result<(Guid, u64), ApiError> {
@@ -69,15 +90,24 @@ async fn write_tract(State(st): S, Path((guid, tract)): Path<(String, String)>, 
         }
         Err(e) => return Err(ApiError::BadRequest(format!("reading the tract: {e}"))),
     };
-    let newest = strata_node::tracts::write(node, &guid, tract, row, version, data).await?;
+    let newest = strata_node::tracts::write(node, &guid, incarnation(&headers)?, tract, row, version, data).await?;
     Ok(with_version(StatusCode::NO_CONTENT.into_response(), newest))
 }
 
 async fn read_tract(State(st): S, Path((guid, tract)): Path<(String, String)>, headers: HeaderMap) -> Result<Response, ApiError> {
     let node = node(&st)?;
     let (guid, tract) = target(&guid, &tract)?;
-    let (version, data) = strata_node::tracts::read(node, &guid, tract, number(&headers, ROW_VERSION_HEADER)?)?;
+    let (version, data) = strata_node::tracts::read(node, &guid, incarnation(&headers)?, tract, number(&headers, ROW_VERSION_HEADER)?)?;
     Ok(with_version(data.into_response(), version))
+}
+
+async fn blob_meta(State(st): S, Path(guid): Path<String>, headers: HeaderMap, body: axum::body::Bytes) -> Result<Response, ApiError> {
+    let node = node(&st)?;
+    let guid = Guid::parse(&guid)?;
+    let op: strata_tract::meta::MetaOp = serde_json::from_slice(&body)
+        .map_err(|e| ApiError::BadRequest(format!("metadata operation: {e} (want {{\"op\": \"create\" | \"open\" | \"delete\" | \"extend\", ...}})")))?;
+    let m = strata_node::tracts::meta(node, &guid, op, number(&headers, ROW_VERSION_HEADER)?).await?;
+    Ok(Json(m).into_response())
 }
 
 async fn table(State(st): S) -> Result<Response, ApiError> {

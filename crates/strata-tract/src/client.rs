@@ -12,7 +12,8 @@
 
 use crate::error::TractError;
 use crate::guid::Guid;
-use crate::{ROW_VERSION_HEADER, TRACT_VERSION_HEADER};
+use crate::meta::{BlobMeta, METADATA_TRACT, MetaOp};
+use crate::{INCARNATION_HEADER, ROW_VERSION_HEADER, TRACT_VERSION_HEADER};
 use bytes::Bytes;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -21,11 +22,31 @@ use std::time::{Duration, Instant};
 use strata_client::{Client, ClientError, ClientOptions};
 use strata_cluster::{ClusterMap, NodeId, ReplicaLoc, TractRoute};
 
-pub use strata_cluster::METADATA_TRACT;
-
 /// How long a tract request keeps retrying through map refreshes and
 /// unreachable nodes before it gives up.
 const RETRY_FOR: Duration = Duration::from_secs(30);
+
+/// An open blob (FDS's `OpenBlob`): what its metadata said when it was
+/// opened, created or extended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Blob {
+    /// Its GUID.
+    pub guid: Guid,
+    /// Which creation of the GUID this is.
+    pub incarnation: u32,
+    /// Replicas of each tract.
+    pub replication: u8,
+    /// Size in tracts when last asked.
+    pub size_tracts: u64,
+    /// When this incarnation was created, ms since the epoch.
+    pub created_ms: u64,
+}
+
+impl Blob {
+    fn of(guid: Guid, m: BlobMeta) -> Self {
+        Self { guid, incarnation: m.incarnation, replication: m.replication, size_tracts: m.size_tracts, created_ms: m.created_ms }
+    }
+}
 
 /// A client of the cluster's striped blobs; cheap to share (`Arc`).
 pub struct TractClient {
@@ -56,7 +77,7 @@ enum Answer<T> {
 fn classify<T>(node: &str, r: Result<T, ClientError>) -> Answer<T> {
     match r {
         Ok(v) => Answer::Done(v),
-        Err(ClientError::Api { code, .. }) if code == "StaleRow" || code == "NotHere" || code == "NoTractTable" => {
+        Err(ClientError::Api { code, .. }) if code == "StaleRow" || code == "NotHere" || code == "NotPrimary" || code == "NoTractTable" => {
             Answer::Refresh(TractError::Unreachable { node: node.into(), detail: format!("{code}: the client's table is out of date") })
         }
         Err(ClientError::Api { status, code, message }) if code == "Filling" || status == 503 => {
@@ -152,27 +173,125 @@ impl TractClient {
         Ok((n.addr.clone(), c))
     }
 
-    fn route(&self, guid: &Guid, tract: u64) -> Result<(Arc<ClusterMap>, TractRoute), TractError> {
+    fn route(&self, guid: &Guid, tract: u64, replication: u8) -> Result<(Arc<ClusterMap>, TractRoute), TractError> {
         let map = self.map();
-        let route = map.tract_route(&guid.0, tract).ok_or(TractError::NoTable)?;
+        let route = map.tract_route(&guid.0, tract, usize::from(replication)).ok_or(TractError::NoTable)?;
         Ok((map, route))
+    }
+
+    /// Runs a metadata operation at the primary of the blob's metadata row
+    /// (FDS §2.3), which applies it durably on every replica of the row
+    /// before it answers. Retried after a map refresh when the node says
+    /// the client's row is stale or that it is not the primary; an
+    /// operation whose answer was lost is not retried (an extend would be
+    /// applied twice): the error says so.
+    async fn meta(&self, guid: &Guid, op: MetaOp) -> Result<BlobMeta, TractError> {
+        let deadline = Instant::now() + RETRY_FOR;
+        let mut pause = Duration::from_millis(20);
+        loop {
+            let map = self.map();
+            let replicas = map.tracts.as_ref().ok_or(TractError::NoTable)?.replicas as usize;
+            let route = map.tract_route(&guid.0, METADATA_TRACT, replicas).ok_or(TractError::NoTable)?;
+            let answer = match route.primary {
+                None => Answer::Elsewhere(TractError::Unreachable { node: format!("row {}", route.partition), detail: "no replica of the row serves".into() }),
+                Some(primary) => {
+                    let (addr, c) = self.node(&map, primary)?;
+                    let body = serde_json::to_vec(&op).map_err(|e| TractError::Invalid(e.to_string()))?;
+                    let headers = [(ROW_VERSION_HEADER, route.version.to_string()), ("content-type", "application/json".to_string())];
+                    let r = async {
+                        let resp = c.send(http::Method::POST, &format!("/tract/{guid}"), &headers, strata_client::full(body)).await?;
+                        let bytes = resp.bytes().await?;
+                        serde_json::from_slice::<BlobMeta>(&bytes).map_err(|e| ClientError::Protocol(format!("blob metadata: {e}")))
+                    }
+                    .await;
+                    match classify(&addr, r) {
+                        // A transport failure may have come after the primary applied it.
+                        Answer::Elsewhere(e @ TractError::Unreachable { .. }) if !matches!(op, MetaOp::Open) => Answer::Fail(e),
+                        a => a,
+                    }
+                }
+            };
+            match answer {
+                Answer::Done(m) => return Ok(m),
+                Answer::Fail(TractError::Remote { error: ClientError::Api { code, .. }, .. }) if code == "NoSuchBlob" => {
+                    return Err(TractError::NoSuchBlob(guid.to_string()));
+                }
+                Answer::Fail(TractError::Remote { error: ClientError::Api { code, .. }, .. }) if code == "BlobExists" => {
+                    return Err(TractError::BlobExists(guid.to_string()));
+                }
+                Answer::Fail(e) => return Err(e),
+                Answer::Refresh(e) | Answer::Elsewhere(e) => {
+                    if Instant::now() + pause > deadline {
+                        return Err(e);
+                    }
+                    tokio::time::sleep(pause).await;
+                    pause = (pause * 2).min(Duration::from_secs(1));
+                    let _ = self.refresh().await;
+                }
+            }
+        }
+    }
+
+    /// Creates a blob of size 0 (FDS's `CreateBlob`) with `replication`
+    /// replicas of each tract (the table's row width when `None`).
+    pub async fn create_blob(&self, guid: &Guid, replication: Option<u8>) -> Result<Blob, TractError> {
+        let max = self.map().tracts.as_ref().ok_or(TractError::NoTable)?.replicas;
+        let replication = replication.unwrap_or(u8::try_from(max).unwrap_or(u8::MAX));
+        Ok(Blob::of(*guid, self.meta(guid, MetaOp::Create { replication }).await?))
+    }
+
+    /// Opens a blob: its incarnation, replication and current size
+    /// (FDS's `OpenBlob` and `GetBlobSize`).
+    pub async fn open_blob(&self, guid: &Guid) -> Result<Blob, TractError> {
+        Ok(Blob::of(*guid, self.meta(guid, MetaOp::Open).await?))
+    }
+
+    /// Deletes a blob (FDS's `DeleteBlob`); its tracts become orphans and
+    /// a later create of the GUID starts empty.
+    pub async fn delete_blob(&self, guid: &Guid) -> Result<(), TractError> {
+        self.meta(guid, MetaOp::Delete).await.map(|_| ())
+    }
+
+    /// Grows a blob by `tracts` (FDS's `ExtendBlobSize`): the blob with its
+    /// new size, whose last `tracts` tracts are the caller's to write.
+    pub async fn extend_blob(&self, guid: &Guid, tracts: u64) -> Result<Blob, TractError> {
+        Ok(Blob::of(*guid, self.meta(guid, MetaOp::Extend { tracts }).await?))
+    }
+
+    /// Checks that `tract` is inside the blob, asking its metadata again
+    /// when it is beyond the size `blob` knows.
+    async fn in_range(&self, blob: &Blob, tract: u64) -> Result<(), TractError> {
+        if tract < blob.size_tracts {
+            return Ok(());
+        }
+        let now = self.open_blob(&blob.guid).await?;
+        if now.incarnation != blob.incarnation {
+            return Err(TractError::NoSuchBlob(format!("{} (incarnation {}; deleted since)", blob.guid, blob.incarnation)));
+        }
+        if tract < now.size_tracts {
+            return Ok(());
+        }
+        Err(TractError::OutOfRange { guid: blob.guid.to_string(), tract, size: now.size_tracts })
     }
 
     /// Writes a whole tract (at most the tract size; a shorter write is the
     /// whole tract, shorter) to every disk of its row; done when all have
     /// it durably. The version written, which every replica now holds (or
-    /// a newer one, from a concurrent writer).
-    pub async fn write_tract(&self, guid: &Guid, tract: u64, data: Bytes) -> Result<u64, TractError> {
+    /// a newer one, from a concurrent writer). The tract must be inside
+    /// the blob (extend it first).
+    pub async fn write_tract(&self, blob: &Blob, tract: u64, data: Bytes) -> Result<u64, TractError> {
         let max = self.tract_bytes()?;
         if data.len() as u64 > max {
             return Err(TractError::TooLarge { size: data.len() as u64, max });
         }
+        self.in_range(blob, tract).await?;
+        let guid = &blob.guid;
         let _permit = self.limit.acquire().await.map_err(|_| TractError::Invalid("client closed".into()))?;
         let version = self.next_version();
         let deadline = Instant::now() + RETRY_FOR;
         let mut pause = Duration::from_millis(20);
         loop {
-            let (map, route) = self.route(guid, tract)?;
+            let (map, route) = self.route(guid, tract, blob.replication)?;
             let path = format!("/tract/{guid}/{tract}");
             let sends = route.write.iter().map(|loc| {
                 let (path, data) = (path.clone(), data.clone());
@@ -182,7 +301,11 @@ impl TractClient {
                         Ok(t) => t,
                         Err(e) => return Answer::Fail(e),
                     };
-                    let headers = [(ROW_VERSION_HEADER, route.version.to_string()), (TRACT_VERSION_HEADER, version.to_string())];
+                    let headers = [
+                        (ROW_VERSION_HEADER, route.version.to_string()),
+                        (TRACT_VERSION_HEADER, version.to_string()),
+                        (INCARNATION_HEADER, blob.incarnation.to_string()),
+                    ];
                     let r = c.send(http::Method::PUT, &path, &headers, strata_client::full(data)).await;
                     classify(&addr, r.and_then(|resp| newest_of(&resp)))
                 }
@@ -208,13 +331,16 @@ impl TractClient {
     }
 
     /// Reads the newest version of a tract from one disk of its row, chosen
-    /// at random, and from the others if it cannot answer.
-    pub async fn read_tract(&self, guid: &Guid, tract: u64) -> Result<Bytes, TractError> {
+    /// at random, and from the others if it cannot answer. A tract inside
+    /// the blob that was never written is `NotFound`.
+    pub async fn read_tract(&self, blob: &Blob, tract: u64) -> Result<Bytes, TractError> {
+        self.in_range(blob, tract).await?;
+        let guid = &blob.guid;
         let _permit = self.limit.acquire().await.map_err(|_| TractError::Invalid("client closed".into()))?;
         let deadline = Instant::now() + RETRY_FOR;
         let mut pause = Duration::from_millis(20);
         loop {
-            let (map, route) = self.route(guid, tract)?;
+            let (map, route) = self.route(guid, tract, blob.replication)?;
             let mut order = route.read.clone();
             rand::seq::SliceRandom::shuffle(order.as_mut_slice(), &mut rand::rng());
             let path = format!("/tract/{guid}/{tract}");
@@ -222,7 +348,8 @@ impl TractClient {
             let mut refresh = false;
             for loc in order {
                 let (addr, c) = self.node(&map, loc)?;
-                let r = c.send(http::Method::GET, &path, &[(ROW_VERSION_HEADER, route.version.to_string())], strata_client::full(Bytes::new())).await;
+                let headers = [(ROW_VERSION_HEADER, route.version.to_string()), (INCARNATION_HEADER, blob.incarnation.to_string())];
+                let r = c.send(http::Method::GET, &path, &headers, strata_client::full(Bytes::new())).await;
                 let r = match r {
                     Ok(resp) => match newest_of(&resp) {
                         Ok(v) => resp.bytes().await.map(|b| (v, b)),

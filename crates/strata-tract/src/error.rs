@@ -34,6 +34,26 @@ pub enum TractError {
         /// Tract index.
         tract: u64,
     },
+    /// This node is not the primary of the blob's metadata row (the first
+    /// replica of the row that serves): the client's table is old.
+    #[error("this node is not the primary of row {0}")]
+    NotPrimary(PartitionId),
+    /// No blob of that GUID (never created, or deleted).
+    #[error("no blob {0}")]
+    NoSuchBlob(String),
+    /// A create of a blob that exists.
+    #[error("blob {0} exists")]
+    BlobExists(String),
+    /// A tract at or beyond the blob's size (extend the blob first).
+    #[error("tract {tract} is beyond the end of blob {guid} ({size} tracts): extend it first")]
+    OutOfRange {
+        /// Blob.
+        guid: String,
+        /// Tract index.
+        tract: u64,
+        /// The blob's size in tracts.
+        size: u64,
+    },
     /// A write larger than a tract.
     #[error("a tract holds at most {max} bytes, the write has {size}")]
     TooLarge {

@@ -8,6 +8,8 @@
 //! - [`store`]: a tractserver's part, on one engine replica of a row: a
 //!   tract write is a new version of the tract (the engine's versioned
 //!   records, newest version wins), a read the newest version.
+//! - [`meta`]: a blob's metadata tract (FDS §2.3): create, open, delete and
+//!   extend, applied by the row's primary one at a time per blob.
 //! - [`client`]: the client library: the table cached from the map, each
 //!   tract write sent to every disk of its row and complete when all have
 //!   it, each read to one of them at random, many in flight at once
@@ -26,9 +28,10 @@
 pub mod client;
 pub mod error;
 pub mod guid;
+pub mod meta;
 pub mod store;
 
-pub use client::TractClient;
+pub use client::{Blob, TractClient};
 pub use error::TractError;
 pub use guid::Guid;
 
@@ -37,3 +40,6 @@ pub const ROW_VERSION_HEADER: &str = "x-strata-row-version";
 /// Request header of a write: the version it writes; answer header of a
 /// read or a write: the newest version the replica holds.
 pub const TRACT_VERSION_HEADER: &str = "x-strata-tract-version";
+/// Request header of a tract read or write: the blob's incarnation (see
+/// [`meta`]; 0 when absent).
+pub const INCARNATION_HEADER: &str = "x-strata-incarnation";
