@@ -124,8 +124,15 @@ pub struct ServerArgs {
     /// down-out interval).
     #[arg(long, default_value_t = 600_000)]
     pub down_out_ms: u64,
+    /// Cluster mode: how long a node may stay down in the map before the
+    /// metadata leader re-creates its replicas of tract rows (striped
+    /// blobs) on other disks, ms; FDS recovers as soon as a node is
+    /// declared dead, and so does the default.
+    #[arg(long, default_value_t = 0)]
+    pub tract_down_out_ms: u64,
     /// Cluster mode: replica moves under way at most, cluster-wide, when
-    /// the leader evacuates removed, failed or long-down nodes and disks.
+    /// the leader evacuates removed, failed or long-down nodes and disks
+    /// (blob partitions; tract rows all move at once).
     #[arg(long, default_value_t = 4)]
     pub max_moves: usize,
     /// Cluster mode: where the leader re-creates a replica that must leave
@@ -247,6 +254,7 @@ impl ServerArgs {
             heartbeat_ms: 1000,
             down_after_ms: 6000,
             down_out_ms: 600_000,
+            tract_down_out_ms: 0,
             max_moves: 4,
             recovery_placement: strata_cluster::RecoveryPlacement::default(),
             intra_replication_ms: 100,
@@ -434,6 +442,7 @@ async fn run_cluster(args: ServerArgs, node_id: u64) -> Result<()> {
         heartbeat: Duration::from_millis(args.heartbeat_ms.max(10)),
         down_after: Duration::from_millis(args.down_after_ms.max(args.heartbeat_ms.saturating_mul(2)).max(100)),
         down_out: Duration::from_millis(args.down_out_ms.max(args.down_after_ms)),
+        tract_down_out: Duration::from_millis(args.tract_down_out_ms),
         max_moves: args.max_moves.max(1),
         recovery_placement: args.recovery_placement,
         hint_period: Duration::from_secs(args.rw_hint_interval_secs.max(1)),

@@ -51,8 +51,8 @@ async fn held(c: &Cluster, n: u8, blob: &strata_tract::Blob, tract: u64, row: u6
 }
 
 /// Waits until every node's map holds the table and every node opened its
-/// replicas of the rows.
-async fn table_everywhere(c: &Cluster) -> serde_json::Value {
+/// replicas of the rows (beside its `blobs` replicas of blob partitions).
+async fn table_everywhere(c: &Cluster, blobs: usize) -> serde_json::Value {
     let mut table = serde_json::Value::Null;
     for n in c.nodes() {
         let deadline = Instant::now() + Duration::from_secs(30);
@@ -65,7 +65,7 @@ async fn table_everywhere(c: &Cluster) -> serde_json::Value {
                     .filter(|r| r["disks"].as_array().unwrap().iter().any(|d| d.as_str().unwrap().starts_with(&format!("{n}:"))))
                     .count();
                 let open = c.client(n).json(http::Method::GET, "/admin/partitions").await.map_or(0, |v| v.as_array().map_or(0, Vec::len));
-                if open >= mine + 2 {
+                if open >= mine + blobs {
                     table = t;
                     break;
                 }
@@ -92,7 +92,7 @@ async fn tracts_reach_every_replica_of_their_row_and_a_stale_client_retries() {
         .await;
     let rows: Vec<u64> = out["PartitionsAdded"]["ids"].as_array().expect("rows").iter().map(|v| v.as_u64().unwrap()).collect();
     assert!(rows.len() >= 2, "{out}");
-    let table = table_everywhere(&c).await;
+    let table = table_everywhere(&c, 2).await;
     assert_eq!(table["tract_bytes"], TRACT);
     for r in table["rows"].as_array().unwrap() {
         let nodes: std::collections::BTreeSet<&str> = r["disks"].as_array().unwrap().iter().map(|d| d.as_str().unwrap().split(':').next().unwrap()).collect();
@@ -334,4 +334,90 @@ async fn tracts_reach_every_replica_of_their_row_and_a_stale_client_retries() {
 /// A tract of `blob` on row `row`.
 fn on_row_tract(c: &TractClient, blob: &strata_tract::Blob, row: u64) -> u64 {
     (0..blob.size_tracts).find(|i| c.map().tract_partition(&blob.guid.0, *i) == Some(row)).expect("a tract on the row")
+}
+
+/// FDS §3.2: a node killed with SIGKILL is declared down, every row it was
+/// in gets a replacement disk at once (all rows in parallel, no down-out
+/// wait), the replacements copy the rows' tracts from the survivors while
+/// reads keep being served and new writes succeed, and afterwards every
+/// tract reads back identical from every replica of its row.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_killed_node_s_rows_are_re_replicated_at_once_and_every_tract_survives() {
+    let _serial = SERIAL.lock().await;
+    let mut c = Cluster::start_zones(77, 3, 1, &["--heartbeat-ms", "200", "--down-after-ms", "1500"]).await;
+    c.command(1, serde_json::json!({ "TractInit": { "tract_bytes": TRACT, "replicas": 3, "scatter": 4, "capacity_bytes": 256u64 << 20, "seed": 11 } })).await;
+    table_everywhere(&c, 1).await;
+    let url = |n: u8| format!("https://{}", c.real(n));
+    let client = Arc::new(TractClient::connect(&[url(1), url(4)], &c.opts).await.expect("tract client"));
+    let guid = Guid::random();
+    client.create_blob(&guid, None).await.expect("create");
+    let blob = client.extend_blob(&guid, 60).await.expect("extend");
+    let mut all = futures_util::stream::FuturesUnordered::new();
+    for i in 0..60 {
+        let client = client.clone();
+        all.push(async move { client.write_tract(&blob, i, tract_bytes(3, i, TRACT)).await });
+    }
+    while let Some(r) = futures_util::StreamExt::next(&mut all).await {
+        r.expect("tract write");
+    }
+    let dead = 5u8;
+    let map = client.map();
+    let map_before = map.clone();
+    let rows_of_dead: Vec<u64> =
+        map.tracts.as_ref().unwrap().rows.iter().copied().filter(|r| map.partitions[r].replicas.iter().any(|l| l.node == u64::from(dead))).collect();
+    assert!(rows_of_dead.len() >= 2, "node {dead} is in {} rows", rows_of_dead.len());
+
+    let started = Instant::now();
+    c.kill9(dead);
+    // While the rows recover: every old tract reads, and new ones write.
+    let blob = client.extend_blob(&guid, 20).await.expect("extend during recovery");
+    for i in 0..60 {
+        assert_eq!(client.read_tract(&blob, i).await.expect("read during recovery"), tract_bytes(3, i, TRACT), "tract {i}");
+    }
+    let mut all = futures_util::stream::FuturesUnordered::new();
+    for i in 60..80 {
+        let client = client.clone();
+        all.push(async move { client.write_tract(&blob, i, tract_bytes(3, i, TRACT)).await });
+    }
+    while let Some(r) = futures_util::StreamExt::next(&mut all).await {
+        r.expect("tract write during recovery");
+    }
+    // Every row of the dead node gets a new disk and finishes its move.
+    let deadline = Instant::now() + Duration::from_secs(90);
+    let map = loop {
+        client.refresh().await.expect("map");
+        let m = client.map();
+        let done = rows_of_dead.iter().all(|r| m.partitions[r].moving.is_none() && !m.partitions[r].replicas.iter().any(|l| l.node == u64::from(dead)));
+        if done {
+            break m;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the dead node's rows were not re-replicated: {:?}",
+            rows_of_dead.iter().map(|r| (&m.partitions[r].replicas, m.partitions[r].moving)).collect::<Vec<_>>()
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    };
+    let metrics = c.client(1).get_text("/metrics").await.unwrap();
+    assert_eq!(metric(&metrics, "strata_tract_rows_recovering"), 0.0);
+    assert!(metric(&metrics, "strata_tract_rows") >= rows_of_dead.len() as f64);
+    eprintln!("{} rows of node {dead} re-replicated {:.1} s after SIGKILL", rows_of_dead.len(), started.elapsed().as_secs_f64());
+    // The dead node's places went to several nodes (of its rack: a row's
+    // racks stay distinct), which copied in parallel.
+    let before = map_before.clone();
+    let new_homes: std::collections::BTreeSet<u64> = rows_of_dead
+        .iter()
+        .flat_map(|r| {
+            map.partitions[r].replicas.iter().map(|l| l.node).filter(|n| !before.partitions[r].replicas.iter().any(|l| l.node == *n)).collect::<Vec<_>>()
+        })
+        .collect();
+    assert!(new_homes.len() >= 2, "every row of node {dead} went to {new_homes:?}");
+    for i in 0..80 {
+        let route = map.tract_route(&guid.0, i, 3).unwrap();
+        assert_eq!(route.write.len(), 3);
+        for loc in &route.write {
+            assert_eq!(held(&c, loc.node as u8, &blob, i, route.version).await, Ok(tract_bytes(3, i, TRACT)), "tract {i} on node {}", loc.node);
+        }
+        assert_eq!(client.read_tract(&blob, i).await.unwrap(), tract_bytes(3, i, TRACT));
+    }
 }

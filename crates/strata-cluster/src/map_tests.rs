@@ -170,7 +170,7 @@ fn evacuate(m: &mut ClusterMap, now_ms: u64, down_out_ms: u64) {
 
 fn evacuate_by(m: &mut ClusterMap, now_ms: u64, down_out_ms: u64, max_moves: usize, rule: RecoveryPlacement) {
     for _ in 0..100 {
-        let cmds = m.evacuation(now_ms, down_out_ms, max_moves, rule);
+        let cmds = m.evacuation(now_ms, down_out_ms, down_out_ms, max_moves, rule);
         let moving: Vec<(PartitionId, ReplicaLoc)> = m.partitions.values().filter_map(|p| p.moving.map(|mv| (p.id, mv.to))).collect();
         if cmds.is_empty() && moving.is_empty() {
             return;
@@ -231,7 +231,7 @@ fn failed_disks_and_nodes_down_past_the_down_out_time_are_re_replicated() {
     m.apply(&Command::AddPartitions { count: 6, replicas_per_zone: 3, capacity_bytes: 1 << 30 });
     m.apply(&Command::SetNodeState { node: 2, state: NodeState::Down { since_ms: 1_000 } });
     // Not yet out: nothing moves.
-    assert!(m.evacuation(5_000, 10_000, 8, RecoveryPlacement::default()).is_empty());
+    assert!(m.evacuation(5_000, 10_000, 10_000, 8, RecoveryPlacement::default()).is_empty());
     // Out: every replica on node 2 goes elsewhere, from the survivors.
     evacuate(&mut m, 11_000, 10_000);
     assert!(m.partitions.values().all(|p| p.replicas.len() == 3 && p.replicas.iter().all(|r| r.node != 2)));
@@ -244,7 +244,7 @@ fn failed_disks_and_nodes_down_past_the_down_out_time_are_re_replicated() {
     let mut m = cluster(1, 5, 5);
     m.apply(&Command::AddPartitions { count: 6, replicas_per_zone: 3, capacity_bytes: 1 << 30 });
     m.apply(&Command::SetDiskState { node: 1, disk: 0, state: DiskState::Failed });
-    let starts = m.evacuation(0, u64::MAX, 2, RecoveryPlacement::default()).iter().filter(|c| matches!(c, Command::StartMove { .. })).count();
+    let starts = m.evacuation(0, u64::MAX, u64::MAX, 2, RecoveryPlacement::default()).iter().filter(|c| matches!(c, Command::StartMove { .. })).count();
     assert!(starts <= 2, "{starts}");
     // A batch spreads over the zone: no disk takes two of it while
     // another free one takes none.
@@ -252,7 +252,7 @@ fn failed_disks_and_nodes_down_past_the_down_out_time_are_re_replicated() {
     m.apply(&Command::AddPartitions { count: 9, replicas_per_zone: 3, capacity_bytes: 1 << 30 });
     m.apply(&Command::SetDiskState { node: 1, disk: 0, state: DiskState::Failed });
     let targets: Vec<NodeId> = m
-        .evacuation(0, u64::MAX, 16, RecoveryPlacement::default())
+        .evacuation(0, u64::MAX, u64::MAX, 16, RecoveryPlacement::default())
         .iter()
         .filter_map(|c| if let Command::StartMove { to, .. } = c { Some(to.node) } else { None })
         .collect();
@@ -276,7 +276,7 @@ fn grown_then_failed() -> ClusterMap {
 /// Copies each node receives from one batch of evacuation.
 fn targets(m: &ClusterMap, rule: RecoveryPlacement) -> BTreeMap<NodeId, usize> {
     let mut out = BTreeMap::new();
-    for c in m.evacuation(0, u64::MAX, 64, rule) {
+    for c in m.evacuation(0, u64::MAX, u64::MAX, 64, rule) {
         if let Command::StartMove { to, .. } = c {
             *out.entry(to.node).or_default() += 1;
         }
@@ -301,7 +301,7 @@ fn kinesis_spreads_recovery_where_most_room_piles_it_on_the_emptiest_disks() {
     // more under Kinesis than under the greedy choice.
     let work = |rule| {
         let mut work: BTreeMap<NodeId, usize> = BTreeMap::new();
-        for c in m.evacuation(0, u64::MAX, 64, rule) {
+        for c in m.evacuation(0, u64::MAX, u64::MAX, 64, rule) {
             if let Command::StartMove { partition, from, to, .. } = c {
                 *work.entry(to.node).or_default() += 1;
                 for r in m.partitions[&partition].replicas.iter().filter(|r| **r != from) {
@@ -332,7 +332,7 @@ fn kinesis_recovery_keeps_racks_apart_and_falls_back_when_its_locations_are_full
     let mut m = cluster(1, 6, 2);
     m.apply(&Command::AddPartitions { count: 6, replicas_per_zone: 2, capacity_bytes: 1 << 30 });
     m.apply(&Command::SetDiskState { node: 1, disk: 0, state: DiskState::Failed });
-    for c in m.evacuation(0, u64::MAX, 64, RecoveryPlacement::Kinesis) {
+    for c in m.evacuation(0, u64::MAX, u64::MAX, 64, RecoveryPlacement::Kinesis) {
         let Command::StartMove { partition, from, to, .. } = c else { continue };
         let other = m.partitions[&partition].replicas.iter().find(|r| **r != from).map(|r| m.nodes[&r.node].rack.clone());
         assert_ne!(Some(m.nodes[&to.node].rack.clone()), other, "partition {partition} went to its other copy's rack");

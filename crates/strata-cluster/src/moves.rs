@@ -94,7 +94,7 @@ impl ClusterMap {
         if p.replicas.iter().any(|r| r.node == to.node) {
             return Err(bad(format!("node {} already holds a replica of it (replicas go to distinct nodes)", to.node)));
         }
-        if dest.zone != source.zone {
+        if dest.zone != source.zone && p.kind == PartitionKind::Blob {
             return Err(bad(format!("node {} is in zone {}, the replica's zone is {} (a move stays in its zone)", to.node, dest.zone, source.zone)));
         }
         if !dest.takes_replicas() || !disk.state.takes_replicas() {
@@ -251,28 +251,34 @@ impl ClusterMap {
     /// past `down_out_ms`), for the metadata leader to propose: a move for
     /// each partition with a replica that must leave and no move under way
     /// (to where `rule` says; at most `max_moves` under way in all), and the removal of nodes and
-    /// disks that hold nothing any more.
-    pub fn evacuation(&self, now_ms: u64, down_out_ms: u64, max_moves: usize, rule: RecoveryPlacement) -> Vec<Command> {
+    /// disks that hold nothing any more. Tract rows (FDS §3.2) leave a node
+    /// down past `tract_down_out_ms` (FDS: as soon as it is declared dead),
+    /// all at once: `max_moves` bounds blob partitions only, so every disk
+    /// of the cluster takes part in recovering a dead one's rows.
+    pub fn evacuation(&self, now_ms: u64, down_out_ms: u64, tract_down_out_ms: u64, max_moves: usize, rule: RecoveryPlacement) -> Vec<Command> {
         let mut out = Vec::new();
-        let mut under_way = self.partitions.values().filter(|p| p.moving.is_some()).count();
+        let mut under_way = self.partitions.values().filter(|p| p.moving.is_some() && p.kind == PartitionKind::Blob).count();
         // Each move chosen is booked in a trial map before the next is
         // chosen, so a batch spreads its writes over the zone's disks
         // instead of piling them on the one with the most room.
         let mut trial = self.clone();
         for p in self.partitions.values().filter(|p| p.moving.is_none()) {
-            if under_way >= max_moves {
-                break;
+            let tract = p.kind == PartitionKind::Tract;
+            if under_way >= max_moves && !tract {
+                continue;
             }
-            let Some(from) = p.replicas.iter().copied().find(|r| self.must_leave(*r, now_ms, down_out_ms)) else { continue };
+            let out_after = if tract { tract_down_out_ms } else { down_out_ms };
+            let Some(from) = p.replicas.iter().copied().find(|r| self.must_leave(*r, now_ms, out_after)) else { continue };
             // A partition none of whose replicas serves has nothing to copy from.
             if !p.replicas.iter().any(|r| *r != from && self.serves(*r)) {
                 continue;
             }
-            if let Some(to) = trial.recovery_target(rule, p.id, from) {
+            let target = if tract { trial.tract_target(p.id, from) } else { trial.recovery_target(rule, p.id, from) };
+            if let Some(to) = target {
                 let cmd = Command::StartMove { partition: p.id, from, to, now_ms };
                 trial.apply(&cmd);
                 out.push(cmd);
-                under_way += 1;
+                under_way += usize::from(!tract);
             }
         }
         for n in self.nodes.values() {

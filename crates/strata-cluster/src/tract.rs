@@ -54,10 +54,13 @@ pub struct TractRoute {
     /// Every disk a write goes to: the row's first `n` replicas (`n` the
     /// blob's replication level), and a new one a move is filling in place
     /// of one of them (FDS §3.4's pending member). A replica that does not
-    /// serve is not skipped: a write waits until the map replaces it, so no
+    /// serve is skipped only once a move replaces it (FDS §3.2: the dead
+    /// disk's place in the row is taken); until then a write waits, so no
     /// replica that may serve again lacks an acknowledged write.
     pub write: Vec<ReplicaLoc>,
-    /// The disks a read may go to: those of the first `n` that serve.
+    /// The disks a read may go to: those of the first `n` that serve, but
+    /// never a replica a move is replacing (it may have missed writes
+    /// while down, and it leaves the row when the move ends).
     pub read: Vec<ReplicaLoc>,
     /// The row's primary, which serializes its blobs' metadata operations
     /// (FDS §2.3): the first of all its replicas that serves.
@@ -127,6 +130,41 @@ impl ClusterMap {
         Some(t.rows[strata_placement::fds::locator(strata_placement::fds::blob_hash(guid), tract, t.rows.len())])
     }
 
+    /// Where a tract row's replica at `from` is re-created (FDS §3.2): a
+    /// disk that takes replicas, with room, on a node without a copy of
+    /// the row, in any zone; a rack the row's other disks do not use
+    /// first, then the disk holding the fewest rows (so a dead disk's rows
+    /// spread over the cluster and all of it takes part in the copying),
+    /// then the one with the most unallocated room.
+    pub fn tract_target(&self, partition: PartitionId, from: ReplicaLoc) -> Option<ReplicaLoc> {
+        let p = self.partitions.get(&partition)?;
+        let holders = self.holders(partition);
+        let racks: std::collections::BTreeSet<(&str, &str)> =
+            holders.iter().filter(|r| **r != from).filter_map(|r| self.nodes.get(&r.node)).map(|n| (n.zone.as_str(), n.rack.as_str())).collect();
+        let mut rows_on: std::collections::BTreeMap<ReplicaLoc, usize> = std::collections::BTreeMap::new();
+        for q in self.partitions.values().filter(|q| q.kind == PartitionKind::Tract) {
+            for r in self.holders(q.id) {
+                *rows_on.entry(r).or_default() += 1;
+            }
+        }
+        let allocated = self.allocated();
+        let mut best: Option<((bool, usize, u64), ReplicaLoc)> = None;
+        for n in self.nodes.values().filter(|n| n.takes_replicas() && !holders.iter().any(|r| r.node == n.id)) {
+            for (i, d) in n.disks.iter().enumerate().filter(|(_, d)| d.state.takes_replicas()) {
+                let loc = ReplicaLoc { node: n.id, disk: i as u32 };
+                let used = allocated.get(&loc).copied().unwrap_or(0);
+                if used.saturating_add(p.capacity_bytes) > d.capacity_bytes {
+                    continue;
+                }
+                let rank = (racks.contains(&(n.zone.as_str(), n.rack.as_str())), rows_on.get(&loc).copied().unwrap_or(0), used);
+                if best.as_ref().is_none_or(|(b, _)| rank < *b) {
+                    best = Some((rank, loc));
+                }
+            }
+        }
+        best.map(|(_, loc)| loc)
+    }
+
     /// How many tract requests one client may have in flight (FDS's
     /// simultaneous limit): four per disk in the table, from 8 to 256.
     pub fn tract_simultaneous_limit(&self) -> usize {
@@ -148,7 +186,8 @@ impl ClusterMap {
     pub fn row_route(&self, partition: PartitionId, n: usize) -> Option<TractRoute> {
         let p = self.partitions.get(&partition).filter(|p| p.kind == PartitionKind::Tract)?;
         let first: Vec<ReplicaLoc> = p.replicas.iter().take(n.max(1)).copied().collect();
-        let mut write = first.clone();
+        let leaving = p.moving.map(|m| m.from);
+        let mut write: Vec<ReplicaLoc> = first.iter().copied().filter(|r| Some(*r) != leaving || self.serves(*r)).collect();
         if let Some(m) = p.moving
             && m.phase == MovePhase::Filling
             && first.contains(&m.from)
@@ -156,8 +195,8 @@ impl ClusterMap {
         {
             write.push(m.to);
         }
-        let read = first.iter().copied().filter(|r| self.serves(*r)).collect();
-        let primary = p.replicas.iter().copied().find(|r| self.serves(*r));
+        let read = first.iter().copied().filter(|r| self.serves(*r) && Some(*r) != leaving).collect();
+        let primary = p.replicas.iter().copied().find(|r| self.serves(*r) && Some(*r) != leaving);
         Some(TractRoute { partition, version: p.version, write, read, primary })
     }
 }
@@ -239,9 +278,61 @@ mod tests {
         let during = m.row_route(row, 3).unwrap();
         assert!(during.version > before.version);
         assert!(during.write.contains(&to) && !during.read.contains(&to));
+        // The replica being replaced still takes writes while it serves,
+        // but is read no more.
+        assert!(during.write.contains(&from) && !during.read.contains(&from));
+        m.apply(&Command::SetNodeState { node: from.node, state: crate::map::NodeState::Down { since_ms: 1 } });
+        let down = m.row_route(row, 3).unwrap();
+        assert!(!down.write.contains(&from) && down.write.contains(&to));
         // Rows the command left alone keep their version.
         for other in &ids[1..] {
             assert!(m.partitions[other].version <= before.version);
         }
+    }
+
+    #[test]
+    fn a_dead_node_s_rows_all_move_at_once_and_blob_partitions_wait() {
+        // Three racks of three nodes: a dead node's rows can go to the two
+        // others of its rack (a row keeps its racks distinct).
+        let mut m = cluster(9, 1);
+        m.apply(&Command::AddPartitions { count: 6, replicas_per_zone: 3, capacity_bytes: 1 << 30 });
+        let Outcome::PartitionsAdded { ids, .. } = init(&mut m, 3, 4) else { panic!("table refused") };
+        let dead = 1;
+        let rows_on_dead: Vec<_> = ids.iter().filter(|id| m.partitions[id].replicas.iter().any(|r| r.node == dead)).copied().collect();
+        assert!(rows_on_dead.len() >= 2, "the test needs a node in several rows");
+        m.apply(&Command::SetNodeState { node: dead, state: crate::map::NodeState::Down { since_ms: 1_000 } });
+        let cmds = m.evacuation(1_001, 600_000, 0, 1, crate::RecoveryPlacement::default());
+        let moved: Vec<_> = cmds
+            .iter()
+            .filter_map(|c| match c {
+                Command::StartMove { partition, from, .. } => {
+                    assert_eq!(from.node, dead);
+                    Some(*partition)
+                }
+                _ => None,
+            })
+            .collect();
+        assert_eq!(moved, rows_on_dead, "every row of the dead node moves, beyond max_moves, and no blob partition does yet");
+        // Each to a node outside its row, spread over the cluster.
+        let targets: std::collections::BTreeSet<u64> = cmds
+            .iter()
+            .filter_map(|c| match c {
+                Command::StartMove { partition, to, .. } => {
+                    assert!(!m.partitions[partition].replicas.iter().any(|r| r.node == to.node));
+                    Some(to.node)
+                }
+                _ => None,
+            })
+            .collect();
+        assert_eq!(targets.len(), 2, "the rows went to {targets:?}");
+        let rack = |n: u64| m.nodes[&n].rack.clone();
+        assert!(targets.iter().all(|t| rack(*t) == rack(dead)), "a row's racks stay distinct");
+        // Past the blob down-out, blob partitions follow, max_moves at a time.
+        for c in &cmds {
+            m.apply(c);
+        }
+        let later = m.evacuation(700_000, 600_000, 0, 1, crate::RecoveryPlacement::default());
+        let blob_moves = later.iter().filter(|c| matches!(c, Command::StartMove { partition, .. } if !ids.contains(partition))).count();
+        assert_eq!(blob_moves, 1);
     }
 }

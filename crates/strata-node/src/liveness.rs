@@ -149,7 +149,13 @@ impl ClusterNode {
                 // Evacuation (removals, failed disks, nodes down past the
                 // down-out time) once the map says nothing else is to change.
                 if leading && cmds.is_empty() {
-                    cmds = map.evacuation(now, me.config.down_out.as_millis() as u64, me.config.max_moves, me.config.recovery_placement);
+                    cmds = map.evacuation(
+                        now,
+                        me.config.down_out.as_millis() as u64,
+                        me.config.tract_down_out.as_millis() as u64,
+                        me.config.max_moves,
+                        me.config.recovery_placement,
+                    );
                 }
                 // Then the rebalancing under way, a few moves at a time.
                 if leading && cmds.is_empty() {

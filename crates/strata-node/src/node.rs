@@ -41,6 +41,9 @@ pub struct ClusterConfig {
     /// How long a node may stay down before the leader moves its replicas
     /// elsewhere (Ceph's down-out interval).
     pub down_out: Duration,
+    /// How long a node may stay down before the leader re-creates its
+    /// replicas of tract rows elsewhere (FDS: at once).
+    pub tract_down_out: Duration,
     /// Moves under way at most, cluster-wide, for evacuation.
     pub max_moves: usize,
     /// Where evacuation re-creates a replica.

@@ -489,6 +489,10 @@ impl Collector for ClusterCollector {
         gauge(&mut encoder, "strata_cluster_disks_failed", "Disks the cluster map holds failed", failed as f64)?;
         let moving = map.partitions.values().filter(|p| p.moving.is_some()).count();
         gauge(&mut encoder, "strata_cluster_moves_under_way", "Replica moves under way in the cluster map", moving as f64)?;
+        let rows = map.partitions.values().filter(|p| p.kind == strata_cluster::PartitionKind::Tract);
+        let (rows_total, rows_moving) = rows.fold((0, 0), |(t, m), p| (t + 1, m + usize::from(p.moving.is_some())));
+        gauge(&mut encoder, "strata_tract_rows", "Rows of the tract locator table", rows_total as f64)?;
+        gauge(&mut encoder, "strata_tract_rows_recovering", "Rows of the tract locator table with a replica filling (recovery or growth)", rows_moving as f64)?;
         let (planned, done) = map.rebalance.as_ref().map_or((0, 0), |r| {
             (r.moves.len(), r.moves.iter().filter(|m| matches!(map.plan_state(m), strata_cluster::PlanState::Done | strata_cluster::PlanState::Stale)).count())
         });

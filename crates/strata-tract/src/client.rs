@@ -182,12 +182,16 @@ impl TractClient {
     /// Runs a metadata operation at the primary of the blob's metadata row
     /// (FDS §2.3), which applies it durably on every replica of the row
     /// before it answers. Retried after a map refresh when the node says
-    /// the client's row is stale or that it is not the primary; an
-    /// operation whose answer was lost is not retried (an extend would be
-    /// applied twice): the error says so.
+    /// the client's row is stale or that it is not the primary, and when
+    /// the primary cannot be reached (it may be dead: the map soon names
+    /// another). An operation whose answer was lost may have been applied:
+    /// a retried create that finds the blob returns it, a retried delete
+    /// that finds none is done, and a retried extend is applied again (the
+    /// caller gets a later range; the first stays unwritten).
     async fn meta(&self, guid: &Guid, op: MetaOp) -> Result<BlobMeta, TractError> {
         let deadline = Instant::now() + RETRY_FOR;
         let mut pause = Duration::from_millis(20);
+        let (mut op, mut lost) = (op, false);
         loop {
             let map = self.map();
             let replicas = map.tracts.as_ref().ok_or(TractError::NoTable)?.replicas as usize;
@@ -204,32 +208,46 @@ impl TractClient {
                         serde_json::from_slice::<BlobMeta>(&bytes).map_err(|e| ClientError::Protocol(format!("blob metadata: {e}")))
                     }
                     .await;
-                    match classify(&addr, r) {
-                        // A transport failure may have come after the primary applied it.
-                        Answer::Elsewhere(e @ TractError::Unreachable { .. }) if !matches!(op, MetaOp::Open) => Answer::Fail(e),
-                        a => a,
-                    }
+                    classify(&addr, r)
                 }
             };
-            match answer {
-                Answer::Done(m) => return Ok(m),
-                Answer::Fail(TractError::Remote { error: ClientError::Api { code, .. }, .. }) if code == "NoSuchBlob" => {
-                    return Err(TractError::NoSuchBlob(guid.to_string()));
+            let code = |a: &Answer<BlobMeta>| match a {
+                Answer::Fail(TractError::Remote { error: ClientError::Api { code, .. }, .. }) => Some(code.clone()),
+                _ => None,
+            };
+            match (code(&answer).as_deref(), answer) {
+                (_, Answer::Done(m)) => return Ok(m),
+                (Some("BlobExists"), _) if lost && matches!(op, MetaOp::Create { .. }) => {
+                    // Our own create, applied before its answer was lost.
+                    op = MetaOp::Open;
+                    continue;
                 }
-                Answer::Fail(TractError::Remote { error: ClientError::Api { code, .. }, .. }) if code == "BlobExists" => {
-                    return Err(TractError::BlobExists(guid.to_string()));
+                (Some("NoSuchBlob"), _) if lost && op == MetaOp::Delete => {
+                    return Ok(BlobMeta { deleted: true, replication: 0, size_tracts: 0, created_ms: 0, incarnation: 0 });
                 }
-                Answer::Fail(e) => return Err(e),
-                Answer::Refresh(e) | Answer::Elsewhere(e) => {
-                    if Instant::now() + pause > deadline {
-                        return Err(e);
-                    }
-                    tokio::time::sleep(pause).await;
-                    pause = (pause * 2).min(Duration::from_secs(1));
-                    let _ = self.refresh().await;
+                (Some("NoSuchBlob"), _) => return Err(TractError::NoSuchBlob(guid.to_string())),
+                (Some("BlobExists"), _) => return Err(TractError::BlobExists(guid.to_string())),
+                (_, Answer::Fail(e)) => return Err(e),
+                (_, Answer::Refresh(e)) => self.backoff(&mut pause, deadline).await.map_err(|()| e)?,
+                (_, Answer::Elsewhere(e)) => {
+                    // An unreachable primary may have applied it before it went.
+                    lost = true;
+                    self.backoff(&mut pause, deadline).await.map_err(|()| e)?;
                 }
             }
         }
+    }
+
+    /// Waits `pause` (doubled for next time, up to a second) and reads the
+    /// map again; `Err` when that would pass `deadline`.
+    async fn backoff(&self, pause: &mut Duration, deadline: Instant) -> Result<(), ()> {
+        if Instant::now() + *pause > deadline {
+            return Err(());
+        }
+        tokio::time::sleep(*pause).await;
+        *pause = (*pause * 2).min(Duration::from_secs(1));
+        let _ = self.refresh().await;
+        Ok(())
     }
 
     /// Creates a blob of size 0 (FDS's `CreateBlob`) with `replication`
@@ -320,13 +338,8 @@ impl TractClient {
                 }
             }
             let Some(e) = retry else { return Ok(version) };
-            if Instant::now() + pause > deadline {
-                return Err(e);
-            }
             tracing::debug!(%guid, tract, error = %e, "tract write retried");
-            tokio::time::sleep(pause).await;
-            pause = (pause * 2).min(Duration::from_secs(1));
-            let _ = self.refresh().await;
+            self.backoff(&mut pause, deadline).await.map_err(|()| e)?;
         }
     }
 
@@ -345,7 +358,6 @@ impl TractClient {
             rand::seq::SliceRandom::shuffle(order.as_mut_slice(), &mut rand::rng());
             let path = format!("/tract/{guid}/{tract}");
             let mut last = TractError::Unreachable { node: format!("row {}", route.partition), detail: "no replica of the row serves".into() };
-            let mut refresh = false;
             for loc in order {
                 let (addr, c) = self.node(&map, loc)?;
                 let headers = [(ROW_VERSION_HEADER, route.version.to_string()), (INCARNATION_HEADER, blob.incarnation.to_string())];
@@ -367,21 +379,14 @@ impl TractClient {
                     }
                     Answer::Fail(e) => return Err(e),
                     Answer::Refresh(e) => {
-                        refresh = true;
+                        // Refused under an old table: read the map before the next.
                         last = e;
                         break;
                     }
                     Answer::Elsewhere(e) => last = e,
                 }
             }
-            if Instant::now() + pause > deadline {
-                return Err(last);
-            }
-            if !refresh {
-                tokio::time::sleep(pause).await;
-                pause = (pause * 2).min(Duration::from_secs(1));
-            }
-            let _ = self.refresh().await;
+            self.backoff(&mut pause, deadline).await.map_err(|()| last)?;
         }
     }
 }
