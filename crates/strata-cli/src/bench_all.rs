@@ -209,6 +209,44 @@ fn cluster(a: &BenchAllArgs, limits: &mut Vec<String>) -> Vec<Verdict> {
     out
 }
 
+/// The verdicts a benchmark prints itself (`{"verdicts": [{floor,
+/// measured, pass}]}`), and its limits.
+fn own_verdicts(bench: &'static str, args: &[&str], limits: &mut Vec<String>) -> Vec<Verdict> {
+    let v = match run_json(args) {
+        Ok(v) => v,
+        Err(e) => return vec![verdict(bench, format!("strata {}", args[0]), format!("error: {e:#}"), Some(false))],
+    };
+    let mut lim = Vec::new();
+    for (key, what) in [("disk_write_mbps", "fsync'd write"), ("loopback_mbps", "loopback")] {
+        if v.get(key).is_some() {
+            lim.push(format!("{what} {:.0} MB/s", f(&v, key)));
+        }
+    }
+    if !lim.is_empty() {
+        limits.push(format!("{bench}: {}", lim.join(", ")));
+    }
+    v["verdicts"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|x| verdict(bench, x["floor"].as_str().unwrap_or("?").to_string(), x["measured"].as_str().unwrap_or("?").to_string(), x["pass"].as_bool()))
+        .collect()
+}
+
+/// `strata bench-rw` against Redis and etcd, and `strata bench-tract`
+/// (striped blobs: random against sequential tracts, recovery by node count).
+fn rw_and_tracts(a: &BenchAllArgs, limits: &mut Vec<String>) -> Vec<Verdict> {
+    let secs = if a.quick { "2" } else { "5" };
+    let mut out = own_verdicts("rw", &["bench-rw", "--data-dir", &dir(&a.data_dir, "rw"), "--seconds", secs], limits);
+    let tract_dir = dir(&a.data_dir, "tract");
+    let mut args = vec!["bench-tract", "--data-dir", &tract_dir];
+    if a.quick {
+        args.extend(["--nodes", "3,6", "--blob", "64MiB", "--per-node", "64MiB,192MiB"]);
+    }
+    out.extend(own_verdicts("tract", &args, limits));
+    out
+}
+
 /// `strata bench-kv` against SQLite: the key-value issue's floors.
 fn kv(a: &BenchAllArgs) -> Vec<Verdict> {
     let records = if a.quick { "1000000" } else { "1000000,10000000" };
@@ -307,6 +345,7 @@ pub async fn run(a: BenchAllArgs) -> Result<()> {
         v.extend(cluster(a2, &mut limits));
         v.extend(kv(a2));
         v.extend(kv_push(a2, &mut limits));
+        v.extend(rw_and_tracts(a2, &mut limits));
         v
     });
     let _ = std::fs::remove_dir_all(&a.data_dir);

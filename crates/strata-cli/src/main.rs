@@ -8,6 +8,7 @@ mod bench_kv_push;
 mod bench_recovery;
 mod bench_rw;
 mod bench_s3;
+mod bench_tract;
 mod cluster;
 mod commands;
 mod fault;
@@ -91,6 +92,8 @@ enum Cmd {
     BenchCluster(bench_cluster::BenchClusterArgs),
     /// Read-write store puts and gets on 1 and 3 nodes against Redis (appendfsync always) and a 3-member etcd.
     BenchRw(bench_rw::BenchRwArgs),
+    /// Striped blobs (FDS) on 3, 6 and 9 nodes: one client's sequential and random tract throughput, and recovery of a dead node's rows.
+    BenchTract(bench_tract::BenchTractArgs),
     /// Re-replication of a dead node at several cluster sizes against the
     /// disk's write limit, and disk spread before and after a rebalance.
     BenchRecovery(bench_recovery::BenchRecoveryArgs),
@@ -182,6 +185,7 @@ fn main() -> std::process::ExitCode {
             Cmd::Bench(a) => bench::run(a).await,
             Cmd::BenchCluster(a) => bench_cluster::run(a).await,
             Cmd::BenchRw(a) => bench_rw::run(a).await,
+            Cmd::BenchTract(a) => bench_tract::run(a).await,
             Cmd::BenchRecovery(a) => bench_recovery::run(a).await,
             Cmd::BenchKv(a) => bench_kv::run(a).await,
             Cmd::BenchKvPush(a) => bench_kv_push::run(a).await,

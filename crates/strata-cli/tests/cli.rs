@@ -74,6 +74,27 @@ fn bench_kv_push_prints_its_figures_as_json() {
     }
 }
 
+/// `strata bench-tract` on its smallest cluster: every phase measured,
+/// a dead node's rows re-replicated, every floor judged.
+#[test]
+fn bench_tract_measures_throughput_and_recovery_and_judges_them() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_strata"))
+        .args(["bench-tract", "--nodes", "3", "--blob", "2MiB", "--per-node", "2MiB", "--tract-size", "256KiB", "--json", "--data-dir"])
+        .arg(dir.path().join("b"))
+        .output()
+        .expect("run strata bench-tract");
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON");
+    let rows = v["throughput"].as_array().unwrap();
+    assert_eq!(rows.len(), 4, "{v}");
+    assert!(rows.iter().all(|r| r["mbps"].as_f64().unwrap() > 0.0), "{v}");
+    let rec = &v["recovery"][0];
+    assert!(rec["bytes"].as_u64().unwrap() > 0 && rec["targets"].as_u64().unwrap() >= 1, "{v}");
+    assert_eq!(v["verdicts"].as_array().unwrap().len(), 2, "random against sequential, reads and writes: {v}");
+    assert!(!dir.path().join("b").exists(), "the data is removed");
+}
+
 /// `strata bench-rw` measures every system it names (Strata on 1 and 3
 /// nodes, Redis, etcd), finds every key it wrote, and judges every floor.
 #[test]
