@@ -17,6 +17,8 @@ pub enum TractCmd {
     Init(InitArgs),
     /// Shows the table: tract size, replicas, scatter width, rows with their versions and disks.
     Table(Common),
+    /// Gives new disks their share of the rows (FDS growth): each moved row's new disk fills while it takes writes.
+    Grow(Common),
     /// Creates a blob and writes a file into its tracts, all in flight at once up to the cluster's limit.
     Write(WriteArgs),
     /// Reads a whole blob into a file.
@@ -98,6 +100,16 @@ pub async fn run(c: TractCmd) -> Result<()> {
                     "tract locator table: {rows} rows of {} disks, tracts of {} bytes (epoch {})",
                     a.replicas, a.tract_size, out["PartitionsAdded"]["epoch"]
                 );
+            }
+        }
+        TractCmd::Grow(common) => {
+            let now = strata_types::Clock::now_ms(&strata_types::SystemClock);
+            let out = crate::cluster::propose(&common, json!({ "TractGrow": { "now_ms": now } })).await?;
+            let rows = out["PartitionsAdded"]["ids"].as_array().map_or(0, Vec::len);
+            if common.json {
+                println!("{out}");
+            } else {
+                println!("{rows} rows move to disks below their share (strata tract table shows them filling)");
             }
         }
         TractCmd::Table(common) => {

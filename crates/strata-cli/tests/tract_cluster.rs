@@ -420,4 +420,93 @@ async fn a_killed_node_s_rows_are_re_replicated_at_once_and_every_tract_survives
         }
         assert_eq!(client.read_tract(&blob, i).await.unwrap(), tract_bytes(3, i, TRACT));
     }
+
+    // The dead node comes back with its old rows: it is refused for them
+    // (its map no longer places them there) and the client never reads it.
+    c.spawn(dead);
+    c.wait_healthy(dead).await;
+    let old_tract = (0..60).find(|i| map_before.tract_partition(&guid.0, *i).is_some_and(|r| rows_of_dead.contains(&r))).unwrap();
+    let route = map.tract_route(&guid.0, old_tract, 3).unwrap();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        match held(&c, dead, &blob, old_tract, route.version).await {
+            Err(code) if code == "NotHere" => break,
+            other => assert!(Instant::now() < deadline, "the returned node answered {other:?} for a row it lost"),
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(!route.read.iter().any(|l| l.node == u64::from(dead)));
+    assert_eq!(client.read_tract(&blob, old_tract).await.unwrap(), tract_bytes(3, old_tract, TRACT));
+}
+
+/// FDS §3.4: nodes join a cluster whose clients keep writing; `TractGrow`
+/// gives the new disks rows of the fullest as pending members, which take
+/// writes while they fill and the old member's place once caught up; no
+/// acknowledged tract is lost, and every one is on every replica of its
+/// row afterwards.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn growth_moves_rows_to_new_nodes_while_clients_write() {
+    let _serial = SERIAL.lock().await;
+    let mut c = Cluster::start_zones(78, 2, 1, &[]).await;
+    c.command(1, serde_json::json!({ "TractInit": { "tract_bytes": TRACT, "replicas": 3, "scatter": 4, "capacity_bytes": 256u64 << 20, "seed": 3 } })).await;
+    table_everywhere(&c, 1).await;
+    let url = |n: u8| format!("https://{}", c.real(n));
+    let client = Arc::new(TractClient::connect(&[url(1), url(3)], &c.opts).await.expect("tract client"));
+    let guid = Guid::random();
+    client.create_blob(&guid, None).await.expect("create");
+    // A writer extends the blob and writes what it got until told to stop.
+    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let writer = {
+        let (client, stop) = (client.clone(), stop.clone());
+        tokio::spawn(async move {
+            let mut acked = Vec::new();
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                let blob = client.extend_blob(&guid, 4).await.expect("extend while growing");
+                let start = blob.size_tracts - 4;
+                let writes = (start..blob.size_tracts).map(|i| {
+                    let client = client.clone();
+                    async move { client.write_tract(&blob, i, tract_bytes(4, i, TRACT)).await.map(|_| i) }
+                });
+                for r in futures_util::future::join_all(writes).await {
+                    acked.push(r.expect("write while growing"));
+                }
+            }
+            acked
+        })
+    };
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    for (n, zone) in [(7u8, 1u8), (8, 2), (9, 3)] {
+        c.add_node(n, zone).await;
+    }
+    let out = c.command(1, serde_json::json!({ "TractGrow": { "now_ms": 1 } })).await;
+    let moved: Vec<u64> = out["PartitionsAdded"]["ids"].as_array().expect("rows moved").iter().map(|v| v.as_u64().unwrap()).collect();
+    assert!(!moved.is_empty(), "{out}");
+    let deadline = Instant::now() + Duration::from_secs(90);
+    let map = loop {
+        client.refresh().await.unwrap();
+        let m = client.map();
+        if moved.iter().all(|r| m.partitions[r].moving.is_none()) {
+            break m;
+        }
+        assert!(Instant::now() < deadline, "growth did not finish");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    };
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    let acked = writer.await.unwrap();
+    assert!(acked.len() >= 8, "the writer wrote {} tracts", acked.len());
+    // The new nodes hold rows now.
+    for n in 7..=9u64 {
+        assert!(
+            map.partitions.values().any(|p| p.kind == strata_cluster::PartitionKind::Tract && p.replicas.iter().any(|r| r.node == n)),
+            "node {n} holds no row"
+        );
+    }
+    let blob = client.open_blob(&guid).await.unwrap();
+    for &i in &acked {
+        let route = map.tract_route(&guid.0, i, 3).unwrap();
+        for loc in &route.write {
+            assert_eq!(held(&c, loc.node as u8, &blob, i, route.version).await, Ok(tract_bytes(4, i, TRACT)), "tract {i} on node {}", loc.node);
+        }
+        assert_eq!(client.read_tract(&blob, i).await.unwrap(), tract_bytes(4, i, TRACT));
+    }
 }

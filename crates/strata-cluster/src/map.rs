@@ -453,6 +453,14 @@ pub enum Command {
         /// Seed of the table's permutations.
         seed: u64,
     },
+    /// Gives disks with fewer tract rows than their share (new ones) rows
+    /// of the disks with the most (FDS §3.4): a move per row, whose new
+    /// replica takes writes while it fills (a pending member) and takes
+    /// the old one's place when it has caught up (committed).
+    TractGrow {
+        /// When (ms since the epoch).
+        now_ms: u64,
+    },
 }
 
 /// What an applied command reports.
@@ -790,6 +798,7 @@ impl ClusterMap {
             Command::TractInit { tract_bytes, replicas, scatter, capacity_bytes, seed } => {
                 self.tract_init(*tract_bytes, *replicas, *scatter, *capacity_bytes, *seed).map(Some)
             }
+            Command::TractGrow { now_ms } => self.tract_grow(*now_ms).map(Some),
         }
     }
 

@@ -165,6 +165,83 @@ impl ClusterMap {
         best.map(|(_, loc)| loc)
     }
 
+    /// Tract rows each disk that takes replicas holds (moves' new
+    /// replicas counted where they go, not where they leave).
+    fn rows_per_disk(&self) -> std::collections::BTreeMap<ReplicaLoc, usize> {
+        let mut out: std::collections::BTreeMap<ReplicaLoc, usize> = std::collections::BTreeMap::new();
+        for n in self.nodes.values().filter(|n| n.takes_replicas()) {
+            for (i, _) in n.disks.iter().enumerate().filter(|(_, d)| d.state.takes_replicas()) {
+                out.insert(ReplicaLoc { node: n.id, disk: i as u32 }, 0);
+            }
+        }
+        for p in self.partitions.values().filter(|p| p.kind == PartitionKind::Tract) {
+            for r in &p.replicas {
+                let r = p.moving.filter(|m| m.from == *r).map_or(*r, |m| m.to);
+                if let Some(c) = out.get_mut(&r) {
+                    *c += 1;
+                }
+            }
+        }
+        out
+    }
+
+    /// Growth (FDS §3.4): while a disk holds fewer rows than the floor of
+    /// the mean, it takes a row, not already moving, from the disk with
+    /// the most (above the floor of the mean), whose other members are
+    /// on other nodes and (when the rows' disks are in distinct racks)
+    /// other racks; each as a move started now. The rows moved.
+    pub(crate) fn tract_grow(&mut self, now_ms: u64) -> Result<Vec<PartitionId>, MapError> {
+        let t =
+            self.tracts.as_ref().ok_or_else(|| MapError::Invalid { field: "tract table".into(), detail: "the cluster has none (strata tract init)".into() })?;
+        let rows = t.rows.clone();
+        let rack_of = |m: &ClusterMap, r: &ReplicaLoc| m.nodes.get(&r.node).map(|n| (n.zone.clone(), n.rack.clone()));
+        // The table keeps racks distinct when every row of it does.
+        let by_rack = rows.iter().filter_map(|id| self.partitions.get(id)).all(|p| {
+            let racks: std::collections::BTreeSet<_> = p.replicas.iter().filter_map(|r| rack_of(self, r)).collect();
+            racks.len() == p.replicas.len()
+        });
+        let mut moved = Vec::new();
+        loop {
+            let counts = self.rows_per_disk();
+            if counts.is_empty() {
+                break;
+            }
+            let total: usize = counts.values().sum();
+            let floor = total / counts.len();
+            let Some((&to, _)) = counts.iter().filter(|(_, c)| **c < floor).min_by_key(|(_, c)| **c) else { break };
+            let mut best: Option<(usize, PartitionId, ReplicaLoc)> = None;
+            for id in &rows {
+                let Some(p) = self.partitions.get(id) else { continue };
+                if p.moving.is_some() || p.replicas.iter().any(|r| r.node == to.node) {
+                    continue;
+                }
+                for from in &p.replicas {
+                    let load = counts.get(from).copied().unwrap_or(0);
+                    if load <= floor {
+                        continue;
+                    }
+                    let others_racks: std::collections::BTreeSet<_> = p.replicas.iter().filter(|r| *r != from).filter_map(|r| rack_of(self, r)).collect();
+                    if by_rack && rack_of(self, &to).is_some_and(|r| others_racks.contains(&r)) {
+                        continue;
+                    }
+                    if best.as_ref().is_none_or(|(l, _, _)| load > *l) {
+                        best = Some((load, *id, *from));
+                    }
+                }
+            }
+            let Some((load, id, from)) = best else { break };
+            if load <= counts[&to] + 1 {
+                break;
+            }
+            self.start_move(id, from, to, now_ms)?;
+            moved.push(id);
+        }
+        if moved.is_empty() {
+            return Err(MapError::Invalid { field: "tract table".into(), detail: "every disk already holds its share of the rows".into() });
+        }
+        Ok(moved)
+    }
+
     /// How many tract requests one client may have in flight (FDS's
     /// simultaneous limit): four per disk in the table, from 8 to 256.
     pub fn tract_simultaneous_limit(&self) -> usize {
@@ -334,5 +411,35 @@ mod tests {
         let later = m.evacuation(700_000, 600_000, 0, 1, crate::RecoveryPlacement::default());
         let blob_moves = later.iter().filter(|c| matches!(c, Command::StartMove { partition, .. } if !ids.contains(partition))).count();
         assert_eq!(blob_moves, 1);
+    }
+
+    #[test]
+    fn new_disks_take_rows_from_the_fullest_as_pending_members() {
+        let mut m = cluster(6, 1);
+        let Outcome::PartitionsAdded { .. } = init(&mut m, 3, 4) else { panic!("table refused") };
+        assert!(format!("{:?}", m.apply(&Command::TractGrow { now_ms: 1 })).contains("share"), "nothing to grow into");
+        for id in 7..=9u64 {
+            m.apply(&Command::AddNode { id, addr: format!("10.0.0.{id}:1"), zone: "z".into(), rack: format!("r{}", id % 3) });
+            m.apply(&Command::AddDisk { node: id, path: "d0".into(), capacity_bytes: 1 << 40 });
+        }
+        let before = m.rows_per_disk();
+        assert!(before.iter().filter(|(l, _)| l.node >= 7).all(|(_, c)| *c == 0));
+        let Outcome::PartitionsAdded { ids: moved, .. } = m.apply(&Command::TractGrow { now_ms: 2 }) else { panic!("growth refused") };
+        assert!(!moved.is_empty());
+        let after = m.rows_per_disk();
+        let (lo, hi) = (after.values().min().copied().unwrap(), after.values().max().copied().unwrap());
+        assert!(hi - lo <= 2, "rows per disk after growth: {after:?}");
+        for id in &moved {
+            let p = &m.partitions[id];
+            let mv = p.moving.expect("a pending member");
+            assert!(mv.to.node >= 7 && mv.phase == MovePhase::Filling);
+            // Still distinct racks and nodes once committed.
+            let members: Vec<ReplicaLoc> = p.replicas.iter().map(|r| if *r == mv.from { mv.to } else { *r }).collect();
+            let racks: std::collections::BTreeSet<_> = members.iter().map(|r| m.nodes[&r.node].rack.clone()).collect();
+            assert_eq!(racks.len(), 3, "{members:?}");
+            // The pending member takes writes, not reads.
+            let route = m.row_route(*id, 3).unwrap();
+            assert!(route.write.contains(&mv.to) && !route.read.contains(&mv.to));
+        }
     }
 }
