@@ -130,6 +130,10 @@ pub struct ServerArgs {
     /// declared dead, and so does the default.
     #[arg(long, default_value_t = 0)]
     pub tract_down_out_ms: u64,
+    /// Cluster mode: seconds between passes of the reclaimer of orphaned
+    /// tracts (of deleted blobs, or beyond a blob's size).
+    #[arg(long, default_value_t = 600)]
+    pub tract_orphan_interval_secs: u64,
     /// Cluster mode: replica moves under way at most, cluster-wide, when
     /// the leader evacuates removed, failed or long-down nodes and disks
     /// (blob partitions; tract rows all move at once).
@@ -255,6 +259,7 @@ impl ServerArgs {
             down_after_ms: 6000,
             down_out_ms: 600_000,
             tract_down_out_ms: 0,
+            tract_orphan_interval_secs: 600,
             max_moves: 4,
             recovery_placement: strata_cluster::RecoveryPlacement::default(),
             intra_replication_ms: 100,
@@ -484,6 +489,7 @@ async fn run_cluster(args: ServerArgs, node_id: u64) -> Result<()> {
         audit_path: Some(args.data_dir.join("audit.log")),
     };
     let state = strata_server::AppState::clustered(router, node.clone(), detector, kv, ids);
+    strata_node::tracts::start_orphan_reclaimer(&node, Duration::from_secs(args.tract_orphan_interval_secs.max(1)));
     strata_node::start_compactor(&workers, node.disks.clone(), Duration::from_secs(args.compaction_interval_secs.max(1)));
     strata_node::start_space_monitor(&workers, node.disks.clone());
     state.scrub.start(&workers, args.scrub_config());

@@ -17,6 +17,10 @@ pub enum TractCmd {
     Init(InitArgs),
     /// Shows the table: tract size, replicas, scatter width, rows with their versions and disks.
     Table(Common),
+    /// Rows being re-replicated or grown: bytes copied and left on every node, MB/s; `--wait` follows until done.
+    Recovery(RecoveryArgs),
+    /// Runs a pass of the node's reclaimer of orphaned tracts now (of deleted blobs, or beyond a blob's size).
+    Orphans(Common),
     /// Gives new disks their share of the rows (FDS growth): each moved row's new disk fills while it takes writes.
     Grow(Common),
     /// Creates a blob and writes a file into its tracts, all in flight at once up to the cluster's limit.
@@ -62,6 +66,15 @@ pub struct WriteArgs {
 }
 
 #[derive(clap::Args, Debug)]
+pub struct RecoveryArgs {
+    /// Follow the copying with a progress bar until every row has caught up.
+    #[arg(long)]
+    pub wait: bool,
+    #[command(flatten)]
+    pub common: Common,
+}
+
+#[derive(clap::Args, Debug)]
 pub struct GuidArgs {
     /// The blob's GUID.
     #[arg(long)]
@@ -100,6 +113,18 @@ pub async fn run(c: TractCmd) -> Result<()> {
                     "tract locator table: {rows} rows of {} disks, tracts of {} bytes (epoch {})",
                     a.replicas, a.tract_size, out["PartitionsAdded"]["epoch"]
                 );
+            }
+        }
+        TractCmd::Recovery(a) => recovery(a).await?,
+        TractCmd::Orphans(common) => {
+            let v = common.client()?.post_json("/admin/tracts/orphans", &json!({})).await?;
+            if common.json {
+                println!("{v}");
+            } else {
+                println!("{} tract versions listed on {} rows, {} blobs checked, {} reclaimed", v["tracts"], v["rows"], v["blobs"], v["reclaimed"]);
+                for e in v["errors"].as_array().into_iter().flatten() {
+                    println!("  kept: {}", e.as_str().unwrap_or("?"));
+                }
             }
         }
         TractCmd::Grow(common) => {
@@ -201,5 +226,67 @@ pub async fn run(c: TractCmd) -> Result<()> {
             println!("deleted {}", a.guid);
         }
     }
+    Ok(())
+}
+
+/// Every node's filling row replicas: (rows moving in the map, bytes
+/// copied, bytes to copy, the rows as JSON).
+async fn fills(c: &TractClient, common: &Common) -> Result<(usize, u64, u64, Vec<serde_json::Value>)> {
+    c.refresh().await?;
+    let map = c.map();
+    let moving = map.partitions.values().filter(|p| p.kind == strata_cluster::PartitionKind::Tract && p.moving.is_some()).count();
+    let scheme = if common.server.starts_with("https") { "https" } else { "http" };
+    let opts = common.auth.options()?;
+    let (mut copied, mut total, mut rows) = (0u64, 0u64, Vec::new());
+    for n in map.nodes.values().filter(|n| n.state.is_up()) {
+        let node = strata_client::Client::with_options(&format!("{scheme}://{}", n.addr), &opts);
+        let Ok(v) = node.json(http::Method::GET, "/admin/tracts/recovery").await else { continue };
+        for r in v.as_array().into_iter().flatten() {
+            let got = r["copied_bytes"].as_u64().unwrap_or(0);
+            copied += got;
+            total += r["source_bytes"].as_u64().unwrap_or(got).max(got);
+            rows.push(r.clone());
+        }
+    }
+    Ok((moving, copied, total, rows))
+}
+
+async fn recovery(a: RecoveryArgs) -> Result<()> {
+    let c = client(&a.common).await?;
+    let (moving, copied, total, rows) = fills(&c, &a.common).await?;
+    if !a.wait {
+        if a.common.json {
+            println!("{}", json!({ "rows_moving": moving, "copied_bytes": copied, "source_bytes": total, "rows": rows }));
+        } else {
+            println!("{moving} rows moving; {copied} of {total} bytes copied into their new replicas ({} left)", total.saturating_sub(copied));
+            for r in &rows {
+                println!(
+                    "  row {} {} -> {}: {} of {} bytes",
+                    r["partition"],
+                    r["from"].as_str().unwrap_or("?"),
+                    r["to"].as_str().unwrap_or("?"),
+                    r["copied_bytes"],
+                    r["source_bytes"]
+                );
+            }
+        }
+        return Ok(());
+    }
+    let bar = indicatif::ProgressBar::new(total.max(1));
+    if let Ok(style) = indicatif::ProgressStyle::with_template("recovering [{bar:40}] {bytes}/{total_bytes} {bytes_per_sec} {msg}") {
+        bar.set_style(style.progress_chars("=> "));
+    }
+    loop {
+        let (moving, copied, total, _) = fills(&c, &a.common).await?;
+        bar.set_length(total.max(copied).max(1));
+        bar.set_position(copied);
+        bar.set_message(format!("{moving} rows moving"));
+        if moving == 0 {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+    }
+    bar.finish_and_clear();
+    println!("every row has caught up");
     Ok(())
 }

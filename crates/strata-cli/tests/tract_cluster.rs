@@ -325,6 +325,41 @@ async fn tracts_reach_every_replica_of_their_row_and_a_stale_client_retries() {
     let (ok, out) = c.cli(2, &["tract", "table"]);
     assert!(ok && out.contains(&format!("tracts of {TRACT} bytes")), "{out}");
 
+    // Orphans: the first incarnation's tracts (still on disk, on the moved
+    // replica too), and a tract written past the end by hand (the client
+    // refuses to): every node's reclaimer deletes them and keeps the rest.
+    reader.refresh().await.unwrap();
+    let fresh = reader.map();
+    let r0 = fresh.tract_route(&guid.0, 0, 3).unwrap();
+    let old_on = r0.write[2].node as u8;
+    assert_eq!(held(&c, old_on, &blob, 0, r0.version).await, Ok(want(0)));
+    let beyond = 5u64;
+    let rb = fresh.tract_route(&guid.0, beyond, 2).unwrap();
+    let headers = [
+        (strata_tract::ROW_VERSION_HEADER, rb.version.to_string()),
+        (strata_tract::TRACT_VERSION_HEADER, "9".to_string()),
+        (strata_tract::INCARNATION_HEADER, again.incarnation.to_string()),
+    ];
+    c.client(rb.write[0].node as u8)
+        .send(http::Method::PUT, &format!("/tract/{guid}/{beyond}"), &headers, strata_client::full(tract_bytes(9, 5, 10)))
+        .await
+        .expect("a write past the end");
+    assert_eq!(held(&c, rb.write[0].node as u8, &again, beyond, rb.version).await, Ok(tract_bytes(9, 5, 10)));
+    let mut reclaimed = 0;
+    for n in c.nodes() {
+        let v = c.client(n).post_json("/admin/tracts/orphans", &serde_json::json!({})).await.expect("orphan pass");
+        assert!(v["errors"].as_array().unwrap().is_empty(), "{v}");
+        reclaimed += v["reclaimed"].as_u64().unwrap();
+    }
+    assert!(reclaimed > 3 * tracts, "reclaimed {reclaimed}");
+    assert_eq!(held(&c, old_on, &blob, 0, r0.version).await, Err("NoSuchTract".to_string()));
+    assert_eq!(held(&c, rb.write[0].node as u8, &again, beyond, rb.version).await, Err("NoSuchTract".to_string()));
+    assert_eq!(reader.read_tract(&again, 0).await.unwrap(), tract_bytes(9, 0, 10));
+    assert_eq!(held(&c, r0.write[1].node as u8, &again, 0, r0.version).await, Ok(tract_bytes(9, 0, 10)));
+    for i in (0..64).filter(|i| map.tract_partition(&wide.guid.0, *i) == Some(before.partition)) {
+        assert_eq!(reader.read_tract(&wide, i).await.unwrap(), tract_bytes(2, i, TRACT), "a live blob's tract {i} was kept");
+    }
+
     // None of them changed the blob.
     let still = reader.open_blob(&g).await.unwrap();
     assert_eq!(still.size_tracts, 64);
@@ -481,6 +516,17 @@ async fn growth_moves_rows_to_new_nodes_while_clients_write() {
     let out = c.command(1, serde_json::json!({ "TractGrow": { "now_ms": 1 } })).await;
     let moved: Vec<u64> = out["PartitionsAdded"]["ids"].as_array().expect("rows moved").iter().map(|v| v.as_u64().unwrap()).collect();
     assert!(!moved.is_empty(), "{out}");
+    // The new nodes report their filling rows (while they last), and the
+    // CLI follows the copying until every row has caught up.
+    for n in 7..=9u8 {
+        let v = c.client(n).json(http::Method::GET, "/admin/tracts/recovery").await.expect("recovery status");
+        for r in v.as_array().unwrap() {
+            assert!(r["to"].as_str().unwrap().starts_with(&format!("{n}:")), "{r}");
+            assert!(moved.contains(&r["partition"].as_u64().unwrap()), "{r}");
+        }
+    }
+    let (ok, out) = c.cli(1, &["tract", "recovery", "--wait"]);
+    assert!(ok && out.contains("every row has caught up"), "{out}");
     let deadline = Instant::now() + Duration::from_secs(90);
     let map = loop {
         client.refresh().await.unwrap();
@@ -491,6 +537,10 @@ async fn growth_moves_rows_to_new_nodes_while_clients_write() {
         assert!(Instant::now() < deadline, "growth did not finish");
         tokio::time::sleep(Duration::from_millis(200)).await;
     };
+    let (ok, out) = c.cli(2, &["tract", "recovery"]);
+    assert!(ok && out.starts_with("0 rows moving"), "{out}");
+    let metrics = c.client(7).get_text("/metrics").await.unwrap();
+    assert!(metrics.contains("strata_tract_fill_bytes"), "the fill metric is exported");
     stop.store(true, std::sync::atomic::Ordering::Relaxed);
     let acked = writer.await.unwrap();
     assert!(acked.len() >= 8, "the writer wrote {} tracts", acked.len());

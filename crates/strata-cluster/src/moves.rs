@@ -330,6 +330,10 @@ impl ClusterMap {
         for zone in self.zones() {
             let (mut layout, where_) = self.zone_layout(zone);
             for m in layout.rebalance(seed, strata_placement::ambry::Phase1Rule::WholePartitions) {
+                // Tract rows keep the table's own rules (distinct racks): they grow by `TractGrow`.
+                if self.partitions.get(&(m.partition as PartitionId)).is_some_and(|p| p.kind == PartitionKind::Tract) {
+                    continue;
+                }
                 plan.push(PlannedMove { partition: m.partition as PartitionId, from: where_[m.from], to: where_[m.to], bytes: m.bytes });
             }
         }

@@ -62,7 +62,7 @@ pub fn set_node_identity(opts: strata_client::ClientOptions) {
     let _ = NODE_IDENTITY.set(opts);
 }
 
-fn node_client(base: &str) -> strata_client::Client {
+pub(crate) fn node_client(base: &str) -> strata_client::Client {
     strata_client::Client::with_options(base, NODE_IDENTITY.get().unwrap_or(&strata_client::ClientOptions::default()))
 }
 

@@ -133,3 +133,209 @@ pub async fn meta(node: &ClusterNode, guid: &Guid, op: MetaOp, row_version: u64)
     }
     Ok(answer)
 }
+
+/// What a pass of the orphan reclaimer did on this node.
+#[derive(Debug, Default, Clone, serde::Serialize)]
+pub struct OrphanPass {
+    /// Rows whose replica here was listed.
+    pub rows: usize,
+    /// Live tract versions listed (metadata tracts not counted).
+    pub tracts: u64,
+    /// Blobs whose metadata was read.
+    pub blobs: usize,
+    /// Tract versions deleted: of a blob that does not exist, of an
+    /// incarnation deleted since, or beyond the blob's size.
+    pub reclaimed: u64,
+    /// Blobs whose metadata could not be read (their tracts are kept).
+    pub errors: Vec<String>,
+}
+
+/// The metadata of `guid`, read from its metadata row's primary (this
+/// node, or another through its HTTP port); `None` when the blob does not
+/// exist.
+async fn blob_meta(node: &ClusterNode, guid: &Guid) -> Result<Option<BlobMeta>, TractError> {
+    let map = node.map();
+    let width = map.tracts.as_ref().ok_or(TractError::NoTable)?.replicas as usize;
+    let route = map.tract_route(&guid.0, METADATA_TRACT, width).ok_or(TractError::NoTable)?;
+    let primary = route.primary.ok_or(TractError::Filling(route.partition))?;
+    if primary.node == node.config.node_id {
+        return match meta(node, guid, MetaOp::Open, route.version).await {
+            Ok(m) => Ok(Some(m)),
+            Err(TractError::NoSuchBlob(_)) => Ok(None),
+            Err(e) => Err(e),
+        };
+    }
+    let addr = map.nodes.get(&primary.node).map(|n| n.addr.clone()).ok_or(TractError::NotPrimary(route.partition))?;
+    let c = crate::kv_fetch::node_client(&format!("{}://{addr}", crate::kv_fetch::node_scheme()));
+    let headers = [(strata_tract::ROW_VERSION_HEADER, route.version.to_string())];
+    match c.send(http::Method::POST, &format!("/tract/{guid}"), &headers, strata_client::full(Bytes::from_static(br#"{"op":"open"}"#))).await {
+        Ok(resp) => {
+            let b = resp.bytes().await.map_err(|e| TractError::Unreachable { node: addr.clone(), detail: e.to_string() })?;
+            serde_json::from_slice(&b).map(Some).map_err(|e| TractError::Invalid(format!("blob metadata from {addr}: {e}")))
+        }
+        Err(strata_client::ClientError::Api { code, .. }) if code == "NoSuchBlob" => Ok(None),
+        Err(error) => Err(TractError::Remote { node: addr, error }),
+    }
+}
+
+/// One pass of the orphan reclaimer (FDS §2.3's scrubber of tracts with no
+/// metadata): lists the live tract versions of this node's replicas of
+/// the rows, then reads each blob's metadata, and deletes the versions of
+/// a blob that does not exist, of an older incarnation, or beyond the
+/// blob's size. Listing first is what makes it safe: a tract is written
+/// only after the extend that covers it returned, so metadata read after
+/// the listing covers every tract the listing saw that is still the
+/// blob's. A blob whose metadata cannot be read keeps its tracts.
+pub async fn reclaim_orphans(node: &ClusterNode) -> Result<OrphanPass, TractError> {
+    let map = node.map();
+    let mut pass = OrphanPass::default();
+    let Some(table) = &map.tracts else { return Ok(pass) };
+    let me = node.config.node_id;
+    let mut found: Vec<(Arc<Replica>, strata_types::Key, Guid, u32, u64)> = Vec::new();
+    for id in &table.rows {
+        if !map.holders(*id).iter().any(|r| r.node == me) {
+            continue;
+        }
+        let Some(replica) = node.disks.replica(*id) else { continue };
+        pass.rows += 1;
+        let r = replica.clone();
+        let keys = tokio::task::spawn_blocking(move || r.keys()).await.map_err(|e| TractError::Invalid(e.to_string()))??;
+        for (key, state) in keys {
+            if key.kind() != strata_types::KeyKind::Tract || !matches!(state, strata_engine::KeyState::Live { .. }) {
+                continue;
+            }
+            let Some(body) = key.versioned_body().filter(|b| b.len() == 28) else { continue };
+            let mut g = [0u8; 16];
+            g.copy_from_slice(&body[..16]);
+            let incarnation = u32::from_be_bytes([body[16], body[17], body[18], body[19]]);
+            let mut t = [0u8; 8];
+            t.copy_from_slice(&body[20..]);
+            let tract = u64::from_be_bytes(t);
+            if tract == METADATA_TRACT {
+                continue;
+            }
+            pass.tracts += 1;
+            found.push((replica.clone(), key, Guid(g), incarnation, tract));
+        }
+    }
+    let guids: std::collections::BTreeSet<Guid> = found.iter().map(|f| f.2).collect();
+    let mut metas: HashMap<Guid, Option<BlobMeta>> = HashMap::new();
+    for g in guids {
+        match blob_meta(node, &g).await {
+            Ok(m) => {
+                metas.insert(g, m);
+            }
+            Err(e) => pass.errors.push(format!("blob {g}: {e}")),
+        }
+    }
+    pass.blobs = metas.len();
+    for (replica, key, guid, incarnation, tract) in found {
+        let Some(m) = metas.get(&guid) else { continue };
+        let orphan = match m {
+            None => true,
+            Some(m) => m.deleted || m.incarnation != incarnation || tract >= m.size_tracts,
+        };
+        if orphan {
+            match replica.submit(WriteOp::Delete { key }).await {
+                Ok(_) | Err(strata_engine::EngineError::NotFound | strata_engine::EngineError::Deleted) => pass.reclaimed += 1,
+                Err(e) => pass.errors.push(format!("blob {guid} tract {tract}: {e}")),
+            }
+        }
+    }
+    Ok(pass)
+}
+
+/// Runs [`reclaim_orphans`] every `interval` as the worker `tract-orphans`.
+pub fn start_orphan_reclaimer(node: &Arc<ClusterNode>, interval: std::time::Duration) {
+    let weak = Arc::downgrade(node);
+    node.workers.spawn("tract-orphans", crate::worker::Next::After(interval), move || {
+        let weak = weak.clone();
+        async move {
+            let Some(node) = weak.upgrade() else { return Ok(crate::worker::Next::Done) };
+            match reclaim_orphans(&node).await {
+                Ok(p) => {
+                    if p.reclaimed > 0 {
+                        tracing::info!(reclaimed = p.reclaimed, blobs = p.blobs, "orphaned tracts reclaimed");
+                    }
+                    Ok(crate::worker::Next::After(interval))
+                }
+                Err(e) => Err(crate::worker::PassFailed::new(format!("orphan pass: {e}"), interval)),
+            }
+        }
+    });
+}
+
+/// A row replica filling on this node (FDS §3.2's recovery, §3.4's
+/// growth): what it holds so far against what its source holds.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct RowFill {
+    /// The row's partition.
+    pub partition: u64,
+    /// The replica it replaces, `node:disk`.
+    pub from: String,
+    /// This node's new replica, `node:disk`.
+    pub to: String,
+    /// Bytes the new replica holds.
+    pub copied_bytes: u64,
+    /// Bytes the largest serving replica of the row holds (what there is
+    /// to copy); `None` when none could be asked.
+    pub source_bytes: Option<u64>,
+    /// When the move started, ms since the epoch.
+    pub started_ms: u64,
+}
+
+/// Bytes of this node's row replicas that are filling: the copy's progress
+/// without asking anyone (the metrics' figure).
+pub fn filling_bytes(node: &ClusterNode) -> u64 {
+    let map = node.map();
+    let me = node.config.node_id;
+    map.partitions
+        .values()
+        .filter(|p| p.kind == strata_cluster::PartitionKind::Tract)
+        .filter(|p| p.moving.is_some_and(|m| m.to.node == me && m.phase == strata_cluster::MovePhase::Filling))
+        .filter_map(|p| node.disks.replica(p.id))
+        .map(|r| r.status().used_bytes)
+        .sum()
+}
+
+/// Every row replica filling on this node, with how far it got and what
+/// its sources hold (asked through their HTTP ports).
+pub async fn fills(node: &ClusterNode) -> Vec<RowFill> {
+    let map = node.map();
+    let me = node.config.node_id;
+    let mut out = Vec::new();
+    let mut sizes: HashMap<u64, HashMap<u64, u64>> = HashMap::new();
+    for p in map.partitions.values().filter(|p| p.kind == strata_cluster::PartitionKind::Tract) {
+        let Some(m) = p.moving.filter(|m| m.to.node == me && m.phase == strata_cluster::MovePhase::Filling) else { continue };
+        let copied = node.disks.replica(p.id).map_or(0, |r| r.status().used_bytes);
+        let mut source = None;
+        for r in p.replicas.iter().filter(|r| **r != m.to && map.serves(**r)) {
+            if let std::collections::hash_map::Entry::Vacant(slot) = sizes.entry(r.node) {
+                let mut got = HashMap::new();
+                if let Some(addr) = map.nodes.get(&r.node).map(|n| n.addr.clone()) {
+                    let c = crate::kv_fetch::node_client(&format!("{}://{addr}", crate::kv_fetch::node_scheme()));
+                    if let Ok(v) = c.json(http::Method::GET, "/admin/partitions").await {
+                        for e in v.as_array().into_iter().flatten() {
+                            if let (Some(id), Some(used)) = (e["partition"].as_u64(), e["used_bytes"].as_u64()) {
+                                got.insert(id, used);
+                            }
+                        }
+                    }
+                }
+                slot.insert(got);
+            }
+            if let Some(b) = sizes.get(&r.node).and_then(|s| s.get(&p.id)) {
+                source = Some(source.map_or(*b, |s: u64| s.max(*b)));
+            }
+        }
+        out.push(RowFill {
+            partition: p.id,
+            from: format!("{}:{}", m.from.node, m.from.disk),
+            to: format!("{}:{}", m.to.node, m.to.disk),
+            copied_bytes: copied,
+            source_bytes: source,
+            started_ms: m.started_ms,
+        });
+    }
+    out
+}

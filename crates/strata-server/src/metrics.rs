@@ -493,6 +493,8 @@ impl Collector for ClusterCollector {
         let (rows_total, rows_moving) = rows.fold((0, 0), |(t, m), p| (t + 1, m + usize::from(p.moving.is_some())));
         gauge(&mut encoder, "strata_tract_rows", "Rows of the tract locator table", rows_total as f64)?;
         gauge(&mut encoder, "strata_tract_rows_recovering", "Rows of the tract locator table with a replica filling (recovery or growth)", rows_moving as f64)?;
+        let filling = strata_node::tracts::filling_bytes(node);
+        gauge(&mut encoder, "strata_tract_fill_bytes", "Bytes held so far by this node's row replicas that are filling", filling as f64)?;
         let (planned, done) = map.rebalance.as_ref().map_or((0, 0), |r| {
             (r.moves.len(), r.moves.iter().filter(|m| matches!(map.plan_state(m), strata_cluster::PlanState::Done | strata_cluster::PlanState::Stale)).count())
         });

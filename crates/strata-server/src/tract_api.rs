@@ -17,6 +17,11 @@
 //!   it, `{deleted, replication, size_tracts, created_ms, incarnation}`.
 //! - Tract reads and writes name the blob's incarnation in
 //!   `x-strata-incarnation`.
+//! - `POST /admin/tracts/orphans`: a pass of this node's orphan reclaimer
+//!   now (`strata_node::tracts::reclaim_orphans`; the worker
+//!   `tract-orphans` runs one every `--tract-orphan-interval-secs`).
+//! - `GET /admin/tracts/recovery`: the row replicas filling on this node
+//!   (recovery or growth), bytes copied against bytes their sources hold.
 //! - `GET /admin/tracts`: the table (tract size, replicas, scatter width,
 //!   the client's simultaneous limit, each row's partition, version and
 //!   disks).
@@ -41,6 +46,8 @@ pub(crate) fn routes() -> Router<Arc<AppState>> {
         .route("/tract/{guid}", axum::routing::post(blob_meta))
         .route("/tract/{guid}/{tract}", get(read_tract).put(write_tract))
         .route("/admin/tracts", get(table))
+        .route("/admin/tracts/orphans", axum::routing::post(orphans))
+        .route("/admin/tracts/recovery", get(recovery))
 }
 
 type S = State<Arc<AppState>>;
@@ -108,6 +115,14 @@ async fn blob_meta(State(st): S, Path(guid): Path<String>, headers: HeaderMap, b
         .map_err(|e| ApiError::BadRequest(format!("metadata operation: {e} (want {{\"op\": \"create\" | \"open\" | \"delete\" | \"extend\", ...}})")))?;
     let m = strata_node::tracts::meta(node, &guid, op, number(&headers, ROW_VERSION_HEADER)?).await?;
     Ok(Json(m).into_response())
+}
+
+async fn orphans(State(st): S) -> Result<Response, ApiError> {
+    Ok(Json(strata_node::tracts::reclaim_orphans(node(&st)?).await?).into_response())
+}
+
+async fn recovery(State(st): S) -> Result<Response, ApiError> {
+    Ok(Json(strata_node::tracts::fills(node(&st)?).await).into_response())
 }
 
 async fn table(State(st): S) -> Result<Response, ApiError> {
