@@ -119,6 +119,22 @@ struct MapV4 {
     rw_stores: std::collections::BTreeMap<String, crate::kv::RwStoreSpec>,
 }
 
+impl MapV4 {
+    /// The current map: blob partitions at version 0, no tract table.
+    fn upgrade(self) -> ClusterMap {
+        ClusterMap {
+            epoch: self.epoch,
+            nodes: self.nodes,
+            partitions: upgrade_partitions(self.partitions),
+            policies: self.policies,
+            kv: self.kv,
+            rebalance: self.rebalance,
+            rw_stores: self.rw_stores,
+            tracts: None,
+        }
+    }
+}
+
 fn upgrade(
     epoch: u64,
     nodes: std::collections::BTreeMap<crate::map::NodeId, NodeV2>,
@@ -191,30 +207,10 @@ pub fn decode_map(b: &[u8]) -> Result<ClusterMap, CodecError> {
         }
         3 => {
             let v: MapV3 = postcard::from_bytes(payload).map_err(bad)?;
-            ClusterMap {
-                epoch: v.epoch,
-                nodes: v.nodes,
-                partitions: upgrade_partitions(v.partitions),
-                policies: v.policies,
-                kv: v.kv,
-                rebalance: v.rebalance,
-                rw_stores: Default::default(),
-                tracts: None,
-            }
+            let MapV3 { epoch, nodes, partitions, policies, kv, rebalance } = v;
+            MapV4 { epoch, nodes, partitions, policies, kv, rebalance, rw_stores: Default::default() }.upgrade()
         }
-        4 => {
-            let v: MapV4 = postcard::from_bytes(payload).map_err(bad)?;
-            ClusterMap {
-                epoch: v.epoch,
-                nodes: v.nodes,
-                partitions: upgrade_partitions(v.partitions),
-                policies: v.policies,
-                kv: v.kv,
-                rebalance: v.rebalance,
-                rw_stores: v.rw_stores,
-                tracts: None,
-            }
-        }
+        4 => postcard::from_bytes::<MapV4>(payload).map_err(bad)?.upgrade(),
         _ => postcard::from_bytes(payload).map_err(bad)?,
     };
     let epoch = u64::from_le_bytes(b[8..16].try_into().expect("8 bytes"));
