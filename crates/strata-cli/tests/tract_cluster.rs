@@ -50,6 +50,15 @@ async fn held(c: &Cluster, n: u8, blob: &strata_tract::Blob, tract: u64, row: u6
     }
 }
 
+/// Writes tracts `range` of `blob` as `who`, all in flight at once.
+async fn write_all(client: &Arc<TractClient>, blob: strata_tract::Blob, range: std::ops::Range<u64>, who: u8) {
+    let writes = range.map(|i| {
+        let client = client.clone();
+        async move { client.write_tract(&blob, i, tract_bytes(who, i, TRACT)).await.unwrap_or_else(|e| panic!("tract {i}: {e}")) }
+    });
+    futures_util::future::join_all(writes).await;
+}
+
 /// Waits until every node's map holds the table and every node opened its
 /// replicas of the rows (beside its `blobs` replicas of blob partitions).
 async fn table_everywhere(c: &Cluster, blobs: usize) -> serde_json::Value {
@@ -387,14 +396,7 @@ async fn a_killed_node_s_rows_are_re_replicated_at_once_and_every_tract_survives
     let guid = Guid::random();
     client.create_blob(&guid, None).await.expect("create");
     let blob = client.extend_blob(&guid, 60).await.expect("extend");
-    let mut all = futures_util::stream::FuturesUnordered::new();
-    for i in 0..60 {
-        let client = client.clone();
-        all.push(async move { client.write_tract(&blob, i, tract_bytes(3, i, TRACT)).await });
-    }
-    while let Some(r) = futures_util::StreamExt::next(&mut all).await {
-        r.expect("tract write");
-    }
+    write_all(&client, blob, 0..60, 3).await;
     let dead = 5u8;
     let map = client.map();
     let map_before = map.clone();
@@ -409,14 +411,7 @@ async fn a_killed_node_s_rows_are_re_replicated_at_once_and_every_tract_survives
     for i in 0..60 {
         assert_eq!(client.read_tract(&blob, i).await.expect("read during recovery"), tract_bytes(3, i, TRACT), "tract {i}");
     }
-    let mut all = futures_util::stream::FuturesUnordered::new();
-    for i in 60..80 {
-        let client = client.clone();
-        all.push(async move { client.write_tract(&blob, i, tract_bytes(3, i, TRACT)).await });
-    }
-    while let Some(r) = futures_util::StreamExt::next(&mut all).await {
-        r.expect("tract write during recovery");
-    }
+    write_all(&client, blob, 60..80, 3).await;
     // Every row of the dead node gets a new disk and finishes its move.
     let deadline = Instant::now() + Duration::from_secs(90);
     let map = loop {

@@ -16,6 +16,7 @@
 //! never the engine, the router, the server, or an HTTP crate.
 
 pub mod codec;
+mod command;
 pub mod kv;
 pub mod liveness;
 pub mod map;

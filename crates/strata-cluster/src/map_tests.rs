@@ -3,6 +3,7 @@
 
 use super::*;
 use crate::RecoveryPlacement;
+use strata_types::Policy;
 
 fn cluster(zones: usize, nodes_per_zone: usize, racks_per_zone: usize) -> ClusterMap {
     let mut m = ClusterMap::default();

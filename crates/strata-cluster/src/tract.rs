@@ -141,12 +141,7 @@ impl ClusterMap {
         let holders = self.holders(partition);
         let racks: std::collections::BTreeSet<(&str, &str)> =
             holders.iter().filter(|r| **r != from).filter_map(|r| self.nodes.get(&r.node)).map(|n| (n.zone.as_str(), n.rack.as_str())).collect();
-        let mut rows_on: std::collections::BTreeMap<ReplicaLoc, usize> = std::collections::BTreeMap::new();
-        for q in self.partitions.values().filter(|q| q.kind == PartitionKind::Tract) {
-            for r in self.holders(q.id) {
-                *rows_on.entry(r).or_default() += 1;
-            }
-        }
+        let rows_on = self.rows_per_disk();
         let allocated = self.allocated();
         let mut best: Option<((bool, usize, u64), ReplicaLoc)> = None;
         for n in self.nodes.values().filter(|n| n.takes_replicas() && !holders.iter().any(|r| r.node == n.id)) {
