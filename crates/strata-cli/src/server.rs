@@ -134,6 +134,19 @@ pub struct ServerArgs {
     /// tracts (of deleted blobs, or beyond a blob's size).
     #[arg(long, default_value_t = 600)]
     pub tract_orphan_interval_secs: u64,
+    /// Cluster mode: how long a transaction's intent may be held before
+    /// its row's primary asks the transaction's decider what became of it
+    /// (its client presumed gone), ms.
+    #[arg(long, default_value_t = 5000)]
+    pub txn_intent_timeout_ms: u64,
+    /// Cluster mode: how long a transaction's step waits for another's
+    /// lock before it aborts, ms.
+    #[arg(long, default_value_t = 2000)]
+    pub txn_wait_ms: u64,
+    /// Cluster mode: transaction validation. Anything but `serializable`
+    /// is broken on purpose, for the history checker's own tests.
+    #[arg(long, default_value = "serializable")]
+    pub txn_mode: strata_txn::Mode,
     /// Cluster mode: replica moves under way at most, cluster-wide, when
     /// the leader evacuates removed, failed or long-down nodes and disks
     /// (blob partitions; tract rows all move at once).
@@ -260,6 +273,9 @@ impl ServerArgs {
             down_out_ms: 600_000,
             tract_down_out_ms: 0,
             tract_orphan_interval_secs: 600,
+            txn_intent_timeout_ms: 5000,
+            txn_wait_ms: 2000,
+            txn_mode: strata_txn::Mode::Serializable,
             max_moves: 4,
             recovery_placement: strata_cluster::RecoveryPlacement::default(),
             intra_replication_ms: 100,
@@ -490,6 +506,12 @@ async fn run_cluster(args: ServerArgs, node_id: u64) -> Result<()> {
     };
     let state = strata_server::AppState::clustered(router, node.clone(), detector, kv, ids);
     strata_node::tracts::start_orphan_reclaimer(&node, Duration::from_secs(args.tract_orphan_interval_secs.max(1)));
+    node.set_txn_config(strata_txn::participant::Config {
+        wait: Duration::from_millis(args.txn_wait_ms.max(1)),
+        intent_timeout: Duration::from_millis(args.txn_intent_timeout_ms.max(100)),
+        mode: args.txn_mode,
+    });
+    strata_node::txn::start_recovery(&node, Duration::from_millis((args.txn_intent_timeout_ms / 4).clamp(100, 1000)));
     strata_node::start_compactor(&workers, node.disks.clone(), Duration::from_secs(args.compaction_interval_secs.max(1)));
     strata_node::start_space_monitor(&workers, node.disks.clone());
     state.scrub.start(&workers, args.scrub_config());

@@ -58,6 +58,8 @@ fn phrase(words: &str) -> Option<&'static [&'static str]> {
         "the cluster map" => &["strata-cluster"],
         "RPC" => &["strata-rpc"],
         "the node crate" => &["strata-node"],
+        "the tract crate" => &["strata-tract"],
+        "the transaction crate" => &["strata-txn"],
         "the S3 crate" => &["strata-s3"],
         "the CLI" => &["strata-cli"],
         "`strata-client`" => &["strata-client"],

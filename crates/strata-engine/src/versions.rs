@@ -40,7 +40,7 @@ impl Retention {
         match kind {
             KeyKind::Blob => Self::Immutable,
             KeyKind::Tract => Self::NewestOnly,
-            KeyKind::ChunkVersion | KeyKind::KvValue => Self::AllLive,
+            KeyKind::ChunkVersion | KeyKind::KvValue | KeyKind::TxnRecord => Self::AllLive,
         }
     }
 }

@@ -66,6 +66,19 @@ pub(crate) fn node_client(base: &str) -> strata_client::Client {
     strata_client::Client::with_options(base, NODE_IDENTITY.get().unwrap_or(&strata_client::ClientOptions::default()))
 }
 
+/// A client of the node at `addr` (`host:port`), kept: its connections
+/// (and their TLS sessions) serve every later request to that node.
+pub(crate) fn peer_client(addr: &str) -> strata_client::Client {
+    static PEERS: std::sync::OnceLock<std::sync::Mutex<std::collections::HashMap<String, strata_client::Client>>> = std::sync::OnceLock::new();
+    let mut m = PEERS.get_or_init(Default::default).lock().unwrap_or_else(|p| p.into_inner());
+    m.entry(addr.to_string()).or_insert_with(|| node_client(&format!("{}://{addr}", node_scheme()))).clone()
+}
+
+/// The options this node's own requests to other nodes use.
+pub fn node_options() -> strata_client::ClientOptions {
+    NODE_IDENTITY.get().cloned().unwrap_or_default()
+}
+
 /// `https` when this node talks TLS to its peers, else `http`.
 pub fn node_scheme() -> &'static str {
     if NODE_IDENTITY.get().is_some_and(|o| o.tls.is_some()) { "https" } else { "http" }

@@ -14,7 +14,7 @@
 //! Layer rule (checked by the test command): may use strata-types,
 //! strata-format, strata-fs, strata-engine, strata-net, strata-rpc,
 //! strata-cluster, strata-router, strata-names, strata-kv, strata-rwstore,
-//! strata-tract, strata-client;
+//! strata-tract, strata-txn, strata-client;
 //! never the server, the S3 crate, or axum.
 
 mod background;
@@ -28,6 +28,7 @@ pub mod rw;
 mod scrub;
 mod sweep;
 pub mod tracts;
+pub mod txn;
 pub mod worker;
 
 pub use background::{start_compactor, start_space_monitor};

@@ -101,6 +101,8 @@ pub struct ClusterNode {
     pub(crate) rw: std::sync::OnceLock<crate::rw::RwService>,
     /// Blobs whose metadata this node, as a row's primary, is changing.
     pub(crate) tract_locks: crate::tracts::MetaLocks,
+    /// Týr's participant for the rows this node leads.
+    txn: std::sync::OnceLock<strata_txn::Participant>,
 }
 
 impl ClusterNode {
@@ -136,6 +138,7 @@ impl ClusterNode {
             me: std::sync::OnceLock::new(),
             rw: std::sync::OnceLock::new(),
             tract_locks: Default::default(),
+            txn: std::sync::OnceLock::new(),
             config,
         });
         let _ = node.me.set(Arc::downgrade(&node));
@@ -169,6 +172,16 @@ impl ClusterNode {
     /// A receiver of map changes.
     pub fn subscribe(&self) -> watch::Receiver<Arc<ClusterMap>> {
         self.map_tx.subscribe()
+    }
+
+    /// Týr's participant (default settings unless [`Self::set_txn_config`] came first).
+    pub fn txn(&self) -> &strata_txn::Participant {
+        self.txn.get_or_init(|| strata_txn::Participant::new(Default::default()))
+    }
+
+    /// Sets the participant's settings; false when it already runs.
+    pub fn set_txn_config(&self, config: strata_txn::participant::Config) -> bool {
+        self.txn.set(strata_txn::Participant::new(config)).is_ok()
     }
 
     /// A node reported epoch `epoch`: refresh the map if it is newer.

@@ -111,27 +111,38 @@ pub async fn meta(node: &ClusterNode, guid: &Guid, op: MetaOp, row_version: u64)
     let version = (now.max(last + 1) << 16) | (me & 0xffff);
     let data = Bytes::from(new.encode());
     let key = strata_tract::store::tract_key(guid, 0, METADATA_TRACT, version);
+    let op = WriteOp::Put { key, props: Default::default(), data };
+    write_row(node, &map, &route, &replica, vec![op]).await.map_err(|(addr, detail)| TractError::Unreachable { node: addr, detail: format!("metadata write: {detail}") })?;
+    Ok(answer)
+}
+
+/// Applies `ops` to every replica of a row `route` names for writes:
+/// `replica` (this node's, when it is one of them) directly, the others
+/// through the replica RPC, all at once; durable on all when it returns.
+/// A put of a key a replica holds and a delete of one it lacks are done
+/// already. An error names the replica's address and what went wrong.
+pub(crate) async fn write_row(node: &ClusterNode, map: &strata_cluster::ClusterMap, route: &strata_cluster::TractRoute, replica: &Arc<Replica>, ops: Vec<WriteOp>) -> Result<(), (String, String)> {
+    use strata_engine::EngineError as E;
+    use strata_rpc::{RpcError, WireError as W};
+    let me = node.config.node_id;
     let (epoch, partition) = (map.epoch, route.partition);
-    let writes = route.write.iter().map(|loc| {
-        let (key, data, replica) = (key.clone(), data.clone(), replica.clone());
+    let writes = route.write.iter().flat_map(|loc| ops.iter().map(move |op| (loc, op))).map(|(loc, op)| {
         let addr = map.nodes.get(&loc.node).map(|n| n.addr.clone());
-        let local = loc.node == me;
         async move {
-            if local {
-                return strata_tract::store::write(&replica, guid, 0, METADATA_TRACT, version, data).await.map(|_| ());
+            if loc.node == me {
+                return match replica.submit(op.clone()).await {
+                    Ok(_) | Err(E::AlreadyExists | E::NotFound | E::Deleted) => Ok(()),
+                    Err(e) => Err(("this node".to_string(), e.to_string())),
+                };
             }
-            let addr = addr.ok_or_else(|| TractError::Invalid(format!("the map names no node {}", loc.node)))?;
-            let op = WriteOp::Put { key, props: Default::default(), data };
-            match node.rpc().write(&addr, epoch, partition, &op).await {
-                Ok(_) | Err(strata_rpc::RpcError::Remote(strata_rpc::WireError::AlreadyExists)) => Ok(()),
-                Err(e) => Err(TractError::Unreachable { node: addr, detail: format!("metadata write: {e}") }),
+            let addr = addr.ok_or_else(|| (format!("node {}", loc.node), "not in the map".to_string()))?;
+            match node.rpc().write(&addr, epoch, partition, op).await {
+                Ok(_) | Err(RpcError::Remote(W::AlreadyExists | W::NotFound | W::Deleted)) => Ok(()),
+                Err(e) => Err((addr, e.to_string())),
             }
         }
     });
-    for r in futures_util::future::join_all(writes).await {
-        r?;
-    }
-    Ok(answer)
+    futures_util::future::join_all(writes).await.into_iter().collect()
 }
 
 /// What a pass of the orphan reclaimer did on this node.
@@ -166,7 +177,7 @@ async fn blob_meta(node: &ClusterNode, guid: &Guid) -> Result<Option<BlobMeta>, 
         };
     }
     let addr = map.nodes.get(&primary.node).map(|n| n.addr.clone()).ok_or(TractError::NotPrimary(route.partition))?;
-    let c = crate::kv_fetch::node_client(&format!("{}://{addr}", crate::kv_fetch::node_scheme()));
+    let c = crate::kv_fetch::peer_client(&addr);
     let headers = [(strata_tract::ROW_VERSION_HEADER, route.version.to_string())];
     match c.send(http::Method::POST, &format!("/tract/{guid}"), &headers, strata_client::full(Bytes::from_static(br#"{"op":"open"}"#))).await {
         Ok(resp) => {
@@ -313,7 +324,7 @@ pub async fn fills(node: &ClusterNode) -> Vec<RowFill> {
             if let std::collections::hash_map::Entry::Vacant(slot) = sizes.entry(r.node) {
                 let mut got = HashMap::new();
                 if let Some(addr) = map.nodes.get(&r.node).map(|n| n.addr.clone()) {
-                    let c = crate::kv_fetch::node_client(&format!("{}://{addr}", crate::kv_fetch::node_scheme()));
+                    let c = crate::kv_fetch::peer_client(&addr);
                     if let Ok(v) = c.json(http::Method::GET, "/admin/partitions").await {
                         for e in v.as_array().into_iter().flatten() {
                             if let (Some(id), Some(used)) = (e["partition"].as_u64(), e["used_bytes"].as_u64()) {

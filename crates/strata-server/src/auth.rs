@@ -383,6 +383,7 @@ pub(crate) async fn middleware(State(st): State<Arc<AppState>>, req: Request, ne
     // snapshots) are bounded by their frames, not by the JSON limit.
     let streamed = (parts.method == Method::POST && parts.uri.path() == "/")
         || (parts.method == Method::PUT && parts.uri.path().starts_with("/tract/"))
+        || (parts.method == Method::POST && parts.uri.path().starts_with("/txn/"))
         || need == Need::Peer;
     // JSON and empty bodies are read first: bounded, hashed for signers
     // that sign a body's hash without sending it, and checked against a

@@ -18,6 +18,9 @@ pub enum ApiError {
     /// From a tract request.
     #[error(transparent)]
     Tract(#[from] strata_tract::TractError),
+    /// From a transaction or one of its steps.
+    #[error(transparent)]
+    Txn(#[from] strata_txn::TxnError),
     /// A malformed blob id.
     #[error(transparent)]
     BadId(#[from] IdError),
@@ -198,6 +201,22 @@ impl ApiError {
                     T::Unreachable { .. } => (StatusCode::SERVICE_UNAVAILABLE, "NodeUnreachable"),
                     T::Remote { .. } => (StatusCode::BAD_GATEWAY, "RemoteError"),
                 }
+            }
+            Self::Txn(e) => {
+                use strata_txn::TxnError as T;
+                let status = match e {
+                    T::Conflict(_) => StatusCode::CONFLICT,
+                    T::Unknown(_) => StatusCode::GATEWAY_TIMEOUT,
+                    T::NoTable => StatusCode::NOT_FOUND,
+                    T::StaleRow { .. } => StatusCode::CONFLICT,
+                    T::NotPrimary(_) | T::NotHere(_) => StatusCode::MISDIRECTED_REQUEST,
+                    T::Invalid(_) => StatusCode::BAD_REQUEST,
+                    T::Unreachable { .. } => StatusCode::SERVICE_UNAVAILABLE,
+                    T::Engine(strata_engine::EngineError::ReadOnly { .. }) => StatusCode::INSUFFICIENT_STORAGE,
+                    T::Engine(strata_engine::EngineError::Busy { .. }) => StatusCode::SERVICE_UNAVAILABLE,
+                    T::Engine(_) | T::Corrupt(_) => StatusCode::INTERNAL_SERVER_ERROR,
+                };
+                (status, e.code())
             }
             Self::BadId(_) => (StatusCode::BAD_REQUEST, "InvalidBlobId"),
             Self::BadHeader { .. } => (StatusCode::BAD_REQUEST, "InvalidHeader"),

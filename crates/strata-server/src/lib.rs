@@ -12,7 +12,7 @@
 //!
 //! Layer rule (checked by the test command): may use strata-types,
 //! strata-engine, strata-router, strata-cluster, strata-rpc, strata-kv,
-//! strata-rwstore, strata-tract, strata-names, strata-client, strata-auth, strata-net, strata-node,
+//! strata-rwstore, strata-tract, strata-txn, strata-names, strata-client, strata-auth, strata-net, strata-node,
 //! strata-format; never the S3 crate or the CLI.
 
 pub mod audit;
@@ -28,6 +28,7 @@ mod metrics;
 mod rw_api;
 mod session;
 mod tract_api;
+mod txn_api;
 
 pub use auth::{AuthConfig, AuthMode, ConnInfo, Principal};
 pub use error::ApiError;
@@ -147,6 +148,7 @@ pub fn app(state: Arc<AppState>) -> axum::Router {
         .merge(kv_api::routes())
         .merge(rw_api::routes())
         .merge(tract_api::routes())
+        .merge(txn_api::routes())
         .merge(identity_api::routes())
         .layer(axum::middleware::from_fn_with_state(state.clone(), auth::middleware))
         .with_state(state)

@@ -23,7 +23,7 @@
 //!
 //! Layer rule (checked by the test command): may use strata-types,
 //! strata-format, strata-engine, strata-cluster, strata-client; never the
-//! router, RPC, the server, the node crate or axum.
+//! router, RPC, the server, the node crate, the transaction crate or axum.
 
 pub mod client;
 pub mod error;

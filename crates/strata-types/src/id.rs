@@ -250,6 +250,10 @@ pub enum KeyKind {
     /// A value of a Spock read-write store, versioned: each concurrent
     /// version (sibling) is one engine version, kept until deleted.
     KvValue = 4,
+    /// A Týr transaction's record on one participant row (an intent or the
+    /// decider's decision), versioned (always version 1), kept until the
+    /// transaction's end deletes it.
+    TxnRecord = 5,
 }
 
 impl KeyKind {
@@ -260,6 +264,7 @@ impl KeyKind {
             2 => Some(Self::Tract),
             3 => Some(Self::ChunkVersion),
             4 => Some(Self::KvValue),
+            5 => Some(Self::TxnRecord),
             _ => None,
         }
     }

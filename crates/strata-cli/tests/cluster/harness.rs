@@ -192,7 +192,7 @@ impl Cluster {
             // Several nodes share this machine: a small tail cache each.
             .args(["--tail-cache", "32MiB"])
             .args(&self.extra)
-            .env("STRATA_LOG", "warn")
+            .env("STRATA_LOG", std::env::var("STRATA_TEST_LOG").unwrap_or_else(|_| "warn".into()))
             .stdout(Stdio::null())
             .stderr(Stdio::from(log))
             .spawn()

@@ -1,0 +1,166 @@
+//! Týr's transactions on a cluster node (docs/transactions.md).
+//!
+//! The commit chain and the reads, between clients and nodes (bodies in
+//! the transaction envelope, docs/formats.md "Transactions"):
+//! - `POST /txn/step`: a forward-pass step, on the hop's row primary;
+//! - `POST /txn/finish`: the decision on one hop (backward pass);
+//! - `POST /txn/resolve`: a question to a decider (decides Abort when it
+//!   has no decision yet);
+//! - `POST /txn/vm-read`: a read through a blob's version manager;
+//! - `POST /txn/chunk`: a chunk as of a blob version.
+//!
+//! For people and scripts, `POST /txn` runs a whole transaction given as
+//! JSON, `{"chunk_bytes": 65536, "ops": [...]}`, each op one of
+//! `{"op": "read", "blob": "a", "offset": 0, "len": 8}`,
+//! `{"op": "write", "blob": "a", "offset": 0, "data": "<base64>"}`,
+//! `{"op": "append", "blob": "a", "data": "<base64>"}`,
+//! `{"op": "add", "blob": "a", "offset": 0, "delta": -3}`,
+//! `{"op": "size", "blob": "a"}`: it answers `{"seq": n, "results": [...]}`
+//! (a read's bytes in base64, an append's offset, a size) or 409
+//! `TxnConflict` when it aborted with no effect.
+//! `POST /admin/txn/recover` runs a pass of the intent recovery sweep now;
+//! `GET /admin/txn` says what this node holds.
+
+use crate::{ApiError, AppState};
+use axum::body::Body;
+use axum::extract::State;
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use axum::{Json, Router};
+use base64::Engine as _;
+use http_body_util::BodyExt;
+use std::sync::Arc;
+use strata_txn::TxnError;
+use strata_txn::model::{decode, encode};
+
+/// The largest step or read a node takes.
+const TXN_BODY_BYTES_MAX: usize = 64 << 20;
+
+pub(crate) fn routes() -> Router<Arc<AppState>> {
+    Router::new()
+        .route("/txn/step", post(step))
+        .route("/txn/finish", post(finish))
+        .route("/txn/resolve", post(resolve))
+        .route("/txn/vm-read", post(vm_read))
+        .route("/txn/chunk", post(chunk))
+        .route("/txn", post(batch))
+        .route("/admin/txn", get(status))
+        .route("/admin/txn/recover", post(recover))
+}
+
+type S = State<Arc<AppState>>;
+
+fn node(st: &AppState) -> Result<&Arc<strata_node::ClusterNode>, ApiError> {
+    st.cluster.as_ref().ok_or(ApiError::NotClustered)
+}
+
+async fn envelope<T: for<'a> serde::Deserialize<'a>>(body: Body) -> Result<T, ApiError> {
+    let b = match http_body_util::Limited::new(body, TXN_BODY_BYTES_MAX).collect().await {
+        Ok(b) => b.to_bytes(),
+        Err(e) if e.downcast_ref::<http_body_util::LengthLimitError>().is_some() => return Err(ApiError::BodyTooLarge { max: TXN_BODY_BYTES_MAX }),
+        Err(e) => return Err(ApiError::BadRequest(format!("reading the body: {e}"))),
+    };
+    decode(&b).map_err(|e| TxnError::Invalid(format!("the request body: {e}")).into())
+}
+
+fn answer<T: serde::Serialize>(v: &T) -> Response {
+    ([(http::header::CONTENT_TYPE, "application/octet-stream")], encode(v)).into_response()
+}
+
+async fn step(State(st): S, body: Body) -> Result<Response, ApiError> {
+    let n = node(&st)?;
+    Ok(answer(&strata_node::txn::step(n, envelope(body).await?).await?))
+}
+
+async fn finish(State(st): S, body: Body) -> Result<Response, ApiError> {
+    let n = node(&st)?;
+    strata_node::txn::finish(n, envelope(body).await?).await?;
+    Ok(answer(&()))
+}
+
+async fn resolve(State(st): S, body: Body) -> Result<Response, ApiError> {
+    let n = node(&st)?;
+    Ok(answer(&strata_node::txn::resolve(n, envelope(body).await?).await?))
+}
+
+async fn vm_read(State(st): S, body: Body) -> Result<Response, ApiError> {
+    let n = node(&st)?;
+    Ok(answer(&strata_node::txn::vm_read(n, envelope(body).await?).await?))
+}
+
+async fn chunk(State(st): S, body: Body) -> Result<Response, ApiError> {
+    let n = node(&st)?;
+    Ok(answer(&strata_node::txn::chunk(n, envelope(body).await?)?))
+}
+
+async fn status(State(st): S) -> Result<Response, ApiError> {
+    let n = node(&st)?;
+    let c = n.txn().config();
+    Ok(Json(serde_json::json!({
+        "held": n.txn().held(),
+        "mode": format!("{:?}", c.mode),
+        "wait_ms": c.wait.as_millis() as u64,
+        "intent_timeout_ms": c.intent_timeout.as_millis() as u64,
+    }))
+    .into_response())
+}
+
+async fn recover(State(st): S) -> Result<Response, ApiError> {
+    Ok(Json(strata_node::txn::recover(node(&st)?).await).into_response())
+}
+
+/// One operation of a JSON transaction.
+#[derive(serde::Deserialize)]
+#[serde(tag = "op", rename_all = "lowercase", deny_unknown_fields)]
+enum JsonOp {
+    Read { blob: String, offset: u64, len: u64 },
+    Write { blob: String, offset: u64, data: String },
+    Append { blob: String, data: String },
+    Add { blob: String, offset: u64, delta: i64 },
+    Size { blob: String },
+}
+
+#[derive(serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+struct JsonTxn {
+    #[serde(default)]
+    chunk_bytes: Option<u64>,
+    ops: Vec<JsonOp>,
+}
+
+fn b64(s: &str, what: &str) -> Result<Vec<u8>, ApiError> {
+    base64::engine::general_purpose::STANDARD.decode(s).map_err(|e| ApiError::BadRequest(format!("{what}: not base64: {e}")))
+}
+
+async fn batch(State(st): S, body: axum::body::Bytes) -> Result<Response, ApiError> {
+    let n = node(&st)?;
+    let t: JsonTxn = serde_json::from_slice(&body).map_err(|e| {
+        ApiError::BadRequest(format!("transaction: {e} (want {{\"ops\": [{{\"op\": \"read\" | \"write\" | \"append\" | \"add\" | \"size\", \"blob\": ..., ...}}]}})"))
+    })?;
+    let map = n.map();
+    let me = map.nodes.get(&n.config.node_id).map(|x| x.addr.clone()).ok_or_else(|| ApiError::BadRequest("this node is not in its map yet".into()))?;
+    let seeds = [format!("{}://{me}", strata_node::kv_fetch::node_scheme())];
+    let client = strata_txn::TxnClient::connect(&seeds, &strata_node::kv_fetch::node_options(), t.chunk_bytes.unwrap_or(64 << 10)).await?;
+    let mut txn = client.begin();
+    let mut results = Vec::with_capacity(t.ops.len());
+    for (i, op) in t.ops.into_iter().enumerate() {
+        let what = format!("op {i}");
+        results.push(match op {
+            JsonOp::Read { blob, offset, len } => {
+                serde_json::json!({"data": base64::engine::general_purpose::STANDARD.encode(txn.read(&blob, offset, len).await?)})
+            }
+            JsonOp::Write { blob, offset, data } => {
+                txn.write(&blob, offset, &b64(&data, &what)?);
+                serde_json::json!({})
+            }
+            JsonOp::Append { blob, data } => serde_json::json!({"offset": txn.append(&blob, &b64(&data, &what)?).await?}),
+            JsonOp::Add { blob, offset, delta } => {
+                txn.add(&blob, offset, delta)?;
+                serde_json::json!({})
+            }
+            JsonOp::Size { blob } => serde_json::json!({"size": txn.size(&blob).await?}),
+        });
+    }
+    let seq = txn.commit().await?;
+    Ok(Json(serde_json::json!({"seq": seq, "results": results})).into_response())
+}

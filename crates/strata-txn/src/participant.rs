@@ -1,0 +1,449 @@
+//! A participant of the commit chain: what the primary of a row does with
+//! a forward-pass step, a backward-pass decision and a question to a
+//! decider (docs/transactions.md gives the protocol and why it is
+//! serializable).
+//!
+//! Per row, the participant holds in memory which transactions hold which
+//! items: one writer per item, any number of readers, and the intents
+//! behind them, each also written to every replica of the row before the
+//! step answers. A node that becomes the row's primary adds the intents it
+//! finds on its replica to what it holds, so a failed primary's locks
+//! carry over; locks are only ever added that way, never dropped, and a
+//! stale one ends when its intent times out and is resolved.
+//!
+//! A step never waits on a lock held by a later hop of the same chain
+//! order, so waits cannot form a cycle (each transaction visits the rows
+//! in one global order and waits only at the hop it is at); a wait is
+//! bounded all the same, and a step that waits too long aborts.
+
+use crate::error::TxnError;
+use crate::model::{Decision, Guid, Hop, Intent, Item, Op, Read, Step, StepAnswer, TxnId, encode};
+use crate::store;
+use std::collections::{HashMap, HashSet};
+use std::future::Future;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use strata_engine::{Replica, WriteOp};
+
+/// Writes to every replica of a row, durably, before it completes (the
+/// node's part: its own replica and the others through the replica RPC).
+pub trait RowWriter: Send + Sync {
+    /// Applies `ops` on every replica of the row; a put of a key a replica
+    /// holds and a delete of a key it lacks count as done.
+    fn write_all(&self, ops: Vec<WriteOp>) -> impl Future<Output = Result<(), TxnError>> + Send;
+}
+
+/// What validation checks: the correct protocol, or a deliberately
+/// broken one the history checker must catch.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Mode {
+    /// Reads validated and held until the transaction ends: serializable.
+    #[default]
+    Serializable,
+    /// Broken on purpose: reads are neither validated nor held.
+    SkipReadValidation,
+    /// Broken on purpose: only reads of items the transaction also
+    /// writes are validated (first committer wins), as snapshot isolation
+    /// does: write skew gets through.
+    SnapshotIsolation,
+}
+
+impl std::str::FromStr for Mode {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "serializable" => Ok(Self::Serializable),
+            "skip-read-validation" => Ok(Self::SkipReadValidation),
+            "snapshot-isolation" => Ok(Self::SnapshotIsolation),
+            _ => Err(format!("transaction mode {s:?}: want serializable, skip-read-validation or snapshot-isolation")),
+        }
+    }
+}
+
+/// A participant's settings.
+#[derive(Debug, Clone, Copy)]
+pub struct Config {
+    /// Longest a step waits for another transaction's lock.
+    pub wait: Duration,
+    /// After this long an intent is resolved with its decider.
+    pub intent_timeout: Duration,
+    /// Validation.
+    pub mode: Mode,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Self { wait: Duration::from_secs(2), intent_timeout: Duration::from_secs(5), mode: Mode::Serializable }
+    }
+}
+
+#[derive(Default)]
+struct Locks {
+    writers: HashMap<Item, TxnId>,
+    readers: HashMap<Item, HashSet<TxnId>>,
+    /// The size the writer of a blob's record grows it to.
+    grows: HashMap<Guid, u64>,
+    held: HashMap<(TxnId, bool), Intent>,
+}
+
+impl Locks {
+    fn add(&mut self, intent: Intent, mode: Mode) {
+        let s = &intent.step;
+        for w in &s.writes {
+            self.writers.insert(w.item, s.txn);
+            for op in &w.ops {
+                if let (Item::Blob(g), Op::Grow { size, .. }) = (&w.item, op) {
+                    let e = self.grows.entry(*g).or_insert(0);
+                    *e = (*e).max(*size);
+                }
+            }
+        }
+        for r in held_reads(s, mode) {
+            self.readers.entry(r.item).or_default().insert(s.txn);
+        }
+        self.held.insert((s.txn, s.hop().chunks), intent);
+    }
+
+    fn remove(&mut self, txn: &TxnId, hop: &Hop) -> Option<Intent> {
+        let intent = self.held.remove(&(*txn, hop.chunks))?;
+        for w in &intent.step.writes {
+            if self.writers.get(&w.item) == Some(txn) {
+                self.writers.remove(&w.item);
+                if let Item::Blob(g) = &w.item {
+                    self.grows.remove(g);
+                }
+            }
+        }
+        for r in &intent.step.reads {
+            if let Some(set) = self.readers.get_mut(&r.item) {
+                set.remove(txn);
+                if set.is_empty() {
+                    self.readers.remove(&r.item);
+                }
+            }
+        }
+        Some(intent)
+    }
+}
+
+/// The reads a mode validates and holds.
+fn held_reads(s: &Step, mode: Mode) -> impl Iterator<Item = &Read> {
+    s.reads.iter().filter(move |r| match mode {
+        Mode::Serializable => true,
+        Mode::SkipReadValidation => false,
+        Mode::SnapshotIsolation => s.writes.iter().any(|w| w.item == r.item),
+    })
+}
+
+struct RowState {
+    /// The row version whose intents were last read from the replica.
+    built_at: Mutex<u64>,
+    locks: Mutex<Locks>,
+    changed: tokio::sync::Notify,
+    decide: tokio::sync::Mutex<()>,
+}
+
+/// What a step found when it checked its items.
+enum Check {
+    Go { bound: u64 },
+    Wait(TxnId),
+    Abort(String),
+}
+
+/// The participant of one node, for every row it is the primary of.
+pub struct Participant {
+    config: Config,
+    rows: Mutex<HashMap<u64, Arc<RowState>>>,
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+fn latest_chunk(replica: &Replica, g: &Guid, i: u64) -> Result<u64, TxnError> {
+    Ok(store::chunk_as_of(replica, g, i, u64::MAX)?.map_or(0, |(v, _)| v))
+}
+
+fn latest_blob(replica: &Replica, g: &Guid) -> Result<(u64, Option<store::BlobRecord>), TxnError> {
+    Ok(store::blob_as_of(replica, g, u64::MAX)?.map_or((0, None), |(v, r)| (v, Some(r))))
+}
+
+fn hex(g: &Guid) -> String {
+    g.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+impl Participant {
+    /// A participant with these settings.
+    pub fn new(config: Config) -> Self {
+        Self { config, rows: Mutex::default() }
+    }
+
+    /// Its settings.
+    pub fn config(&self) -> &Config {
+        &self.config
+    }
+
+    /// The state of `row`, adding the intents found on `replica` when the
+    /// row's version changed since they were last read.
+    fn row(&self, row: u64, version: u64, replica: &Replica) -> Result<Arc<RowState>, TxnError> {
+        let st = lock(&self.rows)
+            .entry(row)
+            .or_insert_with(|| Arc::new(RowState { built_at: Mutex::new(0), locks: Mutex::default(), changed: Default::default(), decide: Default::default() }))
+            .clone();
+        let mut built = lock(&st.built_at);
+        if *built != version {
+            let found = store::intents(replica)?;
+            let mut l = lock(&st.locks);
+            for intent in found {
+                if !l.held.contains_key(&(intent.step.txn, intent.step.hop().chunks)) {
+                    l.add(intent, self.config.mode);
+                }
+            }
+            *built = version;
+        }
+        drop(built);
+        Ok(st)
+    }
+
+    fn check(&self, l: &Locks, replica: &Replica, s: &Step) -> Result<Check, TxnError> {
+        let mut bound = s.bound;
+        let mut seen_version = |v: u64| bound = bound.max(v.saturating_add(1));
+        for r in held_reads(s, self.config.mode) {
+            let other_writer = l.writers.get(&r.item).filter(|t| **t != s.txn);
+            match r.item {
+                Item::Chunk(g, i) => {
+                    let latest = latest_chunk(replica, &g, i)?;
+                    seen_version(latest);
+                    if latest != r.seen {
+                        return Ok(Check::Abort(format!("chunk {i} of blob {} changed since it was read (version {latest}, read {})", hex(&g), r.seen)));
+                    }
+                    if let Some(t) = other_writer {
+                        return Ok(Check::Abort(format!("chunk {i} of blob {} is being written by transaction {t}", hex(&g))));
+                    }
+                }
+                Item::Blob(g) => {
+                    let (v, rec) = latest_blob(replica, &g)?;
+                    seen_version(v);
+                    let size = rec.map_or(0, |r| r.size);
+                    if size != r.seen {
+                        return Ok(Check::Abort(format!("blob {} is {size} bytes long, read {}", hex(&g), r.seen)));
+                    }
+                    if let Some(t) = other_writer
+                        && l.grows.get(&g).is_some_and(|n| *n > size)
+                    {
+                        return Ok(Check::Abort(format!("blob {} is being grown by transaction {t}", hex(&g))));
+                    }
+                }
+            }
+        }
+        for w in &s.writes {
+            if let Some(t) = l.writers.get(&w.item).filter(|t| **t != s.txn) {
+                return Ok(Check::Wait(*t));
+            }
+            let others_read = || l.readers.get(&w.item).and_then(|set| set.iter().find(|t| **t != s.txn)).copied();
+            match w.item {
+                Item::Chunk(g, i) => {
+                    seen_version(latest_chunk(replica, &g, i)?);
+                    if let Some(t) = others_read() {
+                        return Ok(Check::Wait(t));
+                    }
+                }
+                Item::Blob(g) => {
+                    let (v, rec) = latest_blob(replica, &g)?;
+                    seen_version(v);
+                    let size = rec.map_or(0, |r| r.size);
+                    let grow = w.ops.iter().filter_map(|op| if let Op::Grow { size, .. } = op { Some(*size) } else { None }).max().unwrap_or(0);
+                    if let Some(rec) = rec
+                        && rec.chunk_bytes != w.chunk_bytes
+                    {
+                        return Err(TxnError::Invalid(format!("blob {} has chunks of {} bytes, the write used {}", hex(&g), rec.chunk_bytes, w.chunk_bytes)));
+                    }
+                    if grow > size
+                        && let Some(t) = others_read()
+                    {
+                        return Ok(Check::Wait(t));
+                    }
+                }
+            }
+        }
+        Ok(Check::Go { bound })
+    }
+
+    /// A forward-pass step on `replica`'s row, of which this node is the
+    /// primary at row version `version`.
+    pub async fn step<W: RowWriter>(&self, replica: &Replica, version: u64, io: &W, s: Step, now_ms: u64) -> Result<StepAnswer, TxnError> {
+        if s.index as usize >= s.chain.len() || s.chain.is_empty() {
+            return Err(TxnError::Invalid(format!("step {} of a chain of {}", s.index, s.chain.len())));
+        }
+        let hop = s.hop();
+        if hop.row != replica.partition() {
+            return Err(TxnError::Invalid(format!("a step of row {} sent to row {}", hop.row, replica.partition())));
+        }
+        for w in &s.writes {
+            let ok = match w.item {
+                Item::Blob(_) => !hop.chunks && w.ops.iter().all(|o| matches!(o, Op::Grow { .. })),
+                Item::Chunk(..) => hop.chunks && w.ops.iter().all(|o| !matches!(o, Op::Grow { .. })),
+            };
+            if !ok || w.chunk_bytes == 0 {
+                return Err(TxnError::Invalid(format!("a write of {:?} does not belong on a {} hop", w.item, if hop.chunks { "chunk" } else { "version-manager" })));
+            }
+        }
+        let st = self.row(hop.row, version, replica)?;
+        if s.decides()
+            && let Some(d) = store::decision(replica, &s.txn)?
+        {
+            return Ok(answer_of(d));
+        }
+        let deadline = tokio::time::Instant::now() + self.config.wait;
+        let (bound, fresh) = loop {
+            let notified = st.changed.notified();
+            tokio::pin!(notified);
+            notified.as_mut().enable();
+            {
+                let mut l = lock(&st.locks);
+                if let Some(i) = l.held.get(&(s.txn, hop.chunks)) {
+                    break (i.bound, false);
+                }
+                match self.check(&l, replica, &s)? {
+                    Check::Go { bound } => {
+                        l.add(Intent { step: s.clone(), placed_ms: now_ms, bound }, self.config.mode);
+                        break (bound, true);
+                    }
+                    Check::Abort(reason) => return Ok(StepAnswer::Aborted { reason }),
+                    Check::Wait(other) => {
+                        if tokio::time::Instant::now() >= deadline {
+                            return Ok(StepAnswer::Aborted { reason: format!("waited {:?} for transaction {other}", self.config.wait) });
+                        }
+                    }
+                }
+            }
+            let _ = tokio::time::timeout_at(deadline, notified).await;
+        };
+        let release = |st: &RowState| {
+            lock(&st.locks).remove(&s.txn, &hop);
+            st.changed.notify_waiters();
+        };
+        // The decider of a read-only transaction keeps nothing: its
+        // validation is the decision, and there is nothing to install.
+        if s.decides() && s.read_only {
+            release(&st);
+            return Ok(StepAnswer::Committed { seq: 0 });
+        }
+        if fresh {
+            let intent = Intent { step: s.clone(), placed_ms: now_ms, bound };
+            if let Err(e) = io.write_all(vec![store::put(store::intent_key(&s.txn, &hop), encode(&intent))]).await {
+                release(&st);
+                return Err(e);
+            }
+        }
+        if !s.decides() {
+            return Ok(StepAnswer::Prepared { bound });
+        }
+        let decision = {
+            let _one = st.decide.lock().await;
+            match store::decision(replica, &s.txn)? {
+                Some(d) => d,
+                None => {
+                    let d = Decision::Commit(bound);
+                    io.write_all(vec![store::put(store::decision_key(&s.txn), encode(&d))]).await?;
+                    d
+                }
+            }
+        };
+        self.finish(replica, version, io, &s.txn, &hop, decision).await?;
+        Ok(answer_of(decision))
+    }
+
+    /// The backward pass on one hop: installs the transaction's writes
+    /// here at the commit sequence (or drops them), then lets its locks
+    /// go. Done already (or never held) is no error.
+    pub async fn finish<W: RowWriter>(&self, replica: &Replica, version: u64, io: &W, txn: &TxnId, hop: &Hop, decision: Decision) -> Result<(), TxnError> {
+        let st = self.row(hop.row, version, replica)?;
+        let Some(intent) = lock(&st.locks).held.get(&(*txn, hop.chunks)).cloned() else { return Ok(()) };
+        if let Decision::Commit(seq) = decision {
+            let mut puts = Vec::new();
+            for w in &intent.step.writes {
+                match w.item {
+                    Item::Chunk(g, i) => {
+                        let cur = store::chunk_as_of(replica, &g, i, u64::MAX)?;
+                        if cur.as_ref().is_some_and(|(v, _)| *v >= seq) {
+                            continue; // installed before (a retried finish)
+                        }
+                        let mut data = cur.map(|(_, r)| r.data).unwrap_or_default();
+                        store::apply(&mut data, &w.ops, w.chunk_bytes)?;
+                        puts.push(store::put(store::chunk_key(&g, i, seq), encode(&store::ChunkRecord { txn: *txn, data })));
+                    }
+                    Item::Blob(g) => {
+                        let (v, rec) = latest_blob(replica, &g)?;
+                        if v >= seq {
+                            continue;
+                        }
+                        let grow = w.ops.iter().filter_map(|op| if let Op::Grow { size, .. } = op { Some(*size) } else { None }).max().unwrap_or(0);
+                        let size = rec.map_or(0, |r| r.size).max(grow);
+                        let chunk_bytes = rec.map_or(w.chunk_bytes, |r| r.chunk_bytes);
+                        puts.push(store::put(store::blob_key(&g, seq), encode(&store::BlobRecord { size, chunk_bytes, txn: *txn })));
+                    }
+                }
+            }
+            if !puts.is_empty() {
+                io.write_all(puts).await?;
+            }
+        }
+        io.write_all(vec![WriteOp::Delete { key: store::intent_key(txn, hop) }]).await?;
+        lock(&st.locks).remove(txn, hop);
+        st.changed.notify_waiters();
+        Ok(())
+    }
+
+    /// A decider's answer to "what became of `txn`?": its decision, and
+    /// Abort, recorded, when it has none (so a forward pass that reaches
+    /// it later aborts).
+    pub async fn resolve<W: RowWriter>(&self, replica: &Replica, version: u64, io: &W, txn: &TxnId) -> Result<Decision, TxnError> {
+        let st = self.row(replica.partition(), version, replica)?;
+        let _one = st.decide.lock().await;
+        if let Some(d) = store::decision(replica, txn)? {
+            return Ok(d);
+        }
+        io.write_all(vec![store::put(store::decision_key(txn), encode(&Decision::Abort))]).await?;
+        Ok(Decision::Abort)
+    }
+
+    /// The intents held longer than the intent timeout on the rows of
+    /// `primary_of` (a row's version, or `None` when this node is no
+    /// longer its primary): what the node must resolve with their deciders.
+    pub fn expired(&self, now_ms: u64, primary_of: impl Fn(u64) -> Option<(Arc<Replica>, u64)>) -> Vec<(Arc<Replica>, u64, Intent)> {
+        let rows: Vec<(u64, Arc<RowState>)> = lock(&self.rows).iter().map(|(r, s)| (*r, s.clone())).collect();
+        let limit = self.config.intent_timeout.as_millis() as u64;
+        let mut out = Vec::new();
+        for (row, st) in rows {
+            let Some((replica, version)) = primary_of(row) else { continue };
+            // Intents a former primary left are read in here too.
+            let Ok(st) = self.row(row, version, &replica).map(|_| st) else { continue };
+            for i in lock(&st.locks).held.values() {
+                if i.placed_ms.saturating_add(limit) <= now_ms {
+                    out.push((replica.clone(), version, i.clone()));
+                }
+            }
+        }
+        out
+    }
+
+    /// Reads the intents of a row this node just became the primary of
+    /// (the recovery sweep calls it for every row it leads, so intents a
+    /// failed primary left are resolved even when no new step comes).
+    pub fn adopt(&self, replica: &Replica, version: u64) -> Result<(), TxnError> {
+        self.row(replica.partition(), version, replica).map(|_| ())
+    }
+
+    /// Transactions held now, over all rows.
+    pub fn held(&self) -> usize {
+        lock(&self.rows).values().map(|s| lock(&s.locks).held.len()).sum()
+    }
+}
+
+fn answer_of(d: Decision) -> StepAnswer {
+    match d {
+        Decision::Commit(seq) => StepAnswer::Committed { seq },
+        Decision::Abort => StepAnswer::Aborted { reason: "the transaction was decided aborted (its client was presumed gone)".into() },
+    }
+}
