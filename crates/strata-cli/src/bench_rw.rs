@@ -274,7 +274,7 @@ async fn start_redis(bin: &str, dir: &Path) -> Result<(Redis, String)> {
     }
 }
 
-struct Etcd(Vec<Child>);
+pub(crate) struct Etcd(Vec<Child>);
 
 impl Drop for Etcd {
     fn drop(&mut self) {
@@ -285,7 +285,7 @@ impl Drop for Etcd {
     }
 }
 
-async fn start_etcd(bin: &str, dir: &Path) -> Result<(Etcd, Vec<String>)> {
+pub(crate) async fn start_etcd(bin: &str, dir: &Path) -> Result<(Etcd, Vec<String>)> {
     let host = |i: usize| format!("127.0.200.{i}");
     let cluster: Vec<String> = (1..=3).map(|i| format!("e{i}=http://{}:2380", host(i))).collect();
     let mut procs = Etcd(Vec::new());

@@ -9,6 +9,8 @@ mod bench_recovery;
 mod bench_rw;
 mod bench_s3;
 mod bench_tract;
+mod bench_txn;
+mod txn;
 mod cluster;
 mod commands;
 mod fault;
@@ -75,6 +77,9 @@ enum Cmd {
     /// Striped blobs (FDS): the tract locator table; files written to and read from tracts.
     #[command(subcommand)]
     Tract(tract::TractCmd),
+    /// Týr transactions on striped blobs: a JSON transaction, reads, appends, atomic adds.
+    #[command(subcommand)]
+    Txn(txn::TxnCmd),
     /// Access keys (every port's identities): create, list, delete, grant, expire.
     #[command(subcommand)]
     Key(identity::KeyCmd),
@@ -94,6 +99,8 @@ enum Cmd {
     BenchRw(bench_rw::BenchRwArgs),
     /// Striped blobs (FDS) on 3, 6 and 9 nodes: one client's sequential and random tract throughput, and recovery of a dead node's rows.
     BenchTract(bench_tract::BenchTractArgs),
+    /// Týr's MonALISA workload: transactions with atomic adds, with read-update-write, and blobs under etcd locks, at 1 to 64 clients; reader/writer isolation.
+    BenchTxn(bench_txn::BenchTxnArgs),
     /// Re-replication of a dead node at several cluster sizes against the
     /// disk's write limit, and disk spread before and after a rebalance.
     BenchRecovery(bench_recovery::BenchRecoveryArgs),
@@ -178,6 +185,7 @@ fn main() -> std::process::ExitCode {
             Cmd::Partition(c) => cluster::partition(c).await,
             Cmd::Kv(c) => kv::run(c).await,
             Cmd::Tract(c) => tract::run(c).await,
+            Cmd::Txn(c) => txn::run(c).await,
             Cmd::Key(c) => identity::key(c).await,
             Cmd::Container(c) => identity::container(c).await,
             Cmd::Audit(a) => identity::audit(a).await,
@@ -186,6 +194,7 @@ fn main() -> std::process::ExitCode {
             Cmd::BenchCluster(a) => bench_cluster::run(a).await,
             Cmd::BenchRw(a) => bench_rw::run(a).await,
             Cmd::BenchTract(a) => bench_tract::run(a).await,
+            Cmd::BenchTxn(a) => bench_txn::run(a).await,
             Cmd::BenchRecovery(a) => bench_recovery::run(a).await,
             Cmd::BenchKv(a) => bench_kv::run(a).await,
             Cmd::BenchKvPush(a) => bench_kv_push::run(a).await,

@@ -105,15 +105,16 @@ async fn remote<A: for<'a> serde::Deserialize<'a>>(map: &ClusterMap, to: strata_
     decode(&r)
 }
 
-/// A read through a blob's version manager (this node, a replica of the
-/// blob's metadata row that serves reads): the blob's latest version and
-/// the chunks covering the range as of it, each from this node when it
-/// holds a readable replica of the chunk's row, else from one at random.
+/// A read through a blob's version manager (this node, the primary of the
+/// blob's metadata row, which knows the writers still holding the blob):
+/// the blob's version for a reader ([`Participant::snapshot`]) and the
+/// chunks covering the range as of it, each from this node when it holds
+/// a readable replica of the chunk's row, else from one at random.
 pub async fn vm_read(node: &ClusterNode, r: VmRead) -> Result<VmAnswer, TxnError> {
     let map = node.map();
     let row = map.tract_partition(&r.guid, METADATA_TRACT).ok_or(TxnError::NoTable)?;
-    let replica = reader(node, row, r.row_version)?;
-    let snapshot = store::snapshot(&replica, &r.guid)?;
+    let io = primary(node, row, r.row_version)?;
+    let snapshot = participant(node).snapshot(&io.replica, io.route.version, &r.guid)?;
     let end = r.offset.saturating_add(r.len).min(snapshot.size);
     let mut chunks = Vec::new();
     if end > r.offset && snapshot.chunk_bytes > 0 {

@@ -18,6 +18,7 @@ use crate::model::{ChunkData, ChunkRead, Decision, Finish, Guid, Hop, Item, Op, 
 use bytes::Bytes;
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, HashMap};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::{Duration, Instant};
 use strata_client::{Client, ClientError, ClientOptions};
@@ -44,6 +45,29 @@ pub struct TxnClient {
     map: RwLock<Arc<ClusterMap>>,
     nodes: Mutex<HashMap<NodeId, Client>>,
     chunk_bytes: u64,
+    timings: Timings,
+}
+
+/// Where this client's transactions spent their time, summed over every
+/// transaction (nanoseconds), for a benchmark to say where commit time goes.
+#[derive(Debug, Default)]
+pub struct Timings {
+    /// Reads through version managers and of chunks.
+    pub reads_ns: AtomicU64,
+    /// Forward-pass steps before the decider.
+    pub forward_ns: AtomicU64,
+    /// The decider's step (validation, the decision, its installs).
+    pub decide_ns: AtomicU64,
+    /// The backward pass.
+    pub backward_ns: AtomicU64,
+    /// Hops of committed transactions, summed.
+    pub hops: AtomicU64,
+    /// Transactions committed.
+    pub commits: AtomicU64,
+}
+
+fn since(t: Instant) -> u64 {
+    t.elapsed().as_nanos() as u64
 }
 
 /// What a request's answer says the client should do.
@@ -85,9 +109,15 @@ impl TxnClient {
             map: RwLock::new(Arc::new(ClusterMap::default())),
             nodes: Mutex::default(),
             chunk_bytes,
+            timings: Timings::default(),
         };
         c.refresh().await?;
         Ok(Arc::new(c))
+    }
+
+    /// Where this client's transactions spent their time.
+    pub fn timings(&self) -> &Timings {
+        &self.timings
     }
 
     /// The chunk size of the blobs this client creates.
@@ -186,13 +216,17 @@ impl TxnClient {
     }
 
     async fn vm_read(&self, g: &Guid, offset: u64, len: u64) -> Result<VmAnswer, TxnError> {
-        let row = Self::vm_row(&self.map(), g)?;
-        self.call("/txn/vm-read", row, Target::AnyReader, |row_version| VmRead { guid: *g, row_version, offset, len }).await
+        let (t, row) = (Instant::now(), Self::vm_row(&self.map(), g)?);
+        let r = self.call("/txn/vm-read", row, Target::Primary, |row_version| VmRead { guid: *g, row_version, offset, len }).await;
+        self.timings.reads_ns.fetch_add(since(t), Ordering::Relaxed);
+        r
     }
 
     async fn chunk_read(&self, g: &Guid, index: u64, as_of: u64) -> Result<ChunkData, TxnError> {
-        let row = Self::chunk_row(&self.map(), g, index)?;
-        self.call("/txn/chunk", row, Target::AnyReader, |row_version| ChunkRead { guid: *g, index, as_of, row_version }).await
+        let (t, row) = (Instant::now(), Self::chunk_row(&self.map(), g, index)?);
+        let r = self.call("/txn/chunk", row, Target::AnyReader, |row_version| ChunkRead { guid: *g, index, as_of, row_version }).await;
+        self.timings.reads_ns.fetch_add(since(t), Ordering::Relaxed);
+        r
     }
 
     /// Reads `len` bytes at `offset` of blob `name` (fewer at its end)
@@ -492,8 +526,10 @@ impl Transaction {
         let mut bound = 0u64;
         let last = chain.len() - 1;
         let mut seq = None;
+        let timings = &self.client.timings;
         for (index, (hop, (reads, writes))) in plan.into_iter().enumerate() {
             let (txn, chain_c) = (self.id, chain.clone());
+            let started = Instant::now();
             let answer = self
                 .client
                 .call::<StepAnswer, _>("/txn/step", hop.row, Target::Primary, |row_version| Step {
@@ -507,6 +543,7 @@ impl Transaction {
                     read_only,
                 })
                 .await;
+            (if index == last { &timings.decide_ns } else { &timings.forward_ns }).fetch_add(since(started), Ordering::Relaxed);
             match answer {
                 Ok(StepAnswer::Prepared { bound: b }) => bound = bound.max(b),
                 Ok(StepAnswer::Committed { seq: s }) => seq = Some(s),
@@ -542,6 +579,7 @@ impl Transaction {
         // manager at once, so a version manager shows the new blob version
         // only once every chunk of it is installed.
         let me = &self;
+        let started = Instant::now();
         for vm in [false, true] {
             let hops = chain[..last].iter().filter(|h| h.chunks != vm);
             let done = futures_util::future::join_all(hops.map(|hop| async move { (hop, me.finish(*hop, Decision::Commit(seq)).await) })).await;
@@ -559,6 +597,9 @@ impl Transaction {
                 break;
             }
         }
+        timings.backward_ns.fetch_add(since(started), Ordering::Relaxed);
+        timings.hops.fetch_add(chain.len() as u64, Ordering::Relaxed);
+        timings.commits.fetch_add(1, Ordering::Relaxed);
         Ok(seq)
     }
 

@@ -270,6 +270,10 @@ pub struct Intent {
     pub placed_ms: u64,
     /// The bound it answered.
     pub bound: u64,
+    /// The blobs whose size this step grows (it holds their records
+    /// alone; a write that does not grow a blob shares its record with
+    /// other such writes).
+    pub grows: Vec<Guid>,
 }
 
 /// Envelope magic.

@@ -17,7 +17,7 @@
 //! bounded all the same, and a step that waits too long aborts.
 
 use crate::error::TxnError;
-use crate::model::{Decision, Guid, Hop, Intent, Item, Op, Read, Step, StepAnswer, TxnId, encode};
+use crate::model::{Decision, Guid, Hop, Intent, Item, Op, Read, Snapshot, Step, StepAnswer, TxnId, Write, encode};
 use crate::store;
 use std::collections::{HashMap, HashSet};
 use std::future::Future;
@@ -79,10 +79,13 @@ impl Default for Config {
 
 #[derive(Default)]
 struct Locks {
-    writers: HashMap<Item, TxnId>,
+    /// Who holds each item for writing: one transaction for a chunk and
+    /// for a blob record it grows, any number for a blob record none of
+    /// them grows.
+    writers: HashMap<Item, Vec<TxnId>>,
     readers: HashMap<Item, HashSet<TxnId>>,
-    /// The size the writer of a blob's record grows it to.
-    grows: HashMap<Guid, u64>,
+    /// The transaction growing a blob, and the size it grows it to.
+    grows: HashMap<Guid, (TxnId, u64)>,
     held: HashMap<(TxnId, bool), Intent>,
 }
 
@@ -90,12 +93,11 @@ impl Locks {
     fn add(&mut self, intent: Intent, mode: Mode) {
         let s = &intent.step;
         for w in &s.writes {
-            self.writers.insert(w.item, s.txn);
-            for op in &w.ops {
-                if let (Item::Blob(g), Op::Grow { size, .. }) = (&w.item, op) {
-                    let e = self.grows.entry(*g).or_insert(0);
-                    *e = (*e).max(*size);
-                }
+            self.writers.entry(w.item).or_default().push(s.txn);
+            if let Item::Blob(g) = &w.item
+                && intent.grows.contains(g)
+            {
+                self.grows.insert(*g, (s.txn, grow_of(w)));
             }
         }
         for r in held_reads(s, mode) {
@@ -107,11 +109,16 @@ impl Locks {
     fn remove(&mut self, txn: &TxnId, hop: &Hop) -> Option<Intent> {
         let intent = self.held.remove(&(*txn, hop.chunks))?;
         for w in &intent.step.writes {
-            if self.writers.get(&w.item) == Some(txn) {
-                self.writers.remove(&w.item);
-                if let Item::Blob(g) = &w.item {
-                    self.grows.remove(g);
+            if let Some(v) = self.writers.get_mut(&w.item) {
+                v.retain(|t| t != txn);
+                if v.is_empty() {
+                    self.writers.remove(&w.item);
                 }
+            }
+            if let Item::Blob(g) = &w.item
+                && self.grows.get(g).is_some_and(|(t, _)| t == txn)
+            {
+                self.grows.remove(g);
             }
         }
         for r in &intent.step.reads {
@@ -124,6 +131,23 @@ impl Locks {
         }
         Some(intent)
     }
+
+    /// Another transaction holding `item` for writing.
+    fn other_writer(&self, item: &Item, me: &TxnId) -> Option<TxnId> {
+        self.writers.get(item).and_then(|v| v.iter().find(|t| *t != me)).copied()
+    }
+
+    /// The lowest bound of the transactions writing blob `g` here: no
+    /// commit sequence of theirs is below it.
+    fn pending_floor(&self, g: &Guid) -> Option<u64> {
+        let writers = self.writers.get(&Item::Blob(*g))?;
+        writers.iter().filter_map(|t| self.held.get(&(*t, false)).map(|i| i.bound)).min()
+    }
+}
+
+/// The size a blob-record write grows the blob to.
+fn grow_of(w: &Write) -> u64 {
+    w.ops.iter().filter_map(|op| if let Op::Grow { size, .. } = op { Some(*size) } else { None }).max().unwrap_or(0)
 }
 
 /// The reads a mode validates and holds.
@@ -145,7 +169,7 @@ struct RowState {
 
 /// What a step found when it checked its items.
 enum Check {
-    Go { bound: u64 },
+    Go { bound: u64, grows: Vec<Guid> },
     Wait(TxnId),
     Abort(String),
 }
@@ -208,8 +232,9 @@ impl Participant {
     fn check(&self, l: &Locks, replica: &Replica, s: &Step) -> Result<Check, TxnError> {
         let mut bound = s.bound;
         let mut seen_version = |v: u64| bound = bound.max(v.saturating_add(1));
+        let mut grows = Vec::new();
         for r in held_reads(s, self.config.mode) {
-            let other_writer = l.writers.get(&r.item).filter(|t| **t != s.txn);
+            let other_writer = l.other_writer(&r.item, &s.txn);
             match r.item {
                 Item::Chunk(g, i) => {
                     let latest = latest_chunk(replica, &g, i)?;
@@ -228,45 +253,51 @@ impl Participant {
                     if size != r.seen {
                         return Ok(Check::Abort(format!("blob {} is {size} bytes long, read {}", hex(&g), r.seen)));
                     }
-                    if let Some(t) = other_writer
-                        && l.grows.get(&g).is_some_and(|n| *n > size)
+                    if let Some((t, n)) = l.grows.get(&g)
+                        && *t != s.txn
+                        && *n > size
                     {
                         return Ok(Check::Abort(format!("blob {} is being grown by transaction {t}", hex(&g))));
                     }
+                    let _ = other_writer;
                 }
             }
         }
         for w in &s.writes {
-            if let Some(t) = l.writers.get(&w.item).filter(|t| **t != s.txn) {
-                return Ok(Check::Wait(*t));
-            }
             let others_read = || l.readers.get(&w.item).and_then(|set| set.iter().find(|t| **t != s.txn)).copied();
             match w.item {
                 Item::Chunk(g, i) => {
-                    seen_version(latest_chunk(replica, &g, i)?);
-                    if let Some(t) = others_read() {
+                    if let Some(t) = l.other_writer(&w.item, &s.txn).or_else(others_read) {
                         return Ok(Check::Wait(t));
                     }
+                    seen_version(latest_chunk(replica, &g, i)?);
                 }
                 Item::Blob(g) => {
                     let (v, rec) = latest_blob(replica, &g)?;
                     seen_version(v);
-                    let size = rec.map_or(0, |r| r.size);
-                    let grow = w.ops.iter().filter_map(|op| if let Op::Grow { size, .. } = op { Some(*size) } else { None }).max().unwrap_or(0);
                     if let Some(rec) = rec
                         && rec.chunk_bytes != w.chunk_bytes
                     {
                         return Err(TxnError::Invalid(format!("blob {} has chunks of {} bytes, the write used {}", hex(&g), rec.chunk_bytes, w.chunk_bytes)));
                     }
-                    if grow > size
-                        && let Some(t) = others_read()
-                    {
+                    // Writers of a blob hold its record one at a time
+                    // (sharing it among writes that do not grow the blob
+                    // would let its readers' versions trail every commit
+                    // under a steady stream of writes, and starve
+                    // read-only transactions: docs/transactions.md).
+                    if let Some(t) = l.other_writer(&w.item, &s.txn) {
                         return Ok(Check::Wait(t));
+                    }
+                    if grow_of(w) > rec.map_or(0, |r| r.size) {
+                        if let Some(t) = others_read() {
+                            return Ok(Check::Wait(t));
+                        }
+                        grows.push(g);
                     }
                 }
             }
         }
-        Ok(Check::Go { bound })
+        Ok(Check::Go { bound, grows })
     }
 
     /// A forward-pass step on `replica`'s row, of which this node is the
@@ -305,8 +336,8 @@ impl Participant {
                     break (i.bound, false);
                 }
                 match self.check(&l, replica, &s)? {
-                    Check::Go { bound } => {
-                        l.add(Intent { step: s.clone(), placed_ms: now_ms, bound }, self.config.mode);
+                    Check::Go { bound, grows } => {
+                        l.add(Intent { step: s.clone(), placed_ms: now_ms, bound, grows }, self.config.mode);
                         break (bound, true);
                     }
                     Check::Abort(reason) => return Ok(StepAnswer::Aborted { reason }),
@@ -330,7 +361,8 @@ impl Participant {
             return Ok(StepAnswer::Committed { seq: 0 });
         }
         if fresh {
-            let intent = Intent { step: s.clone(), placed_ms: now_ms, bound };
+            let intent = lock(&st.locks).held.get(&(s.txn, hop.chunks)).cloned();
+            let Some(intent) = intent else { return Err(TxnError::Invalid("the step's hold vanished".into())) };
             if let Err(e) = io.write_all(vec![store::put(store::intent_key(&s.txn, &hop), encode(&intent))]).await {
                 release(&st);
                 return Err(e);
@@ -374,12 +406,12 @@ impl Participant {
                         puts.push(store::put(store::chunk_key(&g, i, seq), encode(&store::ChunkRecord { txn: *txn, data })));
                     }
                     Item::Blob(g) => {
-                        let (v, rec) = latest_blob(replica, &g)?;
-                        if v >= seq {
-                            continue;
-                        }
-                        let grow = w.ops.iter().filter_map(|op| if let Op::Grow { size, .. } = op { Some(*size) } else { None }).max().unwrap_or(0);
-                        let size = rec.map_or(0, |r| r.size).max(grow);
+                        // Writers that share a record install it in any
+                        // order (none of them changes the size); a grower
+                        // installs alone. A version written before (a
+                        // retried finish) is written again as done.
+                        let (_, rec) = latest_blob(replica, &g)?;
+                        let size = rec.map_or(0, |r| r.size).max(grow_of(w));
                         let chunk_bytes = rec.map_or(w.chunk_bytes, |r| r.chunk_bytes);
                         puts.push(store::put(store::blob_key(&g, seq), encode(&store::BlobRecord { size, chunk_bytes, txn: *txn })));
                     }
@@ -433,6 +465,21 @@ impl Participant {
     /// failed primary left are resolved even when no new step comes).
     pub fn adopt(&self, replica: &Replica, version: u64) -> Result<(), TxnError> {
         self.row(replica.partition(), version, replica).map(|_| ())
+    }
+
+    /// Blob `g`'s version for a reader, on the primary of its version
+    /// managers' row: the newest version below every commit sequence a
+    /// writer of `g` still holding it here may get, so every write at or
+    /// below it is installed everywhere and none will come later.
+    pub fn snapshot(&self, replica: &Replica, version: u64, g: &Guid) -> Result<Snapshot, TxnError> {
+        let st = self.row(replica.partition(), version, replica)?;
+        let floor = lock(&st.locks).pending_floor(g);
+        let newest = store::blob_as_of(replica, g, u64::MAX)?.map_or(0, |(v, _)| v);
+        let as_of = floor.map_or(newest, |f| newest.min(f.saturating_sub(1)));
+        Ok(match store::blob_as_of(replica, g, as_of)? {
+            Some((_, r)) => Snapshot { version: as_of, size: r.size, chunk_bytes: r.chunk_bytes },
+            None => Snapshot { version: as_of, size: 0, chunk_bytes: 0 },
+        })
     }
 
     /// Transactions held now, over all rows.

@@ -6,7 +6,7 @@
 //! transaction on its decider's row.
 
 use crate::error::TxnError;
-use crate::model::{ChunkData, Decision, Guid, Hop, Intent, Op, Snapshot, TxnId, decode};
+use crate::model::{ChunkData, Decision, Guid, Hop, Intent, Op, TxnId, decode};
 use bytes::Bytes;
 use serde::{Deserialize, Serialize};
 use strata_engine::{KeyState, Replica, WriteOp};
@@ -111,15 +111,6 @@ pub fn intents(replica: &Replica) -> Result<Vec<Intent>, TxnError> {
         }
     }
     Ok(out)
-}
-
-/// A blob's latest version as this replica of its version managers' row
-/// holds it.
-pub fn snapshot(replica: &Replica, guid: &Guid) -> Result<Snapshot, TxnError> {
-    Ok(match blob_as_of(replica, guid, u64::MAX)? {
-        Some((version, r)) => Snapshot { version, size: r.size, chunk_bytes: r.chunk_bytes },
-        None => Snapshot { version: 0, size: 0, chunk_bytes: 0 },
-    })
 }
 
 /// One chunk as of a blob version, from this replica of its row.
