@@ -234,24 +234,24 @@ async fn append_alone(c: &Arc<TxnClient>, blob: &str, data: &[u8]) -> Result<()>
     }
 }
 
-async fn point(a: &BenchTxnArgs, way: Way, c: &Arc<TxnClient>, locks: &Locks, clients: usize) -> Result<Point> {
+/// Runs `clients` workers for `--seconds`, each calling `step(worker, i)`
+/// for i = 1, 2, ... until the time is up; the seconds it took.
+async fn drive<F, Fut>(a: &BenchTxnArgs, clients: usize, step: F) -> Result<f64>
+where
+    F: Fn(usize, u64) -> Fut + Send + Sync + 'static,
+    Fut: std::future::Future<Output = Result<()>> + Send + 'static,
+{
     let started = Instant::now();
     let stop = Arc::new(AtomicBool::new(false));
-    let (done, aborted) = (Arc::new(AtomicU64::new(0)), Arc::new(AtomicU64::new(0)));
-    let a = Arc::new(BenchTxnArgs { data_dir: a.data_dir.clone(), clients: Vec::new(), etcd: String::new(), ..*a });
+    let step = Arc::new(step);
     let tasks: Vec<_> = (0..clients)
         .map(|w| {
-            let (a, c, locks, stop, done, aborted) = (a.clone(), c.clone(), locks.clone(), stop.clone(), done.clone(), aborted.clone());
+            let (stop, step) = (stop.clone(), step.clone());
             tokio::spawn(async move {
                 let mut i = 0u64;
                 while !stop.load(Ordering::Relaxed) {
                     i += 1;
-                    let m = measurement(&a, w, i, started);
-                    if store(way, &c, &locks, w, &m).await? {
-                        done.fetch_add(1, Ordering::Relaxed);
-                    } else {
-                        aborted.fetch_add(1, Ordering::Relaxed);
-                    }
+                    step(w, i).await?;
                 }
                 anyhow::Ok(())
             })
@@ -262,7 +262,27 @@ async fn point(a: &BenchTxnArgs, way: Way, c: &Arc<TxnClient>, locks: &Locks, cl
     for t in tasks {
         t.await??;
     }
-    let secs = started.elapsed().as_secs_f64();
+    Ok(started.elapsed().as_secs_f64())
+}
+
+fn shared(a: &BenchTxnArgs) -> Arc<BenchTxnArgs> {
+    Arc::new(BenchTxnArgs { data_dir: a.data_dir.clone(), clients: Vec::new(), etcd: String::new(), ..*a })
+}
+
+async fn point(a: &BenchTxnArgs, way: Way, c: &Arc<TxnClient>, locks: &Locks, clients: usize) -> Result<Point> {
+    let started = Instant::now();
+    let (done, aborted) = (Arc::new(AtomicU64::new(0)), Arc::new(AtomicU64::new(0)));
+    let (args, c, locks, d, ab) = (shared(a), c.clone(), locks.clone(), done.clone(), aborted.clone());
+    let secs = drive(a, clients, move |w, i| {
+        let (args, c, locks, d, ab) = (args.clone(), c.clone(), locks.clone(), d.clone(), ab.clone());
+        async move {
+            let m = measurement(&args, w, i, started);
+            let counter = if store(way, &c, &locks, w, &m).await? { d } else { ab };
+            counter.fetch_add(1, Ordering::Relaxed);
+            anyhow::Ok(())
+        }
+    })
+    .await?;
     Ok(Point { way, clients, per_second: done.load(Ordering::Relaxed) as f64 / secs, aborted_per_second: aborted.load(Ordering::Relaxed) as f64 / secs })
 }
 
@@ -270,44 +290,32 @@ async fn point(a: &BenchTxnArgs, way: Way, c: &Arc<TxnClient>, locks: &Locks, cl
 /// measurements, the others reading a random aggregate's current record.
 async fn isolation(a: &BenchTxnArgs, way: Way, c: &Arc<TxnClient>, locks: &Locks, total: usize, writers: usize) -> Result<Isolation> {
     let started = Instant::now();
-    let stop = Arc::new(AtomicBool::new(false));
     let (reads, writes) = (Arc::new(AtomicU64::new(0)), Arc::new(AtomicU64::new(0)));
-    let a = Arc::new(BenchTxnArgs { data_dir: a.data_dir.clone(), clients: Vec::new(), etcd: String::new(), ..*a });
-    let tasks: Vec<_> = (0..total)
-        .map(|w| {
-            let (a, c, locks, stop, reads, writes) = (a.clone(), c.clone(), locks.clone(), stop.clone(), reads.clone(), writes.clone());
-            tokio::spawn(async move {
-                let mut i = 0u64;
-                while !stop.load(Ordering::Relaxed) {
-                    i += 1;
-                    let m = measurement(&a, w, i, started);
-                    if w < writers {
-                        if store(way, &c, &locks, w, &m).await? {
-                            writes.fetch_add(1, Ordering::Relaxed);
-                        }
-                        continue;
-                    }
-                    let blob = &m.aggregates[(i % 3) as usize];
-                    if way == Way::Locks {
-                        let k = format!("lock/{blob}/{}", m.offset);
-                        locks.lock(w, &k).await?;
-                        c.read(blob, m.offset, 16).await?;
-                        locks.unlock(w, &k).await?;
-                    } else {
-                        c.read(blob, m.offset, 16).await?;
-                    }
-                    reads.fetch_add(1, Ordering::Relaxed);
+    let (args, c, locks, r, wr) = (shared(a), c.clone(), locks.clone(), reads.clone(), writes.clone());
+    let secs = drive(a, total, move |w, i| {
+        let (args, c, locks, r, wr) = (args.clone(), c.clone(), locks.clone(), r.clone(), wr.clone());
+        async move {
+            let m = measurement(&args, w, i, started);
+            if w < writers {
+                if store(way, &c, &locks, w, &m).await? {
+                    wr.fetch_add(1, Ordering::Relaxed);
                 }
-                anyhow::Ok(())
-            })
-        })
-        .collect();
-    tokio::time::sleep(Duration::from_secs_f64(a.seconds)).await;
-    stop.store(true, Ordering::Relaxed);
-    for t in tasks {
-        t.await??;
-    }
-    let secs = started.elapsed().as_secs_f64();
+                return anyhow::Ok(());
+            }
+            let blob = &m.aggregates[(i % 3) as usize];
+            if way == Way::Locks {
+                let k = format!("lock/{blob}/{}", m.offset);
+                locks.lock(w, &k).await?;
+                c.read(blob, m.offset, 16).await?;
+                locks.unlock(w, &k).await?;
+            } else {
+                c.read(blob, m.offset, 16).await?;
+            }
+            r.fetch_add(1, Ordering::Relaxed);
+            anyhow::Ok(())
+        }
+    })
+    .await?;
     let readers = (total - writers).max(1) as f64;
     Ok(Isolation {
         way,

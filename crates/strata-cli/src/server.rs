@@ -147,6 +147,14 @@ pub struct ServerArgs {
     /// is broken on purpose, for the history checker's own tests.
     #[arg(long, default_value = "serializable")]
     pub txn_mode: strata_txn::Mode,
+    /// Cluster mode: how long a transaction may read under the blob
+    /// versions it took (Týr's read timeout), ms; superseded chunk versions
+    /// are reclaimed once no read may still need them.
+    #[arg(long, default_value_t = 300_000)]
+    pub txn_read_lease_ms: u64,
+    /// Cluster mode: seconds between passes of the version collector.
+    #[arg(long, default_value_t = 60)]
+    pub txn_gc_interval_secs: u64,
     /// Cluster mode: replica moves under way at most, cluster-wide, when
     /// the leader evacuates removed, failed or long-down nodes and disks
     /// (blob partitions; tract rows all move at once).
@@ -276,6 +284,8 @@ impl ServerArgs {
             txn_intent_timeout_ms: 5000,
             txn_wait_ms: 2000,
             txn_mode: strata_txn::Mode::Serializable,
+            txn_read_lease_ms: 300_000,
+            txn_gc_interval_secs: 60,
             max_moves: 4,
             recovery_placement: strata_cluster::RecoveryPlacement::default(),
             intra_replication_ms: 100,
@@ -510,7 +520,9 @@ async fn run_cluster(args: ServerArgs, node_id: u64) -> Result<()> {
         wait: Duration::from_millis(args.txn_wait_ms.max(1)),
         intent_timeout: Duration::from_millis(args.txn_intent_timeout_ms.max(100)),
         mode: args.txn_mode,
+        read_lease: Duration::from_millis(args.txn_read_lease_ms.max(1)),
     });
+    strata_node::txn::start_collector(&node, Duration::from_secs(args.txn_gc_interval_secs.max(1)));
     strata_node::txn::start_recovery(&node, Duration::from_millis((args.txn_intent_timeout_ms / 4).clamp(100, 1000)));
     strata_node::start_compactor(&workers, node.disks.clone(), Duration::from_secs(args.compaction_interval_secs.max(1)));
     strata_node::start_space_monitor(&workers, node.disks.clone());

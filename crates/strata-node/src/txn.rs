@@ -86,8 +86,15 @@ pub async fn resolve(node: &ClusterNode, r: Resolve) -> Result<Decision, TxnErro
     participant(node).resolve(&io.replica, io.route.version, &io, &r.txn).await
 }
 
-/// A chunk as of a blob version, from this node's replica of its row.
+/// A chunk as of a blob version, from this node's replica of its row;
+/// refused when the blob version is older than the read lease (what it
+/// needs may have been reclaimed).
 pub fn chunk(node: &ClusterNode, r: ChunkRead) -> Result<ChunkData, TxnError> {
+    let lease_ms = participant(node).config().read_lease.as_millis() as u64;
+    let age_ms = node.clock().now_ms().saturating_sub(r.taken_ms);
+    if age_ms > lease_ms {
+        return Err(TxnError::SnapshotTooOld { age_ms, lease_ms });
+    }
     let replica = reader(node, node.map().tract_partition(&r.guid, r.index).ok_or(TxnError::NoTable)?, r.row_version)?;
     store::read_chunk(&replica, &r.guid, r.index, r.as_of)
 }
@@ -115,6 +122,7 @@ pub async fn vm_read(node: &ClusterNode, r: VmRead) -> Result<VmAnswer, TxnError
     let row = map.tract_partition(&r.guid, METADATA_TRACT).ok_or(TxnError::NoTable)?;
     let io = primary(node, row, r.row_version)?;
     let snapshot = participant(node).snapshot(&io.replica, io.route.version, &r.guid)?;
+    let taken_ms = node.clock().now_ms();
     let end = r.offset.saturating_add(r.len).min(snapshot.size);
     let mut chunks = Vec::new();
     if end > r.offset && snapshot.chunk_bytes > 0 {
@@ -134,7 +142,7 @@ pub async fn vm_read(node: &ClusterNode, r: VmRead) -> Result<VmAnswer, TxnError
                     return Err(TxnError::Unreachable { node: format!("row {row}"), detail: "no replica serves reads".into() });
                 }
                 let to = route.read[rand::random_range(0..route.read.len())].node;
-                let req = ChunkRead { guid: r.guid, index, as_of: snapshot.version, row_version: route.version };
+                let req = ChunkRead { guid: r.guid, index, as_of: snapshot.version, taken_ms, row_version: route.version };
                 remote(&map, to, "/txn/chunk", encode(&req)).await
             }
         });
@@ -142,7 +150,7 @@ pub async fn vm_read(node: &ClusterNode, r: VmRead) -> Result<VmAnswer, TxnError
             chunks.push(c?);
         }
     }
-    Ok(VmAnswer { snapshot, chunks })
+    Ok(VmAnswer { snapshot, taken_ms, chunks })
 }
 
 /// Calls a row's primary: this node directly, else through its HTTP port.
@@ -258,6 +266,79 @@ pub fn start_recovery(node: &Arc<ClusterNode>, interval: Duration) {
             }
             match p.errors.first() {
                 Some(e) => Err(crate::worker::PassFailed::new(format!("{} intents left: {e}", p.errors.len()), interval)),
+                None => Ok(crate::worker::Next::After(interval)),
+            }
+        }
+    });
+}
+
+/// What a pass of the version collector did on this node.
+#[derive(Debug, Default, Clone, serde::Serialize)]
+pub struct GcSummary {
+    /// Rows this node leads, collected.
+    pub rows: usize,
+    /// Chunks and blob records with more than one version.
+    pub versioned: usize,
+    /// Versions deleted.
+    pub deleted: u64,
+    /// Superseded versions kept for now (within the read lease).
+    pub waiting: u64,
+    /// Rows that could not be collected this time.
+    pub errors: Vec<String>,
+}
+
+/// Blob `g`'s version as its version manager answers readers now.
+async fn blob_version(node: &ClusterNode, g: strata_txn::model::Guid) -> Result<u64, TxnError> {
+    let map = node.map();
+    let row = map.tract_partition(&g, METADATA_TRACT).ok_or(TxnError::NoTable)?;
+    let route = map.row_route(row, width(&map)?).ok_or(TxnError::NoTable)?;
+    let req = VmRead { guid: g, row_version: route.version, offset: 0, len: 0 };
+    match at_primary::<VmAnswer>(node, row, "/txn/vm-read", |_| encode(&req)).await? {
+        Some(a) => Ok(a.snapshot.version),
+        None => Ok(vm_read(node, req).await?.snapshot.version),
+    }
+}
+
+/// One pass of the version collector ([`strata_txn::gc`]) over every row
+/// this node leads.
+pub async fn collect(node: &ClusterNode) -> GcSummary {
+    let mut sum = GcSummary::default();
+    let map = node.map();
+    let (Some(table), Ok(n)) = (map.tracts.as_ref(), width(&map)) else { return sum };
+    let lease_ms = participant(node).config().read_lease.as_millis() as u64;
+    for row in &table.rows {
+        let Some(route) = map.row_route(*row, n) else { continue };
+        if route.primary.is_none_or(|p| p.node != node.config.node_id) {
+            continue;
+        }
+        let Ok(io) = primary(node, *row, route.version) else { continue };
+        let now = node.clock().now_ms();
+        match participant(node).gc.pass(&io.replica, &io, now, lease_ms, |g| blob_version(node, g)).await {
+            Ok(p) => {
+                sum.rows += 1;
+                sum.versioned += p.versioned;
+                sum.deleted += p.deleted;
+                sum.waiting += p.waiting;
+            }
+            Err(e) => sum.errors.push(format!("row {row}: {e}")),
+        }
+    }
+    sum
+}
+
+/// Runs [`collect`] every `interval` as the worker `txn-gc`.
+pub fn start_collector(node: &Arc<ClusterNode>, interval: Duration) {
+    let weak = Arc::downgrade(node);
+    node.workers.spawn("txn-gc", crate::worker::Next::After(interval), move || {
+        let weak = weak.clone();
+        async move {
+            let Some(node) = weak.upgrade() else { return Ok(crate::worker::Next::Done) };
+            let s = collect(&node).await;
+            if s.deleted > 0 {
+                tracing::info!(deleted = s.deleted, waiting = s.waiting, "superseded transaction versions reclaimed");
+            }
+            match s.errors.first() {
+                Some(e) => Err(crate::worker::PassFailed::new(format!("{} rows left: {e}", s.errors.len()), interval)),
                 None => Ok(crate::worker::Next::After(interval)),
             }
         }

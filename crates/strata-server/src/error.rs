@@ -207,6 +207,7 @@ impl ApiError {
                 let status = match e {
                     T::Conflict(_) => StatusCode::CONFLICT,
                     T::Unknown(_) => StatusCode::GATEWAY_TIMEOUT,
+                    T::SnapshotTooOld { .. } => StatusCode::GONE,
                     T::NoTable => StatusCode::NOT_FOUND,
                     T::StaleRow { .. } => StatusCode::CONFLICT,
                     T::NotPrimary(_) | T::NotHere(_) => StatusCode::MISDIRECTED_REQUEST,

@@ -18,7 +18,8 @@
 //! `{"op": "size", "blob": "a"}`: it answers `{"seq": n, "results": [...]}`
 //! (a read's bytes in base64, an append's offset, a size) or 409
 //! `TxnConflict` when it aborted with no effect.
-//! `POST /admin/txn/recover` runs a pass of the intent recovery sweep now;
+//! `POST /admin/txn/recover` runs a pass of the intent recovery sweep now,
+//! `POST /admin/txn/gc` one of the version collector;
 //! `GET /admin/txn` says what this node holds.
 
 use crate::{ApiError, AppState};
@@ -46,6 +47,7 @@ pub(crate) fn routes() -> Router<Arc<AppState>> {
         .route("/txn", post(batch))
         .route("/admin/txn", get(status))
         .route("/admin/txn/recover", post(recover))
+        .route("/admin/txn/gc", post(gc))
 }
 
 type S = State<Arc<AppState>>;
@@ -101,8 +103,13 @@ async fn status(State(st): S) -> Result<Response, ApiError> {
         "mode": format!("{:?}", c.mode),
         "wait_ms": c.wait.as_millis() as u64,
         "intent_timeout_ms": c.intent_timeout.as_millis() as u64,
+        "read_lease_ms": c.read_lease.as_millis() as u64,
     }))
     .into_response())
+}
+
+async fn gc(State(st): S) -> Result<Response, ApiError> {
+    Ok(Json(strata_node::txn::collect(node(&st)?).await).into_response())
 }
 
 async fn recover(State(st): S) -> Result<Response, ApiError> {

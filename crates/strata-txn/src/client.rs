@@ -87,6 +87,7 @@ fn classify<T>(node: &str, r: Result<T, ClientError>) -> Next<T> {
         Err(e @ ClientError::Transport(_)) => Next::Retry(TxnError::Unreachable { node: node.into(), detail: e.to_string() }),
         Err(ClientError::Api { code, message, .. }) if code == "TxnConflict" => Next::Fail(TxnError::Conflict(message)),
         Err(ClientError::Api { code, message, .. }) if code == "InvalidArgument" => Next::Fail(TxnError::Invalid(message)),
+        Err(ClientError::Api { code, message, .. }) if code == "SnapshotTooOld" => Next::Fail(TxnError::Conflict(message)),
         Err(e) => Next::Fail(TxnError::Unreachable { node: node.into(), detail: e.to_string() }),
     }
 }
@@ -222,9 +223,9 @@ impl TxnClient {
         r
     }
 
-    async fn chunk_read(&self, g: &Guid, index: u64, as_of: u64) -> Result<ChunkData, TxnError> {
+    async fn chunk_read(&self, g: &Guid, index: u64, as_of: u64, taken_ms: u64) -> Result<ChunkData, TxnError> {
         let (t, row) = (Instant::now(), Self::chunk_row(&self.map(), g, index)?);
-        let r = self.call("/txn/chunk", row, Target::AnyReader, |row_version| ChunkRead { guid: *g, index, as_of, row_version }).await;
+        let r = self.call("/txn/chunk", row, Target::AnyReader, |row_version| ChunkRead { guid: *g, index, as_of, taken_ms, row_version }).await;
         self.timings.reads_ns.fetch_add(since(t), Ordering::Relaxed);
         r
     }
@@ -270,6 +271,8 @@ fn assemble(snap: &Snapshot, chunks: &HashMap<u64, Vec<u8>>, offset: u64, len: u
 /// A blob as a transaction sees it.
 struct View {
     snap: Snapshot,
+    /// When the version manager took it.
+    taken_ms: u64,
     /// Chunks read, as of the snapshot.
     chunks: HashMap<u64, Vec<u8>>,
 }
@@ -324,7 +327,7 @@ impl Transaction {
             self.reads.insert(Item::Chunk(*g, c.index), c.version);
             chunks.insert(c.index, c.data);
         }
-        self.views.insert(*g, View { snap: a.snapshot, chunks });
+        self.views.insert(*g, View { snap: a.snapshot, taken_ms: a.taken_ms, chunks });
         Ok(())
     }
 
@@ -345,7 +348,7 @@ impl Transaction {
             return Ok(Vec::new());
         }
         let v = &self.views[&g];
-        let (snap, cb) = (v.snap, self.chunk_bytes_of(&g));
+        let (snap, taken, cb) = (v.snap, v.taken_ms, self.chunk_bytes_of(&g));
         // Chunks of the range not read yet: straight to their rows, as of the blob version.
         let stored_end = end.min(snap.size);
         if stored_end > offset {
@@ -353,7 +356,7 @@ impl Transaction {
                 if self.views[&g].chunks.contains_key(&i) {
                     continue;
                 }
-                let c = self.client.chunk_read(&g, i, snap.version).await?;
+                let c = self.client.chunk_read(&g, i, snap.version, taken).await?;
                 self.reads.insert(Item::Chunk(g, i), c.version);
                 if let Some(v) = self.views.get_mut(&g) {
                     v.chunks.insert(i, c.data);
@@ -403,13 +406,13 @@ impl Transaction {
 
     /// Stored bytes only (no own writes), read into the view.
     async fn read_stored(&mut self, g: &Guid, offset: u64, len: u64) -> Result<Vec<u8>, TxnError> {
-        let snap = self.views[g].snap;
+        let (snap, taken) = (self.views[g].snap, self.views[g].taken_ms);
         let cb = self.chunk_bytes_of(g);
         let end = (offset + len).min(snap.size);
         if end > offset {
             for i in offset / cb..=(end - 1) / cb {
                 if !self.views[g].chunks.contains_key(&i) {
-                    let c = self.client.chunk_read(g, i, snap.version).await?;
+                    let c = self.client.chunk_read(g, i, snap.version, taken).await?;
                     self.reads.insert(Item::Chunk(*g, i), c.version);
                     if let Some(v) = self.views.get_mut(g) {
                         v.chunks.insert(i, c.data);

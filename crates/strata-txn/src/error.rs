@@ -13,6 +13,15 @@ pub enum TxnError {
     /// learnt (its decider row unreachable). It may have committed.
     #[error("transaction outcome unknown: {0}")]
     Unknown(String),
+    /// A read under a blob version taken longer ago than the read lease:
+    /// the versions it needs may have been reclaimed.
+    #[error("the transaction's blob version was taken {age_ms} ms ago, beyond the read lease of {lease_ms} ms: run it again")]
+    SnapshotTooOld {
+        /// Age of the blob version.
+        age_ms: u64,
+        /// The lease.
+        lease_ms: u64,
+    },
     /// The cluster has no tract locator table (Týr's chunks live on its rows).
     #[error("the cluster has no tract locator table (strata tract init)")]
     NoTable,
@@ -57,6 +66,7 @@ impl TxnError {
         match self {
             Self::Conflict(_) => "TxnConflict",
             Self::Unknown(_) => "TxnUnknown",
+            Self::SnapshotTooOld { .. } => "SnapshotTooOld",
             Self::NoTable => "NoTractTable",
             Self::StaleRow { .. } => "StaleRow",
             Self::NotPrimary(_) => "NotPrimary",

@@ -15,6 +15,8 @@
 //! - [`store`]: what a participant keeps on an engine replica of its row.
 //! - [`participant`]: a row primary's part of the commit chain.
 //! - [`client`]: [`TxnClient`] and [`Transaction`].
+//! - [`gc`]: the version garbage collector (superseded versions go a read
+//!   lease after their successor became visible).
 //! - [`history`]: a checker of transaction histories for Adya's anomalies.
 //!
 //! docs/transactions.md gives the protocol and its correctness argument.
@@ -25,6 +27,7 @@
 
 pub mod client;
 pub mod error;
+pub mod gc;
 pub mod history;
 pub mod model;
 pub mod participant;

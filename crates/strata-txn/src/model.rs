@@ -242,6 +242,9 @@ pub struct ChunkData {
 pub struct VmAnswer {
     /// The blob version read.
     pub snapshot: Snapshot,
+    /// When the version manager took it (its clock, ms): later reads under
+    /// it are refused after the read lease.
+    pub taken_ms: u64,
     /// The chunks covering the range, as of it.
     pub chunks: Vec<ChunkData>,
 }
@@ -256,6 +259,8 @@ pub struct ChunkRead {
     pub index: u64,
     /// The blob version to read as of.
     pub as_of: u64,
+    /// When that blob version was taken (ms).
+    pub taken_ms: u64,
     /// The row version the reader's map holds of the chunk's row.
     pub row_version: u64,
 }

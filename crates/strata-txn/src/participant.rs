@@ -69,11 +69,15 @@ pub struct Config {
     pub intent_timeout: Duration,
     /// Validation.
     pub mode: Mode,
+    /// How long a reader's blob version may be read under (Týr's read
+    /// timeout); the version collector keeps a superseded version at
+    /// least that long after its successor became visible.
+    pub read_lease: Duration,
 }
 
 impl Default for Config {
     fn default() -> Self {
-        Self { wait: Duration::from_secs(2), intent_timeout: Duration::from_secs(5), mode: Mode::Serializable }
+        Self { wait: Duration::from_secs(2), intent_timeout: Duration::from_secs(5), mode: Mode::Serializable, read_lease: Duration::from_secs(300) }
     }
 }
 
@@ -178,6 +182,8 @@ enum Check {
 pub struct Participant {
     config: Config,
     rows: Mutex<HashMap<u64, Arc<RowState>>>,
+    /// The version collector's memory.
+    pub gc: crate::gc::Collector,
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -199,7 +205,7 @@ fn hex(g: &Guid) -> String {
 impl Participant {
     /// A participant with these settings.
     pub fn new(config: Config) -> Self {
-        Self { config, rows: Mutex::default() }
+        Self { config, rows: Mutex::default(), gc: Default::default() }
     }
 
     /// Its settings.
