@@ -233,8 +233,10 @@ fn own_verdicts(bench: &'static str, args: &[&str], limits: &mut Vec<String>) ->
         .collect()
 }
 
-/// `strata bench-rw` against Redis and etcd, and `strata bench-tract`
-/// (striped blobs: random against sequential tracts, recovery by node count).
+/// `strata bench-rw` against Redis and etcd, `strata bench-tract`
+/// (striped blobs: random against sequential tracts, recovery by node
+/// count) and `strata bench-txn` (Týr's MonALISA workload against blobs
+/// under etcd locks).
 fn rw_and_tracts(a: &BenchAllArgs, limits: &mut Vec<String>) -> Vec<Verdict> {
     let secs = if a.quick { "2" } else { "5" };
     let mut out = own_verdicts("rw", &["bench-rw", "--data-dir", &dir(&a.data_dir, "rw"), "--seconds", secs], limits);
@@ -244,6 +246,12 @@ fn rw_and_tracts(a: &BenchAllArgs, limits: &mut Vec<String>) -> Vec<Verdict> {
         args.extend(["--nodes", "3,6", "--blob", "64MiB", "--per-node", "64MiB,192MiB"]);
     }
     out.extend(own_verdicts("tract", &args, limits));
+    let txn_dir = dir(&a.data_dir, "txn");
+    let mut args = vec!["bench-txn", "--data-dir", &txn_dir, "--seconds", secs];
+    if a.quick {
+        args.extend(["--clients", "1,16"]);
+    }
+    out.extend(own_verdicts("txn", &args, limits));
     out
 }
 

@@ -95,6 +95,32 @@ fn bench_tract_measures_throughput_and_recovery_and_judges_them() {
     assert!(!dir.path().join("b").exists(), "the data is removed");
 }
 
+/// `strata bench-txn` on a short slice: every way measured at every
+/// client count (measurements stored, the lock-based way through etcd),
+/// where commit time goes, the isolation experiment, and its floors judged.
+#[test]
+fn bench_txn_measures_three_ways_and_isolation_and_judges_them() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_strata"))
+        .args(["bench-txn", "--seconds", "1", "--clients", "1,4", "--json", "--data-dir"])
+        .arg(dir.path().join("t"))
+        .output()
+        .expect("run strata bench-txn");
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON");
+    let points = v["points"].as_array().unwrap();
+    for way in ["tyr-atomic", "tyr-ruw", "locks"] {
+        for clients in [1, 4] {
+            let p = points.iter().find(|p| p["way"] == way && p["clients"] == clients).unwrap_or_else(|| panic!("{way} {clients}: {v}"));
+            assert!(p["per_second"].as_f64().unwrap() > 0.0, "{p}");
+        }
+    }
+    assert!(v["timing"].as_array().unwrap().iter().all(|t| t["hops"].as_f64().unwrap() >= 4.0), "an append and three aggregates: {v}");
+    assert_eq!(v["isolation"].as_array().unwrap().len(), 8, "{v}");
+    assert_eq!(v["verdicts"].as_array().unwrap().len(), 3, "{v}");
+    assert!(!dir.path().join("t").exists(), "the data is removed");
+}
+
 /// `strata bench-rw` measures every system it names (Strata on 1 and 3
 /// nodes, Redis, etcd), finds every key it wrote, and judges every floor.
 #[test]

@@ -236,6 +236,17 @@ impl Participant {
     }
 
     fn check(&self, l: &Locks, replica: &Replica, s: &Step) -> Result<Check, TxnError> {
+        // What the lock table alone says first: a step that must wait
+        // re-checks on every release, and should not read the engine for it.
+        for w in &s.writes {
+            let chunk_readers = || match w.item {
+                Item::Chunk(..) => l.readers.get(&w.item).and_then(|set| set.iter().find(|t| **t != s.txn)).copied(),
+                Item::Blob(_) => None,
+            };
+            if let Some(t) = l.other_writer(&w.item, &s.txn).or_else(chunk_readers) {
+                return Ok(Check::Wait(t));
+            }
+        }
         let mut bound = s.bound;
         let mut seen_version = |v: u64| bound = bound.max(v.saturating_add(1));
         let mut grows = Vec::new();
