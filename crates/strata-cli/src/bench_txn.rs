@@ -344,7 +344,8 @@ pub async fn run(a: BenchTxnArgs) -> Result<()> {
     std::fs::create_dir_all(a.data_dir.join("strata"))?;
     // Own addresses: other benchmarks use 127.0.10x, 12x, 14x and 127.0.200.
     let nodes = Nodes::start_on(160, &a.data_dir.join("strata"), a.nodes, a.nodes, 0, 3, &[]).await?;
-    command(&nodes.client(0), json!({ "TractInit": { "tract_bytes": 64 << 10, "replicas": 3, "scatter": 8, "capacity_bytes": 16u64 << 30, "seed": 1 } })).await?;
+    command(&nodes.client(0), json!({ "TractInit": { "tract_bytes": 64 << 10, "replicas": 3, "scatter": 8, "capacity_bytes": 16u64 << 30, "seed": 1 } }))
+        .await?;
     let seeds: Vec<String> = (0..a.nodes).map(|i| format!("https://{}", nodes.addr_of(i))).collect();
     let opts = nodes.client(0).options().clone();
     let client = loop {
@@ -408,7 +409,12 @@ pub async fn run(a: BenchTxnArgs) -> Result<()> {
         },
         Verdict {
             floor: "reads per reader with 75% writers >= 0.5x with 6% (multiversioning: readers never wait for writers)".into(),
-            measured: format!("{:.0} against {:.0} reads/s: {:.2}x", read_rate(Way::Atomic, 75), read_rate(Way::Atomic, 6), read_rate(Way::Atomic, 75) / read_rate(Way::Atomic, 6).max(1e-9)),
+            measured: format!(
+                "{:.0} against {:.0} reads/s: {:.2}x",
+                read_rate(Way::Atomic, 75),
+                read_rate(Way::Atomic, 6),
+                read_rate(Way::Atomic, 75) / read_rate(Way::Atomic, 6).max(1e-9)
+            ),
             pass: read_rate(Way::Atomic, 75) >= 0.5 * read_rate(Way::Atomic, 6),
         },
     ];

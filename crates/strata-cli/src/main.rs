@@ -10,7 +10,6 @@ mod bench_rw;
 mod bench_s3;
 mod bench_tract;
 mod bench_txn;
-mod txn;
 mod cluster;
 mod commands;
 mod fault;
@@ -23,6 +22,7 @@ mod server;
 mod sim;
 mod size;
 mod tract;
+mod txn;
 
 use clap::{Parser, Subcommand};
 

@@ -46,7 +46,12 @@ async fn table(c: &Cluster) {
         let deadline = Instant::now() + Duration::from_secs(30);
         loop {
             if let Ok(t) = c.client(n).json(http::Method::GET, "/admin/tracts").await {
-                let mine = t["rows"].as_array().unwrap().iter().filter(|r| r["disks"].as_array().unwrap().iter().any(|d| d.as_str().unwrap().starts_with(&format!("{n}:")))).count();
+                let mine = t["rows"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .filter(|r| r["disks"].as_array().unwrap().iter().any(|d| d.as_str().unwrap().starts_with(&format!("{n}:"))))
+                    .count();
                 let open = c.client(n).json(http::Method::GET, "/admin/partitions").await.map_or(0, |v| v.as_array().map_or(0, Vec::len));
                 if open > mine {
                     break;
@@ -363,7 +368,9 @@ async fn skew(c: &Cluster, processes: u32, secs: u64) -> Vec<Txn> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn the_checker_catches_broken_validation() {
     let _serial = SERIAL.lock().await;
-    for (octet, mode, want) in [(80, "skip-read-validation", &["G-single", "G2", "incompatible-order", "G1c", "duplicate"][..]), (81, "snapshot-isolation", &["G2", "G-single"][..])] {
+    for (octet, mode, want) in
+        [(80, "skip-read-validation", &["G-single", "G2", "incompatible-order", "G1c", "duplicate"][..]), (81, "snapshot-isolation", &["G2", "G-single"][..])]
+    {
         let c = Cluster::start_zones(octet, 1, 1, &["--txn-mode", mode]).await;
         table(&c).await;
         let history = skew(&c, 8, 15).await;

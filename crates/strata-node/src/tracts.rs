@@ -112,7 +112,9 @@ pub async fn meta(node: &ClusterNode, guid: &Guid, op: MetaOp, row_version: u64)
     let data = Bytes::from(new.encode());
     let key = strata_tract::store::tract_key(guid, 0, METADATA_TRACT, version);
     let op = WriteOp::Put { key, props: Default::default(), data };
-    write_row(node, &map, &route, &replica, vec![op]).await.map_err(|(addr, detail)| TractError::Unreachable { node: addr, detail: format!("metadata write: {detail}") })?;
+    write_row(node, &map, &route, &replica, vec![op])
+        .await
+        .map_err(|(addr, detail)| TractError::Unreachable { node: addr, detail: format!("metadata write: {detail}") })?;
     Ok(answer)
 }
 
@@ -121,7 +123,13 @@ pub async fn meta(node: &ClusterNode, guid: &Guid, op: MetaOp, row_version: u64)
 /// through the replica RPC, all at once; durable on all when it returns.
 /// A put of a key a replica holds and a delete of one it lacks are done
 /// already. An error names the replica's address and what went wrong.
-pub(crate) async fn write_row(node: &ClusterNode, map: &strata_cluster::ClusterMap, route: &strata_cluster::TractRoute, replica: &Arc<Replica>, ops: Vec<WriteOp>) -> Result<(), (String, String)> {
+pub(crate) async fn write_row(
+    node: &ClusterNode,
+    map: &strata_cluster::ClusterMap,
+    route: &strata_cluster::TractRoute,
+    replica: &Arc<Replica>,
+    ops: Vec<WriteOp>,
+) -> Result<(), (String, String)> {
     use strata_engine::EngineError as E;
     use strata_rpc::{RpcError, WireError as W};
     let me = node.config.node_id;

@@ -101,7 +101,8 @@ pub fn chunk(node: &ClusterNode, r: ChunkRead) -> Result<ChunkData, TxnError> {
 
 /// Sends one envelope to a node of the map; its answer decoded.
 async fn remote<A: for<'a> serde::Deserialize<'a>>(map: &ClusterMap, to: strata_cluster::NodeId, path: &str, body: Vec<u8>) -> Result<A, TxnError> {
-    let addr = map.nodes.get(&to).map(|n| n.addr.clone()).ok_or_else(|| TxnError::Unreachable { node: format!("node {to}"), detail: "not in the map".into() })?;
+    let addr =
+        map.nodes.get(&to).map(|n| n.addr.clone()).ok_or_else(|| TxnError::Unreachable { node: format!("node {to}"), detail: "not in the map".into() })?;
     let c = crate::kv_fetch::peer_client(&addr);
     let r = async {
         let resp = c.send(http::Method::POST, path, &[], strata_client::full(Bytes::from(body))).await?;
@@ -154,7 +155,12 @@ pub async fn vm_read(node: &ClusterNode, r: VmRead) -> Result<VmAnswer, TxnError
 }
 
 /// Calls a row's primary: this node directly, else through its HTTP port.
-async fn at_primary<A: for<'a> serde::Deserialize<'a>>(node: &ClusterNode, row: u64, path: &str, body: impl FnOnce(u64) -> Vec<u8>) -> Result<Option<A>, TxnError> {
+async fn at_primary<A: for<'a> serde::Deserialize<'a>>(
+    node: &ClusterNode,
+    row: u64,
+    path: &str,
+    body: impl FnOnce(u64) -> Vec<u8>,
+) -> Result<Option<A>, TxnError> {
     let map = node.map();
     let route = map.row_route(row, width(&map)?).ok_or(TxnError::NoTable)?;
     let to = route.primary.ok_or_else(|| TxnError::Unreachable { node: format!("row {row}"), detail: "no replica serves".into() })?.node;
@@ -262,7 +268,14 @@ pub fn start_recovery(node: &Arc<ClusterNode>, interval: Duration) {
             let Some(node) = weak.upgrade() else { return Ok(crate::worker::Next::Done) };
             let p = recover(&node).await;
             if p.expired > 0 {
-                tracing::info!(expired = p.expired, committed = p.committed, aborted = p.aborted, errors = p.errors.len(), first_error = p.errors.first().map(String::as_str), "transaction intents resolved");
+                tracing::info!(
+                    expired = p.expired,
+                    committed = p.committed,
+                    aborted = p.aborted,
+                    errors = p.errors.len(),
+                    first_error = p.errors.first().map(String::as_str),
+                    "transaction intents resolved"
+                );
             }
             match p.errors.first() {
                 Some(e) => Err(crate::worker::PassFailed::new(format!("{} intents left: {e}", p.errors.len()), interval)),

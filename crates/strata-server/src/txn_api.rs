@@ -142,7 +142,9 @@ fn b64(s: &str, what: &str) -> Result<Vec<u8>, ApiError> {
 async fn batch(State(st): S, body: axum::body::Bytes) -> Result<Response, ApiError> {
     let n = node(&st)?;
     let t: JsonTxn = serde_json::from_slice(&body).map_err(|e| {
-        ApiError::BadRequest(format!("transaction: {e} (want {{\"ops\": [{{\"op\": \"read\" | \"write\" | \"append\" | \"add\" | \"size\", \"blob\": ..., ...}}]}})"))
+        ApiError::BadRequest(format!(
+            "transaction: {e} (want {{\"ops\": [{{\"op\": \"read\" | \"write\" | \"append\" | \"add\" | \"size\", \"blob\": ..., ...}}]}})"
+        ))
     })?;
     let map = n.map();
     let me = map.nodes.get(&n.config.node_id).map(|x| x.addr.clone()).ok_or_else(|| ApiError::BadRequest("this node is not in its map yet".into()))?;

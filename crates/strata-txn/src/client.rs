@@ -14,7 +14,10 @@
 //! the transaction, with no effect; the caller may run it again.
 
 use crate::error::TxnError;
-use crate::model::{ChunkData, ChunkRead, Decision, Finish, Guid, Hop, Item, Op, Read, Resolve, Snapshot, Step, StepAnswer, TxnId, VmAnswer, VmRead, Write, decode, encode, guid_of};
+use crate::model::{
+    ChunkData, ChunkRead, Decision, Finish, Guid, Hop, Item, Op, Read, Resolve, Snapshot, Step, StepAnswer, TxnId, VmAnswer, VmRead, Write, decode, encode,
+    guid_of,
+};
 use bytes::Bytes;
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, HashMap};
@@ -80,7 +83,9 @@ enum Next<T> {
 fn classify<T>(node: &str, r: Result<T, ClientError>) -> Next<T> {
     match r {
         Ok(v) => Next::Done(v),
-        Err(ClientError::Api { code, message, .. }) if matches!(code.as_str(), "StaleRow" | "NotPrimary" | "NotHere" | "NoTractTable" | "Unreachable" | "Filling") => {
+        Err(ClientError::Api { code, message, .. })
+            if matches!(code.as_str(), "StaleRow" | "NotPrimary" | "NotHere" | "NoTractTable" | "Unreachable" | "Filling") =>
+        {
             Next::Retry(TxnError::Unreachable { node: node.into(), detail: format!("{code}: {message}") })
         }
         Err(ClientError::Api { status: 503, code, message }) => Next::Retry(TxnError::Unreachable { node: node.into(), detail: format!("{code}: {message}") }),
@@ -178,8 +183,18 @@ impl TxnClient {
             }
         }
         .ok_or_else(|| TxnError::Unreachable { node: format!("row {row}"), detail: "no replica of the row serves".into() })?;
-        let addr = map.nodes.get(&loc.node).map(|n| n.addr.clone()).ok_or_else(|| TxnError::Unreachable { node: format!("node {}", loc.node), detail: "not in the map".into() })?;
-        let c = self.nodes.lock().unwrap_or_else(|p| p.into_inner()).entry(loc.node).or_insert_with(|| Client::with_options(&format!("{}://{addr}", self.scheme), &self.opts)).clone();
+        let addr = map
+            .nodes
+            .get(&loc.node)
+            .map(|n| n.addr.clone())
+            .ok_or_else(|| TxnError::Unreachable { node: format!("node {}", loc.node), detail: "not in the map".into() })?;
+        let c = self
+            .nodes
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .entry(loc.node)
+            .or_insert_with(|| Client::with_options(&format!("{}://{addr}", self.scheme), &self.opts))
+            .clone();
         Ok((addr, c, route.version))
     }
 

@@ -293,7 +293,9 @@ pub fn check(history: &[Txn]) -> Report {
                     }
                     for x in &theirs {
                         match writer.get(&(key.as_str(), *x)) {
-                            Some(w) if !committed(*w) => anomalies.push(Anomaly { kind: "G1a", witness: format!("T{i} read {x} in {key}, appended by T{w}, which failed") }),
+                            Some(w) if !committed(*w) => {
+                                anomalies.push(Anomaly { kind: "G1a", witness: format!("T{i} read {x} in {key}, appended by T{w}, which failed") })
+                            }
                             None => anomalies.push(Anomaly { kind: "G1a", witness: format!("T{i} read {x} in {key}, which no transaction appended") }),
                             _ => {}
                         }
@@ -303,24 +305,27 @@ pub fn check(history: &[Txn]) -> Report {
                         && let Some(app) = appends_of.get(&(*w, key.as_str()))
                         && app.last() != Some(last)
                     {
-                        anomalies.push(Anomaly { kind: "G1b", witness: format!("T{i} read {key} ending in {last}, an intermediate append of T{w} (which appended {app:?})") });
+                        anomalies.push(Anomaly {
+                            kind: "G1b",
+                            witness: format!("T{i} read {key} ending in {last}, an intermediate append of T{w} (which appended {app:?})"),
+                        });
                     }
                     reads.entry(key).or_default().push((i, v));
                 }
                 MicroOp::ReadRegister { key, value: Some(v) } if !own.contains(&(key.as_str(), *v)) => {
-                    {
-                        if *v != 0 {
-                            match writer.get(&(key.as_str(), *v)) {
-                                Some(w) if !committed(*w) => anomalies.push(Anomaly { kind: "G1a", witness: format!("T{i} read {v} from {key}, written by T{w}, which failed") }),
-                                None => anomalies.push(Anomaly { kind: "G1a", witness: format!("T{i} read {v} from {key}, which no transaction wrote") }),
-                                Some(w) if appends_of.get(&(*w, key.as_str())).and_then(|a| a.last()) != Some(v) => {
-                                    anomalies.push(Anomaly { kind: "G1b", witness: format!("T{i} read {v} from {key}, an intermediate write of T{w}") })
-                                }
-                                _ => {}
+                    if *v != 0 {
+                        match writer.get(&(key.as_str(), *v)) {
+                            Some(w) if !committed(*w) => {
+                                anomalies.push(Anomaly { kind: "G1a", witness: format!("T{i} read {v} from {key}, written by T{w}, which failed") })
                             }
+                            None => anomalies.push(Anomaly { kind: "G1a", witness: format!("T{i} read {v} from {key}, which no transaction wrote") }),
+                            Some(w) if appends_of.get(&(*w, key.as_str())).and_then(|a| a.last()) != Some(v) => {
+                                anomalies.push(Anomaly { kind: "G1b", witness: format!("T{i} read {v} from {key}, an intermediate write of T{w}") })
+                            }
+                            _ => {}
                         }
-                        reg_reads.entry(key).or_default().push((i, *v));
                     }
+                    reg_reads.entry(key).or_default().push((i, *v));
                 }
                 _ => {}
             }
@@ -477,7 +482,8 @@ mod tests {
     #[test]
     fn write_skew_is_g2_and_a_lost_update_is_g_single() {
         // T0 and T1 each read both lists empty and append to one: write skew.
-        let h = vec![ok(vec![rd("x", &[]), rd("y", &[]), app("x", 1)]), ok(vec![rd("x", &[]), rd("y", &[]), app("y", 1)]), ok(vec![rd("x", &[1]), rd("y", &[1])])];
+        let h =
+            vec![ok(vec![rd("x", &[]), rd("y", &[]), app("x", 1)]), ok(vec![rd("x", &[]), rd("y", &[]), app("y", 1)]), ok(vec![rd("x", &[1]), rd("y", &[1])])];
         assert_eq!(check(&h).kinds(), vec!["G2"], "{:?}", check(&h).anomalies);
         // T0 and T1 both read x empty and append; T2 sees T0's then T1's: T1 missed T0.
         let h = vec![ok(vec![rd("x", &[]), app("x", 1)]), ok(vec![rd("x", &[]), app("x", 2)]), ok(vec![rd("x", &[1, 2])])];

@@ -333,7 +333,11 @@ impl Participant {
                 Item::Chunk(..) => hop.chunks && w.ops.iter().all(|o| !matches!(o, Op::Grow { .. })),
             };
             if !ok || w.chunk_bytes == 0 {
-                return Err(TxnError::Invalid(format!("a write of {:?} does not belong on a {} hop", w.item, if hop.chunks { "chunk" } else { "version-manager" })));
+                return Err(TxnError::Invalid(format!(
+                    "a write of {:?} does not belong on a {} hop",
+                    w.item,
+                    if hop.chunks { "chunk" } else { "version-manager" }
+                )));
             }
         }
         let st = self.row(hop.row, version, replica)?;

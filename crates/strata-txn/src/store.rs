@@ -129,7 +129,10 @@ pub fn apply(base: &mut Vec<u8>, ops: &[Op], chunk_bytes: u64) -> Result<(), Txn
             Op::Add { offset, .. } => (*offset, 8),
             Op::Grow { .. } => return Err(TxnError::Invalid("a grow applies to a blob record, not a chunk".into())),
         };
-        let end = offset.checked_add(len).filter(|e| *e <= chunk_bytes).ok_or_else(|| TxnError::Invalid(format!("{len} bytes at {offset} overrun a chunk of {chunk_bytes}")))?;
+        let end = offset
+            .checked_add(len)
+            .filter(|e| *e <= chunk_bytes)
+            .ok_or_else(|| TxnError::Invalid(format!("{len} bytes at {offset} overrun a chunk of {chunk_bytes}")))?;
         let (o, e) = (offset as usize, end as usize);
         if base.len() < e {
             base.resize(e, 0);
