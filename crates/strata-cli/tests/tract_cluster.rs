@@ -72,33 +72,6 @@ async fn held_current(c: &Cluster, n: u8, blob: &strata_tract::Blob, tract: u64,
     }
 }
 
-/// Waits until every node's map holds the table and every node opened its
-/// replicas of the rows (beside its `blobs` replicas of blob partitions).
-async fn table_everywhere(c: &Cluster, blobs: usize) -> serde_json::Value {
-    let mut table = serde_json::Value::Null;
-    for n in c.nodes() {
-        let deadline = Instant::now() + Duration::from_secs(30);
-        loop {
-            if let Ok(t) = c.client(n).json(http::Method::GET, "/admin/tracts").await {
-                let mine = t["rows"]
-                    .as_array()
-                    .unwrap()
-                    .iter()
-                    .filter(|r| r["disks"].as_array().unwrap().iter().any(|d| d.as_str().unwrap().starts_with(&format!("{n}:"))))
-                    .count();
-                let open = c.client(n).json(http::Method::GET, "/admin/partitions").await.map_or(0, |v| v.as_array().map_or(0, Vec::len));
-                if open >= mine + blobs {
-                    table = t;
-                    break;
-                }
-            }
-            assert!(Instant::now() < deadline, "node {n} never opened its rows of the tract table");
-            tokio::time::sleep(Duration::from_millis(100)).await;
-        }
-    }
-    table
-}
-
 /// Two clients write one blob's tracts at once, all in flight; everything
 /// reads back, from the client and from every replica of each tract's row;
 /// blob puts never land on a row; a client whose row version went stale

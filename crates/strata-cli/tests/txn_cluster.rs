@@ -41,26 +41,7 @@ const ROTATE: u64 = 100;
 
 async fn table(c: &Cluster) {
     c.command(1, serde_json::json!({ "TractInit": { "tract_bytes": 64 << 10, "replicas": 3, "scatter": 4, "capacity_bytes": 256u64 << 20, "seed": 7 } })).await;
-    // Every node's map holds the table and every node opened its rows.
-    for n in c.nodes() {
-        let deadline = Instant::now() + Duration::from_secs(30);
-        loop {
-            if let Ok(t) = c.client(n).json(http::Method::GET, "/admin/tracts").await {
-                let mine = t["rows"]
-                    .as_array()
-                    .unwrap()
-                    .iter()
-                    .filter(|r| r["disks"].as_array().unwrap().iter().any(|d| d.as_str().unwrap().starts_with(&format!("{n}:"))))
-                    .count();
-                let open = c.client(n).json(http::Method::GET, "/admin/partitions").await.map_or(0, |v| v.as_array().map_or(0, Vec::len));
-                if open > mine {
-                    break;
-                }
-            }
-            assert!(Instant::now() < deadline, "node {n} never opened its rows");
-            tokio::time::sleep(Duration::from_millis(100)).await;
-        }
-    }
+    table_everywhere(c, 1).await;
 }
 
 async fn client(c: &Cluster) -> Arc<TxnClient> {
