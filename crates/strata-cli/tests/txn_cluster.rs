@@ -347,6 +347,28 @@ async fn transactions_stay_serializable_while_nodes_fail_and_the_bank_balances()
         Err(strata_client::ClientError::Api { status: 400, message, .. }) => assert!(message.contains("STXN"), "{message}"),
         other => panic!("a garbled step: {:?}", other.err()),
     }
+    // An interactive transaction: begun, ops one request each, committed.
+    let id = c.client(2).post_json("/txn/begin", &serde_json::json!({ "chunk_bytes": 36 })).await.expect("begin")["id"].as_str().unwrap().to_string();
+    let v = c
+        .client(2)
+        .post_json(&format!("/txn/{id}/op"), &serde_json::json!({ "op": "read", "blob": "cli-counter", "offset": 8, "len": 8 }))
+        .await
+        .expect("a read");
+    let read = base64::Engine::decode(&base64::engine::general_purpose::STANDARD, v["data"].as_str().unwrap()).unwrap();
+    assert_eq!(i64::from_le_bytes(read.try_into().unwrap()), 7, "{v}");
+    c.client(2).post_json(&format!("/txn/{id}/op"), &serde_json::json!({ "op": "add", "blob": "cli-counter", "offset": 8, "delta": 3 })).await.expect("an add");
+    let v = c.client(2).post_json(&format!("/txn/{id}/commit"), &serde_json::json!({})).await.expect("commit");
+    assert!(v["seq"].as_u64().is_some_and(|s| s > 0), "{v}");
+    assert_eq!(i64::from_le_bytes(client.read("cli-counter", 8, 8).await.unwrap().try_into().unwrap()), 10);
+    // Ended, unknown, or left past its timeout: 404 NoSuchTxn.
+    let short = c.client(2).post_json("/txn/begin", &serde_json::json!({ "timeout_ms": 200 })).await.expect("begin")["id"].as_str().unwrap().to_string();
+    tokio::time::sleep(Duration::from_millis(400)).await;
+    for gone in [id.as_str(), short.as_str(), "0123"] {
+        match c.client(2).post_json(&format!("/txn/{gone}/op"), &serde_json::json!({ "op": "size", "blob": "x" })).await {
+            Err(strata_client::ClientError::Api { status: 404, code, .. }) => assert_eq!(code, "NoSuchTxn"),
+            other => panic!("transaction {gone}: {other:?}"),
+        }
+    }
     let (ok, out) = c.cli(1, &["txn", "status"]);
     assert!(ok && out.contains("held"), "{out}");
 }

@@ -18,6 +18,9 @@ pub enum ApiError {
     /// From a tract request.
     #[error(transparent)]
     Tract(#[from] strata_tract::TractError),
+    /// No open interactive transaction of that id (never begun, ended, or past its timeout).
+    #[error("no open transaction {0} (it ended, or was dropped past its timeout)")]
+    NoSuchTxn(String),
     /// From a transaction or one of its steps.
     #[error(transparent)]
     Txn(#[from] strata_txn::TxnError),
@@ -219,6 +222,7 @@ impl ApiError {
                 };
                 (status, e.code())
             }
+            Self::NoSuchTxn(_) => (StatusCode::NOT_FOUND, "NoSuchTxn"),
             Self::BadId(_) => (StatusCode::BAD_REQUEST, "InvalidBlobId"),
             Self::BadHeader { .. } => (StatusCode::BAD_REQUEST, "InvalidHeader"),
             Self::MetadataTooLarge { .. } => (StatusCode::BAD_REQUEST, "MetadataTooLarge"),

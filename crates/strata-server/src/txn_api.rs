@@ -18,13 +18,21 @@
 //! `{"op": "size", "blob": "a"}`: it answers `{"seq": n, "results": [...]}`
 //! (a read's bytes in base64, an append's offset, a size) or 409
 //! `TxnConflict` when it aborted with no effect.
+//! An interactive transaction: `POST /txn/begin` (`{"chunk_bytes": N,
+//! "timeout_ms": T}`, both optional) answers `{"id": ...}`; `POST
+//! /txn/{id}/op` runs one op as above and answers its result; `POST
+//! /txn/{id}/commit` answers `{"seq": n}` or 409 `TxnConflict`; `POST
+//! /txn/{id}/abort` drops it. Until commit nothing reaches a participant
+//! (writes are buffered, reads hold nothing), so a transaction left past
+//! its timeout (60 s by default) is simply dropped: 404 `NoSuchTxn`.
 //! `POST /admin/txn/recover` runs a pass of the intent recovery sweep now,
 //! `POST /admin/txn/gc` one of the version collector;
 //! `GET /admin/txn` says what this node holds.
 
 use crate::{ApiError, AppState};
 use axum::body::Body;
-use axum::extract::State;
+use axum::extract::{Path, State};
+use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
@@ -45,6 +53,10 @@ pub(crate) fn routes() -> Router<Arc<AppState>> {
         .route("/txn/vm-read", post(vm_read))
         .route("/txn/chunk", post(chunk))
         .route("/txn", post(batch))
+        .route("/txn/begin", post(begin))
+        .route("/txn/{id}/op", post(session_op))
+        .route("/txn/{id}/commit", post(session_commit))
+        .route("/txn/{id}/abort", post(session_abort))
         .route("/admin/txn", get(status))
         .route("/admin/txn/recover", post(recover))
         .route("/admin/txn/gc", post(gc))
@@ -139,6 +151,112 @@ fn b64(s: &str, what: &str) -> Result<Vec<u8>, ApiError> {
     base64::engine::general_purpose::STANDARD.decode(s).map_err(|e| ApiError::BadRequest(format!("{what}: not base64: {e}")))
 }
 
+/// Runs one operation in `txn`; its result.
+async fn run_op(txn: &mut strata_txn::Transaction, op: JsonOp, what: &str) -> Result<serde_json::Value, ApiError> {
+    Ok(match op {
+        JsonOp::Read { blob, offset, len } => {
+            serde_json::json!({"data": base64::engine::general_purpose::STANDARD.encode(txn.read(&blob, offset, len).await?)})
+        }
+        JsonOp::Write { blob, offset, data } => {
+            txn.write(&blob, offset, &b64(&data, what)?);
+            serde_json::json!({})
+        }
+        JsonOp::Append { blob, data } => serde_json::json!({"offset": txn.append(&blob, &b64(&data, what)?).await?}),
+        JsonOp::Add { blob, offset, delta } => {
+            txn.add(&blob, offset, delta)?;
+            serde_json::json!({})
+        }
+        JsonOp::Size { blob } => serde_json::json!({"size": txn.size(&blob).await?}),
+    })
+}
+
+/// A client of this node's cluster, as the JSON transactions use.
+async fn local_client(n: &strata_node::ClusterNode, chunk_bytes: Option<u64>) -> Result<Arc<strata_txn::TxnClient>, ApiError> {
+    let map = n.map();
+    let me = map.nodes.get(&n.config.node_id).map(|x| x.addr.clone()).ok_or_else(|| ApiError::BadRequest("this node is not in its map yet".into()))?;
+    let seeds = [format!("{}://{me}", strata_node::kv_fetch::node_scheme())];
+    Ok(strata_txn::TxnClient::connect(&seeds, &strata_node::kv_fetch::node_options(), chunk_bytes.unwrap_or(64 << 10)).await?)
+}
+
+/// Interactive transactions open on this node: each with its deadline,
+/// taken out while one of its ops runs.
+type Sessions = std::sync::Mutex<std::collections::HashMap<String, (std::time::Instant, Option<strata_txn::Transaction>)>>;
+
+fn sessions() -> &'static Sessions {
+    static S: std::sync::OnceLock<Sessions> = std::sync::OnceLock::new();
+    S.get_or_init(Default::default)
+}
+
+/// Takes transaction `id` out to run something on it (expired ones are dropped).
+fn take(id: &str) -> Result<strata_txn::Transaction, ApiError> {
+    let mut m = sessions().lock().unwrap_or_else(|p| p.into_inner());
+    let now = std::time::Instant::now();
+    m.retain(|_, (deadline, _)| *deadline > now);
+    match m.get_mut(id) {
+        None => Err(ApiError::NoSuchTxn(id.to_string())),
+        Some((_, t)) => t.take().ok_or_else(|| TxnError::Invalid(format!("transaction {id} is running another operation")).into()),
+    }
+}
+
+fn put_back(id: &str, t: strata_txn::Transaction) {
+    if let Some((_, slot)) = sessions().lock().unwrap_or_else(|p| p.into_inner()).get_mut(id) {
+        *slot = Some(t);
+    }
+}
+
+#[derive(serde::Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+struct BeginArgs {
+    #[serde(default)]
+    chunk_bytes: Option<u64>,
+    #[serde(default)]
+    timeout_ms: Option<u64>,
+}
+
+async fn small_body(body: Body, max: usize) -> Result<axum::body::Bytes, ApiError> {
+    match http_body_util::Limited::new(body, max).collect().await {
+        Ok(b) => Ok(b.to_bytes()),
+        Err(e) if e.downcast_ref::<http_body_util::LengthLimitError>().is_some() => Err(ApiError::BodyTooLarge { max }),
+        Err(e) => Err(ApiError::BadRequest(format!("reading the body: {e}"))),
+    }
+}
+
+async fn begin(State(st): S, body: Body) -> Result<Response, ApiError> {
+    let n = node(&st)?;
+    let b = small_body(body, 4096).await?;
+    let a: BeginArgs = if b.is_empty() {
+        BeginArgs::default()
+    } else {
+        serde_json::from_slice(&b).map_err(|e| ApiError::BadRequest(format!("begin: {e} (want {{\"chunk_bytes\": N, \"timeout_ms\": T}})")))?
+    };
+    let timeout = std::time::Duration::from_millis(a.timeout_ms.unwrap_or(60_000).clamp(1, 3_600_000));
+    let t = local_client(n, a.chunk_bytes).await?.begin();
+    let id = t.id().to_string();
+    sessions().lock().unwrap_or_else(|p| p.into_inner()).insert(id.clone(), (std::time::Instant::now() + timeout, Some(t)));
+    Ok(Json(serde_json::json!({"id": id, "timeout_ms": timeout.as_millis() as u64})).into_response())
+}
+
+async fn session_op(Path(id): Path<String>, body: Body) -> Result<Response, ApiError> {
+    let b = small_body(body, crate::auth::JSON_BODY_BYTES_MAX).await?;
+    let op: JsonOp = serde_json::from_slice(&b).map_err(|e| ApiError::BadRequest(format!("op: {e}")))?;
+    let mut t = take(&id)?;
+    let r = run_op(&mut t, op, "the op").await;
+    put_back(&id, t);
+    Ok(Json(r?).into_response())
+}
+
+async fn session_commit(Path(id): Path<String>) -> Result<Response, ApiError> {
+    let t = take(&id)?;
+    sessions().lock().unwrap_or_else(|p| p.into_inner()).remove(&id);
+    Ok(Json(serde_json::json!({"seq": t.commit().await?})).into_response())
+}
+
+async fn session_abort(Path(id): Path<String>) -> Result<Response, ApiError> {
+    take(&id)?.abort();
+    sessions().lock().unwrap_or_else(|p| p.into_inner()).remove(&id);
+    Ok(StatusCode::NO_CONTENT.into_response())
+}
+
 async fn batch(State(st): S, body: axum::body::Bytes) -> Result<Response, ApiError> {
     let n = node(&st)?;
     let t: JsonTxn = serde_json::from_slice(&body).map_err(|e| {
@@ -146,29 +264,11 @@ async fn batch(State(st): S, body: axum::body::Bytes) -> Result<Response, ApiErr
             "transaction: {e} (want {{\"ops\": [{{\"op\": \"read\" | \"write\" | \"append\" | \"add\" | \"size\", \"blob\": ..., ...}}]}})"
         ))
     })?;
-    let map = n.map();
-    let me = map.nodes.get(&n.config.node_id).map(|x| x.addr.clone()).ok_or_else(|| ApiError::BadRequest("this node is not in its map yet".into()))?;
-    let seeds = [format!("{}://{me}", strata_node::kv_fetch::node_scheme())];
-    let client = strata_txn::TxnClient::connect(&seeds, &strata_node::kv_fetch::node_options(), t.chunk_bytes.unwrap_or(64 << 10)).await?;
+    let client = local_client(n, t.chunk_bytes).await?;
     let mut txn = client.begin();
     let mut results = Vec::with_capacity(t.ops.len());
     for (i, op) in t.ops.into_iter().enumerate() {
-        let what = format!("op {i}");
-        results.push(match op {
-            JsonOp::Read { blob, offset, len } => {
-                serde_json::json!({"data": base64::engine::general_purpose::STANDARD.encode(txn.read(&blob, offset, len).await?)})
-            }
-            JsonOp::Write { blob, offset, data } => {
-                txn.write(&blob, offset, &b64(&data, &what)?);
-                serde_json::json!({})
-            }
-            JsonOp::Append { blob, data } => serde_json::json!({"offset": txn.append(&blob, &b64(&data, &what)?).await?}),
-            JsonOp::Add { blob, offset, delta } => {
-                txn.add(&blob, offset, delta)?;
-                serde_json::json!({})
-            }
-            JsonOp::Size { blob } => serde_json::json!({"size": txn.size(&blob).await?}),
-        });
+        results.push(run_op(&mut txn, op, &format!("op {i}")).await?);
     }
     let seq = txn.commit().await?;
     Ok(Json(serde_json::json!({"seq": seq, "results": results})).into_response())
