@@ -251,7 +251,6 @@ impl Participant {
         let mut seen_version = |v: u64| bound = bound.max(v.saturating_add(1));
         let mut grows = Vec::new();
         for r in held_reads(s, self.config.mode) {
-            let other_writer = l.other_writer(&r.item, &s.txn);
             match r.item {
                 Item::Chunk(g, i) => {
                     let latest = latest_chunk(replica, &g, i)?;
@@ -259,7 +258,7 @@ impl Participant {
                     if latest != r.seen {
                         return Ok(Check::Abort(format!("chunk {i} of blob {} changed since it was read (version {latest}, read {})", hex(&g), r.seen)));
                     }
-                    if let Some(t) = other_writer {
+                    if let Some(t) = l.other_writer(&r.item, &s.txn) {
                         return Ok(Check::Abort(format!("chunk {i} of blob {} is being written by transaction {t}", hex(&g))));
                     }
                 }
@@ -276,19 +275,14 @@ impl Participant {
                     {
                         return Ok(Check::Abort(format!("blob {} is being grown by transaction {t}", hex(&g))));
                     }
-                    let _ = other_writer;
                 }
             }
         }
+        // Other writers of these items, and readers of these chunks, were
+        // waited for above; what is left needs the engine.
         for w in &s.writes {
-            let others_read = || l.readers.get(&w.item).and_then(|set| set.iter().find(|t| **t != s.txn)).copied();
             match w.item {
-                Item::Chunk(g, i) => {
-                    if let Some(t) = l.other_writer(&w.item, &s.txn).or_else(others_read) {
-                        return Ok(Check::Wait(t));
-                    }
-                    seen_version(latest_chunk(replica, &g, i)?);
-                }
+                Item::Chunk(g, i) => seen_version(latest_chunk(replica, &g, i)?),
                 Item::Blob(g) => {
                     let (v, rec) = latest_blob(replica, &g)?;
                     seen_version(v);
@@ -297,16 +291,13 @@ impl Participant {
                     {
                         return Err(TxnError::Invalid(format!("blob {} has chunks of {} bytes, the write used {}", hex(&g), rec.chunk_bytes, w.chunk_bytes)));
                     }
-                    // Writers of a blob hold its record one at a time
-                    // (sharing it among writes that do not grow the blob
-                    // would let its readers' versions trail every commit
-                    // under a steady stream of writes, and starve
-                    // read-only transactions: docs/transactions.md).
-                    if let Some(t) = l.other_writer(&w.item, &s.txn) {
-                        return Ok(Check::Wait(t));
-                    }
+                    // Writers of a blob hold its record one at a time (the
+                    // check above; sharing it among writes that do not grow
+                    // the blob would starve read-only transactions:
+                    // docs/transactions.md). A grower also waits for the
+                    // readers of the size.
                     if grow_of(w) > rec.map_or(0, |r| r.size) {
-                        if let Some(t) = others_read() {
+                        if let Some(t) = l.readers.get(&w.item).and_then(|set| set.iter().find(|t| **t != s.txn)).copied() {
                             return Ok(Check::Wait(t));
                         }
                         grows.push(g);
