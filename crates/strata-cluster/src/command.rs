@@ -235,9 +235,28 @@ impl ClusterMap {
             Ok(ids) => {
                 next.epoch += 1;
                 // A partition whose replicas or move changed (or that is
-                // new) has a new version: the epoch that changed it.
-                for p in next.partitions.values_mut() {
-                    if self.partitions.get(&p.id).is_none_or(|old| old.replicas != p.replicas || old.moving != p.moving) {
+                // new), or one of whose replicas started or stopped serving
+                // (its node went down or came back, its disk failed), has a
+                // new version: the epoch that changed it. Whoever leads a
+                // row (its first serving replica) therefore changes only
+                // with its version, so two nodes never both act as a row's
+                // primary at one version (the fencing in
+                // docs/transactions.md, "Failures", rests on this).
+                let serving = |m: &ClusterMap, p: &Partition| -> Vec<bool> {
+                    p.replicas.iter().copied().chain(p.moving.iter().flat_map(|mv| [mv.from, mv.to])).map(|r| m.serves(r)).collect()
+                };
+                let changed: Vec<PartitionId> = next
+                    .partitions
+                    .values()
+                    .filter(|p| {
+                        self.partitions
+                            .get(&p.id)
+                            .is_none_or(|old| old.replicas != p.replicas || old.moving != p.moving || serving(self, old) != serving(&next, p))
+                    })
+                    .map(|p| p.id)
+                    .collect();
+                for id in changed {
+                    if let Some(p) = next.partitions.get_mut(&id) {
                         p.version = next.epoch;
                     }
                 }

@@ -356,9 +356,43 @@ mod tests {
         m.apply(&Command::SetNodeState { node: from.node, state: crate::map::NodeState::Down { since_ms: 1 } });
         let down = m.row_route(row, 3).unwrap();
         assert!(!down.write.contains(&from) && down.write.contains(&to));
-        // Rows the command left alone keep their version.
+        // Rows the commands left alone keep their version.
         for other in &ids[1..] {
-            assert!(m.partitions[other].version <= before.version);
+            if !m.partitions[other].replicas.iter().any(|r| r.node == from.node) {
+                assert!(m.partitions[other].version <= before.version);
+            }
+        }
+    }
+
+    #[test]
+    fn a_row_s_primary_changes_only_with_its_version() {
+        let mut m = cluster(6, 1);
+        let Outcome::PartitionsAdded { ids, .. } = init(&mut m, 3, 3) else { panic!("table refused") };
+        let routes = |m: &ClusterMap| ids.iter().map(|r| m.row_route(*r, 3).unwrap()).collect::<Vec<_>>();
+        let before = routes(&m);
+        let node = before[0].primary.unwrap().node;
+        // The row's primary goes down: its next replica leads, at a new
+        // version; so does every row with a replica there, and no other.
+        let Outcome::Applied { epoch } = m.apply(&Command::SetNodeState { node, state: crate::map::NodeState::Down { since_ms: 1 } }) else {
+            panic!("refused")
+        };
+        let down = routes(&m);
+        assert_ne!(down[0].primary, before[0].primary);
+        for (b, d) in before.iter().zip(&down) {
+            let touched = b.write.iter().any(|r| r.node == node);
+            assert_eq!(d.version == epoch, touched, "row {} (replicas {:?})", b.partition, b.write);
+            assert!(touched || d.version == b.version);
+        }
+        // It comes back: the primary returns, at a newer version still.
+        let Outcome::Applied { epoch: back } = m.apply(&Command::SetNodeState { node, state: crate::map::NodeState::Up }) else { panic!("refused") };
+        let up = routes(&m);
+        assert_eq!(up[0].primary, before[0].primary);
+        assert_eq!(up[0].version, back);
+        // Whatever happened, two routes with one version have one primary.
+        for (a, b) in before.iter().chain(&down).zip(down.iter().chain(&up)) {
+            if a.partition == b.partition && a.version == b.version {
+                assert_eq!(a.primary, b.primary);
+            }
         }
     }
 
