@@ -103,6 +103,9 @@ pub struct ClusterNode {
     pub(crate) tract_locks: crate::tracts::MetaLocks,
     /// Týr's participant for the rows this node leads.
     txn: std::sync::OnceLock<strata_txn::Participant>,
+    /// Writes and reads of a tract row this node refused because the
+    /// caller's map disagreed with the row's version (`ReplicaHost::fence`).
+    pub fenced: std::sync::atomic::AtomicU64,
 }
 
 impl ClusterNode {
@@ -138,6 +141,7 @@ impl ClusterNode {
             me: std::sync::OnceLock::new(),
             rw: std::sync::OnceLock::new(),
             tract_locks: Default::default(),
+            fenced: Default::default(),
             txn: std::sync::OnceLock::new(),
             config,
         });
@@ -455,5 +459,24 @@ impl ReplicaHost for ClusterNode {
             return None;
         }
         self.disks.replica(partition)
+    }
+    fn fence(&self, partition: PartitionId, caller_epoch: u64) -> strata_rpc::RwFuture<'_, ()> {
+        Box::pin(async move {
+            let is_row = |map: &ClusterMap| map.partitions.get(&partition).map(|p| (p.kind == strata_cluster::PartitionKind::Tract, p.version));
+            let Some((true, _)) = is_row(&self.map()) else { return Ok(()) };
+            if caller_epoch > self.map().epoch {
+                // The caller knows a newer map: the row may have changed
+                // in it. Catch up before judging (a cut-off node cannot,
+                // and refuses).
+                self.catch_up().await;
+            }
+            let map = self.map();
+            let row_version = is_row(&map).map_or(0, |(_, v)| v);
+            if caller_epoch < row_version || caller_epoch > map.epoch {
+                self.fenced.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                return Err(strata_rpc::WireError::Fenced { partition, caller_epoch, node_epoch: map.epoch, row_version });
+            }
+            Ok(())
+        })
     }
 }

@@ -112,7 +112,7 @@ pub async fn meta(node: &ClusterNode, guid: &Guid, op: MetaOp, row_version: u64)
     let data = Bytes::from(new.encode());
     let key = strata_tract::store::tract_key(guid, 0, METADATA_TRACT, version);
     let op = WriteOp::Put { key, props: Default::default(), data };
-    write_row(node, &map, &route, &replica, vec![op])
+    write_row(node, &map, &route, &replica, vec![op], false)
         .await
         .map_err(|(addr, detail)| TractError::Unreachable { node: addr, detail: format!("metadata write: {detail}") })?;
     Ok(answer)
@@ -123,34 +123,79 @@ pub async fn meta(node: &ClusterNode, guid: &Guid, op: MetaOp, row_version: u64)
 /// through the replica RPC, all at once; durable on all when it returns.
 /// A put of a key a replica holds and a delete of one it lacks are done
 /// already. An error names the replica's address and what went wrong.
+/// The other replicas fence the row (`ReplicaHost::fence`): one whose map
+/// says the row changed since `map` refuses, and this node learns of the
+/// newer map. With `others_first`, this node's own replica is written only
+/// once every other took the ops.
 pub(crate) async fn write_row(
     node: &ClusterNode,
     map: &strata_cluster::ClusterMap,
     route: &strata_cluster::TractRoute,
     replica: &Arc<Replica>,
     ops: Vec<WriteOp>,
+    others_first: bool,
 ) -> Result<(), (String, String)> {
     use strata_engine::EngineError as E;
+    let me = node.config.node_id;
+    // Every op at once (one group commit), as on the other replicas.
+    let local = || async {
+        let done = futures_util::future::join_all(ops.iter().map(|op| replica.submit(op.clone()))).await;
+        done.into_iter().try_for_each(|r| match r {
+            Ok(_) | Err(E::AlreadyExists | E::NotFound | E::Deleted) => Ok(()),
+            Err(e) => Err(("this node".to_string(), e.to_string())),
+        })
+    };
+    let remote = route.write.iter().filter(|loc| loc.node != me).flat_map(|loc| ops.iter().map(move |op| (loc, op))).map(|(loc, op)| async move {
+        let addr = map.nodes.get(&loc.node).map(|n| n.addr.clone()).ok_or_else(|| (format!("node {}", loc.node), "not in the map".to_string()))?;
+        remote_write(node, map.epoch, route.partition, &addr, op).await
+    });
+    let mine = route.write.iter().any(|loc| loc.node == me);
+    if others_first {
+        futures_util::future::join_all(remote).await.into_iter().collect::<Result<(), _>>()?;
+        return if mine { local().await } else { Ok(()) };
+    }
+    let (others, here) = tokio::join!(futures_util::future::join_all(remote), async { if mine { local().await } else { Ok(()) } });
+    others.into_iter().collect::<Result<(), _>>()?;
+    here
+}
+
+/// One op on another replica of a row, through the replica RPC.
+async fn remote_write(node: &ClusterNode, epoch: u64, partition: u64, addr: &str, op: &WriteOp) -> Result<(), (String, String)> {
+    use strata_rpc::{RpcError, WireError as W};
+    match node.rpc().write(addr, epoch, partition, op).await {
+        Ok(_) | Err(RpcError::Remote(W::AlreadyExists | W::NotFound | W::Deleted)) => Ok(()),
+        Err(e) => Err((addr.to_string(), fenced(node, e))),
+    }
+}
+
+/// What went wrong on another replica; a refusal that names a newer map
+/// than this node's makes this node fetch it.
+fn fenced(node: &ClusterNode, e: strata_rpc::RpcError) -> String {
+    if let strata_rpc::RpcError::Remote(strata_rpc::WireError::Fenced { node_epoch, .. }) = &e {
+        node.saw_epoch(*node_epoch);
+    }
+    e.to_string()
+}
+
+/// The record under `key` on every other replica of a row (`None` where
+/// there is none), read through the fenced replica RPC.
+pub(crate) async fn read_others(
+    node: &ClusterNode,
+    map: &strata_cluster::ClusterMap,
+    route: &strata_cluster::TractRoute,
+    key: &strata_types::Key,
+) -> Result<Vec<Option<Bytes>>, (String, String)> {
     use strata_rpc::{RpcError, WireError as W};
     let me = node.config.node_id;
-    let (epoch, partition) = (map.epoch, route.partition);
-    let writes = route.write.iter().flat_map(|loc| ops.iter().map(move |op| (loc, op))).map(|(loc, op)| {
-        let addr = map.nodes.get(&loc.node).map(|n| n.addr.clone());
-        async move {
-            if loc.node == me {
-                return match replica.submit(op.clone()).await {
-                    Ok(_) | Err(E::AlreadyExists | E::NotFound | E::Deleted) => Ok(()),
-                    Err(e) => Err(("this node".to_string(), e.to_string())),
-                };
-            }
-            let addr = addr.ok_or_else(|| (format!("node {}", loc.node), "not in the map".to_string()))?;
-            match node.rpc().write(&addr, epoch, partition, op).await {
-                Ok(_) | Err(RpcError::Remote(W::AlreadyExists | W::NotFound | W::Deleted)) => Ok(()),
-                Err(e) => Err((addr, e.to_string())),
-            }
+    let reads = route.write.iter().filter(|loc| loc.node != me).map(|loc| async move {
+        let addr = map.nodes.get(&loc.node).map(|n| n.addr.clone()).ok_or_else(|| (format!("node {}", loc.node), "not in the map".to_string()))?;
+        match node.rpc().read(&addr, map.epoch, route.partition, key, true).await {
+            Ok((_, _, data)) => Ok(Some(data)),
+            Err(RpcError::Remote(W::NotFound | W::Deleted)) => Ok(None),
+            Err(e) => Err((addr, fenced(node, e))),
         }
     });
-    futures_util::future::join_all(writes).await.into_iter().collect()
+    futures_util::future::join_all(reads).await.into_iter().collect()
 }
 
 /// What a pass of the orphan reclaimer did on this node.

@@ -23,7 +23,17 @@ struct RowIo<'a> {
 
 impl strata_txn::participant::RowWriter for RowIo<'_> {
     async fn write_all(&self, ops: Vec<WriteOp>) -> Result<(), TxnError> {
-        crate::tracts::write_row(self.node, &self.map, &self.route, &self.replica, ops).await.map_err(|(node, detail)| TxnError::Unreachable { node, detail })
+        crate::tracts::write_row(self.node, &self.map, &self.route, &self.replica, ops, false)
+            .await
+            .map_err(|(node, detail)| TxnError::Unreachable { node, detail })
+    }
+    async fn write_others_first(&self, ops: Vec<WriteOp>) -> Result<(), TxnError> {
+        crate::tracts::write_row(self.node, &self.map, &self.route, &self.replica, ops, true)
+            .await
+            .map_err(|(node, detail)| TxnError::Unreachable { node, detail })
+    }
+    async fn read_others(&self, key: strata_types::Key) -> Result<Vec<Option<Bytes>>, TxnError> {
+        crate::tracts::read_others(self.node, &self.map, &self.route, &key).await.map_err(|(node, detail)| TxnError::Unreachable { node, detail })
     }
 }
 

@@ -343,6 +343,23 @@ pub enum WireError {
     /// replicas (says how many answered).
     #[error("{0}")]
     Unavailable(String),
+    /// A write or read of a tract row sent under a map older than the
+    /// row's last change here (its primary or replicas changed since), or
+    /// newer than this node could catch up to: the caller refreshes its
+    /// map. A stale primary is fenced off its row by this refusal.
+    #[error(
+        "partition {partition}: the caller's map (epoch {caller_epoch}) and this node's (epoch {node_epoch}, row version {row_version}) disagree; refresh the map"
+    )]
+    Fenced {
+        /// Partition (the row).
+        partition: PartitionId,
+        /// The caller's map epoch.
+        caller_epoch: u64,
+        /// This node's map epoch.
+        node_epoch: u64,
+        /// The row's version in this node's map.
+        row_version: u64,
+    },
 }
 
 impl From<EngineError> for WireError {
@@ -395,6 +412,7 @@ impl WireError {
             Self::Internal(m) => EngineError::Invalid(format!("remote failure: {m}")),
             Self::Damaged { partition, detail } => EngineError::Damaged { partition, detail },
             Self::Obsolete(m) | Self::Unavailable(m) => EngineError::Invalid(m),
+            e @ Self::Fenced { .. } => EngineError::Invalid(e.to_string()),
         }
     }
 }

@@ -516,6 +516,13 @@ impl Collector for ClusterCollector {
             let applied = st.last_applied.unwrap_or(0) as f64;
             gauge(&mut encoder, "strata_meta_last_applied", "Index of the last metadata log entry this node (member or learner) applied", applied)?;
         }
+        counter(
+            &mut encoder,
+            "strata_tract_rows_fenced",
+            "Writes and reads of a tract row refused because the caller's map predates the row's version (a replaced primary fenced off) or is newer than this node could catch up to",
+            node.fenced.load(Ordering::Relaxed) as f64,
+        )?;
+        gauge(&mut encoder, "strata_txn_intents_held", "Transaction intents held on the rows this node leads", node.txn().held() as f64)?;
         if let Some(rw) = node.rw_if_open() {
             let s = rw.coordinator().stats();
             let l = |a: &std::sync::atomic::AtomicU64| a.load(Ordering::Relaxed) as f64;

@@ -17,13 +17,15 @@
 //! bounded all the same, and a step that waits too long aborts.
 
 use crate::error::TxnError;
-use crate::model::{Decision, Guid, Hop, Intent, Item, Op, Read, Snapshot, Step, StepAnswer, TxnId, Write, encode};
+use crate::model::{Decision, Guid, Hop, Intent, Item, Op, Read, Snapshot, Step, StepAnswer, TxnId, Write, decode, encode};
 use crate::store;
+use bytes::Bytes;
 use std::collections::{HashMap, HashSet};
 use std::future::Future;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use strata_engine::{Replica, WriteOp};
+use strata_types::Key;
 
 /// Writes to every replica of a row, durably, before it completes (the
 /// node's part: its own replica and the others through the replica RPC).
@@ -31,6 +33,15 @@ pub trait RowWriter: Send + Sync {
     /// Applies `ops` on every replica of the row; a put of a key a replica
     /// holds and a delete of a key it lacks count as done.
     fn write_all(&self, ops: Vec<WriteOp>) -> impl Future<Output = Result<(), TxnError>> + Send;
+    /// Like [`write_all`](Self::write_all), but on the other replicas
+    /// first and this node's own only once they all took it: a decision
+    /// they refused (this node no longer leads the row) is written nowhere.
+    fn write_others_first(&self, ops: Vec<WriteOp>) -> impl Future<Output = Result<(), TxnError>> + Send;
+    /// The record under `key` on every other replica of the row (`None`
+    /// where there is none). A replica that knows this node no longer
+    /// leads the row refuses, so an answer also proves that, as of now,
+    /// no other primary has acted on the row.
+    fn read_others(&self, key: Key) -> impl Future<Output = Result<Vec<Option<Bytes>>, TxnError>> + Send;
 }
 
 /// What validation checks: the correct protocol, or a deliberately
@@ -368,9 +379,14 @@ impl Participant {
         };
         // The decider of a read-only transaction keeps nothing: its
         // validation is the decision, and there is nothing to install.
+        // It asks the row's other replicas first, though: a primary cut off
+        // from them, that a newer map has replaced, must not validate
+        // against its stale copy of the row (docs/transactions.md,
+        // "Failures").
         if s.decides() && s.read_only {
+            let fenced = io.read_others(store::decision_key(&s.txn)).await;
             release(&st);
-            return Ok(StepAnswer::Committed { seq: 0 });
+            return fenced.map(|_| StepAnswer::Committed { seq: 0 });
         }
         if fresh {
             let intent = lock(&st.locks).held.get(&(s.txn, hop.chunks)).cloned();
@@ -389,7 +405,7 @@ impl Participant {
                 Some(d) => d,
                 None => {
                     let d = Decision::Commit(bound);
-                    io.write_all(vec![store::put(store::decision_key(&s.txn), encode(&d))]).await?;
+                    io.write_others_first(vec![store::put(store::decision_key(&s.txn), encode(&d))]).await?;
                     d
                 }
             }
@@ -448,8 +464,21 @@ impl Participant {
         if let Some(d) = store::decision(replica, txn)? {
             return Ok(d);
         }
-        io.write_all(vec![store::put(store::decision_key(txn), encode(&Decision::Abort))]).await?;
-        Ok(Decision::Abort)
+        // A decision the other replicas hold and this one lacks (a primary
+        // that wrote it failed before this node had it) is the decision:
+        // it was reached by the row's primary of the time, and no hop has
+        // been told otherwise. Only when no replica has one is it abort.
+        let mut found: Option<Decision> = None;
+        for bytes in io.read_others(store::decision_key(txn)).await?.into_iter().flatten() {
+            let d: Decision = decode(&bytes)?;
+            if found.is_some_and(|f| f != d) {
+                return Err(TxnError::Corrupt(format!("the replicas of row {} hold different decisions for transaction {txn}", replica.partition())));
+            }
+            found = Some(d);
+        }
+        let d = found.unwrap_or(Decision::Abort);
+        io.write_others_first(vec![store::put(store::decision_key(txn), encode(&d))]).await?;
+        Ok(d)
     }
 
     /// The intents held longer than the intent timeout on the rows of
