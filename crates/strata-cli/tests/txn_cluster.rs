@@ -3,14 +3,19 @@
 //! harness this file includes.
 //!
 //! - Concurrent clients run list-append and register transactions while
-//!   nodes are paused and killed and the killed node's rows move (the
-//!   tract table changes under them); every client logs what it invoked and how
-//!   it ended, and the history checker (`strata_txn::history`) must find
-//!   no anomaly. The same workload against nodes started in a deliberately
-//!   broken validation mode must make it report anomalies.
+//!   a node is paused, a zone is cut off from the others (its nodes still
+//!   answering clients, half of which read their map there) and a node is
+//!   killed, and the rows of all three move (the tract table changes under
+//!   them); every client logs what it invoked and how it ended, and the
+//!   history checker (`strata_txn::history`) must find no anomaly. The
+//!   same workload against nodes started in a deliberately broken
+//!   validation mode must make it report anomalies.
 //! - A bank: transfers made of atomic adds between accounts in two blobs
 //!   while nodes fail; read-only transactions summing every account always
 //!   see the total, and so does the end.
+//! - Fencing: a row's replicas refuse writes and reads made under a map
+//!   from before its primary changed, and a resolve adopts a decision
+//!   only another replica holds.
 //!
 //! `STRATA_TXN_SECONDS` lengthens the serializable run (CI runs a seeded,
 //! bounded slice: enough for the committed-transaction floor).
@@ -40,13 +45,23 @@ const CHUNK: u64 = 36;
 /// Commits after which the window of list keys moves on by one.
 const ROTATE: u64 = 100;
 
-async fn table(c: &Cluster) {
+async fn table(c: &Cluster) -> serde_json::Value {
     c.command(1, serde_json::json!({ "TractInit": { "tract_bytes": 64 << 10, "replicas": 3, "scatter": 4, "capacity_bytes": 256u64 << 20, "seed": 7 } })).await;
-    table_everywhere(c, 1).await;
+    table_everywhere(c, 1).await
 }
 
 async fn client(c: &Cluster) -> Arc<TxnClient> {
-    let seeds: Vec<String> = c.nodes().iter().map(|n| format!("https://{}", c.real(*n))).collect();
+    client_from(c, 1).await
+}
+
+/// A client that asks node `first` for the map before the others: one
+/// seeded in a zone that is cut off keeps reading that zone's stale map,
+/// and sends its steps to primaries the cluster has since replaced.
+async fn client_from(c: &Cluster, first: u8) -> Arc<TxnClient> {
+    let mut nodes = c.nodes();
+    let at = nodes.iter().position(|n| *n == first).unwrap_or(0);
+    nodes.rotate_left(at);
+    let seeds: Vec<String> = nodes.iter().map(|n| format!("https://{}", c.real(*n))).collect();
     TxnClient::connect(&seeds, &c.opts, CHUNK).await.expect("transaction client")
 }
 
@@ -137,13 +152,16 @@ async fn one(client: &Arc<TxnClient>, rng: &mut Rng, process: u32, counter: &mut
 /// Runs `processes` clients for `secs` seconds (or until `enough`
 /// transactions committed), with `faults` run beside them; the history.
 async fn workload<F: std::future::Future<Output = ()>>(c: &Cluster, processes: u32, secs: u64, enough: usize, keys: Keys, faults: F) -> Vec<Txn> {
-    let client = client(c).await;
+    // Half the processes read the map from the first node, half from the
+    // first of the second zone (the one the serializable run cuts off).
+    let clients = [client(c).await, client_from(c, 1 + c.per_zone).await];
     let history = Arc::new(Mutex::new(Vec::new()));
     let stop = Arc::new(AtomicBool::new(false));
     let committed = Arc::new(AtomicU64::new(0));
     let tasks: Vec<_> = (0..processes)
         .map(|p| {
-            let (client, history, stop, committed, keys) = (client.clone(), history.clone(), stop.clone(), committed.clone(), keys.clone());
+            let client = clients[p as usize % 2].clone();
+            let (history, stop, committed, keys) = (history.clone(), stop.clone(), committed.clone(), keys.clone());
             tokio::spawn(async move {
                 let mut rng = Rng(0x9e37_79b9_7f4a_7c15 ^ ((u64::from(p) + 1) * 0x1000_0001));
                 let mut counter = 0;
@@ -177,7 +195,8 @@ fn seconds(default: u64) -> u64 {
 }
 
 /// The serializable run: list appends crossing chunks, registers, reads,
-/// while one node is paused and another killed and restarted; the
+/// while one node is paused, a zone cut off and another node killed and
+/// restarted; the
 /// checker finds no anomaly in at least 10,000 committed transactions.
 /// Then the bank on the same cluster.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
@@ -187,31 +206,56 @@ async fn transactions_stay_serializable_while_nodes_fail_and_the_bank_balances()
     table(&c).await;
     let started = Instant::now();
     let secs = seconds(240);
+    let rows_of = |t: &serde_json::Value, nodes: &[u8]| -> Vec<u64> {
+        t["rows"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|r| r["disks"].as_array().unwrap().iter().any(|d| nodes.iter().any(|n| d.as_str().unwrap().starts_with(&format!("{n}:")))))
+            .map(|r| r["partition"].as_u64().unwrap())
+            .collect()
+    };
+    let tracts = || async { c.client(1).json(http::Method::GET, "/admin/tracts").await.expect("the table") };
+    let moved = Mutex::new(BTreeMap::new());
     let faults = async {
         tokio::time::sleep(Duration::from_secs(5)).await;
         c.pause(3, true);
         tokio::time::sleep(Duration::from_secs(3)).await;
         c.pause(3, false);
+        tokio::time::sleep(Duration::from_secs(4)).await;
+        // The second zone (nodes 3 and 4) is cut off from the others;
+        // clients still reach it, and half of them read their map there.
+        // Its rows move away, and its nodes, with the map of before, are
+        // the stale primaries the fence must stop.
+        // (Node 3's rows moved away while it was paused: those of the
+        // zone are node 4's.)
+        let before = rows_of(&tracts().await, &[3, 4]);
+        c.proxy.cut(2);
+        let cut = Instant::now();
+        let mut after = before.clone();
+        while cut.elapsed() < Duration::from_secs(5) || (after.len() >= before.len() && cut.elapsed() < Duration::from_secs(20)) {
+            tokio::time::sleep(Duration::from_millis(250)).await;
+            after = rows_of(&tracts().await, &[3, 4]);
+        }
+        c.proxy.heal();
+        moved.lock().unwrap().insert("the second zone", (before, after));
         tokio::time::sleep(Duration::from_secs(5)).await;
+        let before = rows_of(&tracts().await, &[5]);
         // SAFETY of the test: the pid is our own child's.
         let pid = c.procs.get(&5).expect("node 5").id() as i32;
         unsafe { libc::kill(pid, libc::SIGKILL) };
+        tokio::time::sleep(Duration::from_secs(6)).await;
+        let after = rows_of(&tracts().await, &[5]);
+        moved.lock().unwrap().insert("node 5", (before, after));
     };
-    let rows_of_5 = |t: &serde_json::Value| -> Vec<u64> {
-        t["rows"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .filter(|r| r["disks"].as_array().unwrap().iter().any(|d| d.as_str().unwrap().starts_with("5:")))
-            .map(|r| r["partition"].as_u64().unwrap())
-            .collect()
-    };
-    let before = rows_of_5(&c.client(1).json(http::Method::GET, "/admin/tracts").await.expect("the table"));
     let history = workload(&c, 24, secs, 10_000, Keys { prefix: "h-", lists: 24, registers: 8 }, faults).await;
-    // The tract table changed under the clients: the dead node's rows
-    // were re-replicated elsewhere (new row versions, new primaries).
-    let after = rows_of_5(&c.client(1).json(http::Method::GET, "/admin/tracts").await.expect("the table"));
-    assert!(!before.is_empty() && after.len() < before.len(), "node 5's rows before the kill {before:?}, after {after:?}");
+    // The tract table changed under the clients: the cut-off node's and
+    // the dead node's rows were re-replicated elsewhere (new row versions,
+    // new primaries).
+    let moved = moved.into_inner().unwrap();
+    for (n, (before, after)) in &moved {
+        eprintln!("rows of {n} before its failure {before:?}, after {after:?}");
+    }
     // Node 5 was killed -9: reap it and bring it back.
     c.kill9(5);
     c.spawn(5);
@@ -230,7 +274,17 @@ async fn transactions_stay_serializable_while_nodes_fail_and_the_bank_balances()
         eprintln!("{}: {}", a.kind, a.witness);
     }
     assert!(report.valid(), "anomalies: {:?}", report.kinds());
+    for (n, (before, after)) in &moved {
+        assert!(!before.is_empty() && after.len() < before.len(), "rows of {n} before its failure {before:?}, after {after:?}");
+    }
     assert!(report.committed >= 10_000, "only {} transactions committed in {secs} s", report.committed);
+    let mut fenced = 0.0;
+    for n in c.nodes() {
+        if let Ok(r) = c.client(n).send(http::Method::GET, "/metrics", &[], strata_client::full(bytes::Bytes::new())).await {
+            fenced += metric(&String::from_utf8_lossy(&r.bytes().await.unwrap_or_default()), "strata_tract_rows_fenced");
+        }
+    }
+    eprintln!("row writes and reads fenced off during the run: {fenced}");
 
     // The bank: 8 accounts in two blobs, 1,000 each.
     let client = client(&c).await;
@@ -444,4 +498,97 @@ async fn superseded_versions_are_reclaimed_after_the_read_lease() {
         other => panic!("a read under an expired blob version: {other:?}"),
     }
     assert_eq!(client.read("gc", 0, 72).await.unwrap(), vec![6u8; 72], "the newest versions stay");
+}
+
+/// One replica RPC write or read of a tract row, as another node sends
+/// it, made under the map of `epoch`: the node's answer.
+async fn rpc(c: &Cluster, n: u8, epoch: u64, row: u64, key: &strata_types::Key, put: Option<&[u8]>) -> Result<Vec<u8>, strata_rpc::WireError> {
+    use strata_rpc::*;
+    let (path, frame) = match put {
+        Some(data) => {
+            let op = WireOp::Put { key: key.as_bytes().to_vec(), props: WireProps::default() };
+            ("/rpc/v1/write", encode_message(KIND_WRITE, &WriteRequest { epoch, partition: row, op }, &[data]))
+        }
+        None => ("/rpc/v1/read", encode_message(KIND_READ, &ReadRequest { epoch, partition: row, key: key.as_bytes().to_vec(), with_data: true }, &[])),
+    };
+    let resp = c.client(n).send(http::Method::POST, path, &[], strata_client::full(bytes::Bytes::from(frame))).await.expect("an RPC answer");
+    let body = resp.bytes().await.expect("the answer's body");
+    if put.is_some() {
+        let (a, _): (Answer<WireAck>, _) = decode_message(KIND_WRITE, &body).expect("a write answer");
+        a.result.map(|_| Vec::new())
+    } else {
+        let (a, data): (Answer<WireRecord>, bytes::Bytes) = decode_message(KIND_READ, &body).expect("a read answer");
+        a.result.map(|_| data.to_vec())
+    }
+}
+
+/// Fencing, which keeps a replaced primary (paused, or cut off, with the
+/// map of before) from acting for its row: a row's version changes when
+/// its primary does (its node goes down), and its replicas refuse writes
+/// and reads made under a map older than that, or newer than they can
+/// catch up to, changing nothing. And a decision that only another replica
+/// holds (its primary failed while writing it) is the one a resolve
+/// answers, not an abort.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn replaced_primaries_are_fenced_off_and_a_partial_decision_is_adopted() {
+    use strata_rpc::WireError;
+    use strata_txn::model::{Decision, Hop, Resolve, TxnId, decode, encode};
+    use strata_txn::store::decision_key;
+    let _serial = SERIAL.lock().await;
+    let c = Cluster::start_zones(83, 1, 1, &["--down-after-ms", "1500", "--heartbeat-ms", "250"]).await;
+    let t = table(&c).await;
+    let row = &t["rows"][0];
+    let r = row["partition"].as_u64().unwrap();
+    let node_of = |i: usize| row["disks"][i].as_str().unwrap().split(':').next().unwrap().parse::<u8>().unwrap();
+    let (p, x) = (node_of(0), node_of(1));
+    let map = c.status(x).await.expect("status")["map"].clone();
+    let (e0, v0) = (map["epoch"].as_u64().unwrap(), map["partitions"][r.to_string()]["version"].as_u64().unwrap());
+    assert!(v0 > 0 && e0 >= v0, "epoch {e0}, row version {v0}");
+    let fenced = |r: &Result<Vec<u8>, WireError>| matches!(r, Err(WireError::Fenced { .. }));
+
+    // Under the current map a write is taken; under one from before the
+    // row's version it is refused, and nothing was written.
+    let k1 = decision_key(&TxnId::random());
+    assert_eq!(rpc(&c, x, e0, r, &k1, Some(b"one")).await, Ok(Vec::new()));
+    let k2 = decision_key(&TxnId::random());
+    let stale = rpc(&c, x, v0 - 1, r, &k2, Some(b"two")).await;
+    assert!(fenced(&stale), "a write under epoch {} of row version {v0}: {stale:?}", v0 - 1);
+    assert!(stale.unwrap_err().to_string().contains("refresh the map"));
+    assert_eq!(rpc(&c, x, e0, r, &k2, None).await, Err(WireError::NotFound));
+    assert!(fenced(&rpc(&c, x, v0 - 1, r, &k1, None).await));
+
+    // A decision only replica x holds: the primary's resolve adopts it.
+    let txn = TxnId::random();
+    rpc(&c, x, e0, r, &decision_key(&txn), Some(&encode(&Decision::Commit(7)))).await.expect("the decision on x");
+    let ask = Resolve { txn, hop: Hop { chunks: true, row: r }, row_version: v0 };
+    let resp = c.client(p).send(http::Method::POST, "/txn/resolve", &[], strata_client::full(bytes::Bytes::from(encode(&ask)))).await.expect("resolve");
+    let d: Decision = decode(&resp.bytes().await.expect("resolve's answer")).expect("a decision");
+    assert_eq!(d, Decision::Commit(7), "the resolve did not adopt the decision replica {x} holds");
+    // With none anywhere, it is abort.
+    let ask = Resolve { txn: TxnId::random(), ..ask };
+    let resp = c.client(p).send(http::Method::POST, "/txn/resolve", &[], strata_client::full(bytes::Bytes::from(encode(&ask)))).await.expect("resolve");
+    assert_eq!(decode::<Decision>(&resp.bytes().await.expect("resolve's answer")).expect("a decision"), Decision::Abort);
+
+    // The primary stops; once the map has it down, the row has a new
+    // version and a new primary, and what the old primary would send under
+    // its map is refused.
+    c.pause(p, true);
+    let now = c
+        .map_until(x, Duration::from_secs(20), "the row's new version", |s| s["map"]["partitions"][r.to_string()]["version"].as_u64().unwrap_or(0) > v0)
+        .await["map"]
+        .clone();
+    let e1 = now["epoch"].as_u64().unwrap();
+    let k3 = decision_key(&TxnId::random());
+    let old = rpc(&c, x, e0, r, &k3, Some(b"stale primary")).await;
+    assert!(fenced(&old), "a write under the map of before the failover: {old:?}");
+    assert!(fenced(&rpc(&c, x, e0, r, &k1, None).await));
+    assert_eq!(rpc(&c, x, e1, r, &k3, None).await, Err(WireError::NotFound));
+    assert_eq!(rpc(&c, x, e1, r, &k1, None).await, Ok(b"one".to_vec()));
+    // A map newer than any the cluster has is refused too (after the node
+    // tried to catch up to it).
+    assert!(fenced(&rpc(&c, x, e1 + 1000, r, &k3, Some(b"from the future")).await));
+    let metrics = c.client(x).send(http::Method::GET, "/metrics", &[], strata_client::full(bytes::Bytes::new())).await.expect("metrics");
+    let text = String::from_utf8_lossy(&metrics.bytes().await.expect("metrics body")).to_string();
+    assert!(metric(&text, "strata_tract_rows_fenced") >= 5.0, "{}", text.lines().filter(|l| l.contains("fenced")).collect::<Vec<_>>().join("\n"));
+    c.pause(p, false);
 }
