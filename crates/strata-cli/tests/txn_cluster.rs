@@ -184,8 +184,13 @@ async fn workload<F: std::future::Future<Output = ()>>(c: &Cluster, processes: u
     };
     tokio::join!(watch, faults);
     stop.store(true, Ordering::Relaxed);
+    // A node that stops answering (a deadlock) must fail the test, not
+    // hang it: every client ends its transaction well within this.
     for t in tasks {
-        t.await.expect("client task");
+        tokio::time::timeout(Duration::from_secs(180), t)
+            .await
+            .expect("a client's transaction did not end within 180 s of the stop: a node stopped answering")
+            .expect("client task");
     }
     Arc::try_unwrap(history).map(|m| m.into_inner().unwrap()).unwrap_or_default()
 }
@@ -462,7 +467,7 @@ async fn the_checker_catches_broken_validation() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn superseded_versions_are_reclaimed_after_the_read_lease() {
     let _serial = SERIAL.lock().await;
-    let c = Cluster::start_zones(82, 1, 1, &["--txn-read-lease-ms", "1500", "--txn-gc-interval-secs", "3600"]).await;
+    let c = Cluster::start_zones(82, 1, 1, &["--txn-read-lease-ms", "3000", "--txn-gc-interval-secs", "3600"]).await;
     table(&c).await;
     let client = client(&c).await;
     // Two chunks of 36 bytes, each written five times.
@@ -478,26 +483,52 @@ async fn superseded_versions_are_reclaimed_after_the_read_lease() {
     t.write("gc", 0, &[6; 72]);
     t.commit().await.expect("a write");
     let gc_all = || async {
-        let mut deleted = 0;
+        let (mut deleted, mut cleared) = (0, 0);
         for n in c.nodes() {
             let v = c.client(n).post_json("/admin/txn/gc", &serde_json::json!({})).await.expect("a collector pass");
             assert!(v["errors"].as_array().is_some_and(Vec::is_empty), "{v}");
             deleted += v["deleted"].as_u64().unwrap();
+            cleared += v["cleared"].as_u64().unwrap();
         }
-        deleted
+        (deleted, cleared)
     };
-    // Within the lease nothing goes: the successors were only just seen.
-    assert_eq!(gc_all().await, 0);
-    tokio::time::sleep(Duration::from_millis(1700)).await;
-    let deleted = gc_all().await;
+    // Within the lease nothing goes: the successors were only just seen,
+    // and the version manager has not led its row for a lease yet (so it
+    // cannot vouch for readers an earlier one served).
+    assert_eq!(gc_all().await, (0, 0));
+    tokio::time::sleep(Duration::from_millis(3200)).await;
     // Five superseded versions of each chunk, and of the blob's record.
+    let (deleted, _) = gc_all().await;
     assert_eq!(deleted, 15, "versions reclaimed");
-    assert_eq!(gc_all().await, 0, "a second pass finds nothing more");
+    assert_eq!(gc_all().await, (0, 0), "a second pass finds nothing more");
     match old.read("gc", 36, 36).await {
         Err(TxnError::Conflict(m)) => assert!(m.contains("read lease"), "{m}"),
         other => panic!("a read under an expired blob version: {other:?}"),
     }
     assert_eq!(client.read("gc", 0, 72).await.unwrap(), vec![6u8; 72], "the newest versions stay");
+
+    // Now the version manager knows every reader (it has led the row for
+    // a lease): a version no running transaction reads goes at once,
+    // cleared by its usage, while one a running transaction reads stays.
+    let mut reader = client.begin();
+    assert_eq!(reader.read("gc", 0, 36).await.unwrap(), vec![6u8; 36]);
+    for round in 7..=9u8 {
+        let mut t = client.begin();
+        t.write("gc", 0, &[round; 72]);
+        t.commit().await.expect("a write");
+    }
+    // Versions 7 and 8 of each chunk and of the blob's record: superseded,
+    // read by nobody. Version 6: read by `reader`.
+    assert_eq!(gc_all().await, (6, 6), "versions cleared by their version manager");
+    assert_eq!(reader.read("gc", 36, 36).await.unwrap(), vec![6u8; 36], "the version a running transaction reads stays");
+    assert_eq!(client.read("gc", 0, 72).await.unwrap(), vec![9u8; 72]);
+    // Decided, it reads no more; its version goes with the next pass.
+    assert!(matches!(reader.commit().await, Err(TxnError::Conflict(_))), "a read-only transaction over overwritten data aborts");
+    assert_eq!(gc_all().await, (3, 3), "the reader's versions, once it was decided");
+    for n in c.nodes() {
+        let held = c.client(n).json(http::Method::GET, "/admin/txn").await.expect("status");
+        assert_eq!(held["readers"], 0, "node {n} still counts readers: {held}");
+    }
 }
 
 /// One replica RPC write or read of a tract row, as another node sends

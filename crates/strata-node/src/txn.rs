@@ -10,7 +10,7 @@ use std::sync::Arc;
 use std::time::Duration;
 use strata_cluster::{ClusterMap, METADATA_TRACT, TractRoute};
 use strata_engine::{Replica, WriteOp};
-use strata_txn::model::{ChunkData, ChunkRead, Decision, Finish, Hop, Resolve, Step, StepAnswer, VmAnswer, VmRead, decode, encode};
+use strata_txn::model::{ChunkData, ChunkRead, Decision, Finish, Hop, Resolve, Step, StepAnswer, Usage, UsageQuery, VmAnswer, VmRead, decode, encode};
 use strata_txn::{Participant, TxnError, store};
 
 /// The row writer of one row on this node.
@@ -128,12 +128,25 @@ async fn remote<A: for<'a> serde::Deserialize<'a>>(map: &ClusterMap, to: strata_
 /// the blob's version for a reader ([`Participant::snapshot`]) and the
 /// chunks covering the range as of it, each from this node when it holds
 /// a readable replica of the chunk's row, else from one at random.
-pub async fn vm_read(node: &ClusterNode, r: VmRead) -> Result<VmAnswer, TxnError> {
+///
+/// The reader is registered as a user of the blob version it gets
+/// (`Participant::usage`): transaction `txn` until it is decided or the
+/// read lease ends, a read outside a transaction (`None`) while it runs.
+pub async fn vm_read(node: &ClusterNode, r: VmRead, txn: Option<strata_txn::TxnId>) -> Result<VmAnswer, TxnError> {
+    let reader = txn.unwrap_or_else(strata_txn::TxnId::random);
+    let answer = vm_read_as(node, r, reader).await;
+    if txn.is_none() || answer.is_err() {
+        participant(node).done_reading(&reader);
+    }
+    answer
+}
+
+async fn vm_read_as(node: &ClusterNode, r: VmRead, reader: strata_txn::TxnId) -> Result<VmAnswer, TxnError> {
     let map = node.map();
     let row = map.tract_partition(&r.guid, METADATA_TRACT).ok_or(TxnError::NoTable)?;
     let io = primary(node, row, r.row_version)?;
-    let snapshot = participant(node).snapshot(&io.replica, io.route.version, &r.guid)?;
     let taken_ms = node.clock().now_ms();
+    let snapshot = participant(node).snapshot_for(&io.replica, io.route.version, &r.guid, reader, taken_ms)?;
     let end = r.offset.saturating_add(r.len).min(snapshot.size);
     let mut chunks = Vec::new();
     if end > r.offset && snapshot.chunk_bytes > 0 {
@@ -304,21 +317,34 @@ pub struct GcSummary {
     pub versioned: usize,
     /// Versions deleted.
     pub deleted: u64,
-    /// Superseded versions kept for now (within the read lease).
+    /// Of those, cleared by their version manager's usage (the others
+    /// waited out the read lease).
+    pub cleared: u64,
+    /// Superseded versions kept for now (in use, or within the read lease).
     pub waiting: u64,
     /// Rows that could not be collected this time.
     pub errors: Vec<String>,
 }
 
-/// Blob `g`'s version as its version manager answers readers now.
-async fn blob_version(node: &ClusterNode, g: strata_txn::model::Guid) -> Result<u64, TxnError> {
+/// The versions of blob `g` in use, on this node as the primary of the
+/// blob's metadata row (its version manager).
+pub fn usage(node: &ClusterNode, q: UsageQuery) -> Result<Usage, TxnError> {
+    let map = node.map();
+    let row = map.tract_partition(&q.guid, METADATA_TRACT).ok_or(TxnError::NoTable)?;
+    let io = primary(node, row, q.row_version)?;
+    participant(node).usage(&io.replica, io.route.version, &q.guid, node.clock().now_ms())
+}
+
+/// The versions of blob `g` in use, from its version manager (this node
+/// or another).
+async fn usage_of(node: &ClusterNode, g: strata_txn::model::Guid) -> Result<Usage, TxnError> {
     let map = node.map();
     let row = map.tract_partition(&g, METADATA_TRACT).ok_or(TxnError::NoTable)?;
     let route = map.row_route(row, width(&map)?).ok_or(TxnError::NoTable)?;
-    let req = VmRead { guid: g, row_version: route.version, offset: 0, len: 0 };
-    match at_primary::<VmAnswer>(node, row, "/txn/vm-read", |_| encode(&req)).await? {
-        Some(a) => Ok(a.snapshot.version),
-        None => Ok(vm_read(node, req).await?.snapshot.version),
+    let q = UsageQuery { guid: g, row_version: route.version };
+    match at_primary::<Usage>(node, row, "/txn/usage", |_| encode(&q)).await? {
+        Some(u) => Ok(u),
+        None => usage(node, q),
     }
 }
 
@@ -336,11 +362,12 @@ pub async fn collect(node: &ClusterNode) -> GcSummary {
         }
         let Ok(io) = primary(node, *row, route.version) else { continue };
         let now = node.clock().now_ms();
-        match participant(node).gc.pass(&io.replica, &io, now, lease_ms, |g| blob_version(node, g)).await {
+        match participant(node).gc.pass(&io.replica, &io, now, lease_ms, |g| usage_of(node, g)).await {
             Ok(p) => {
                 sum.rows += 1;
                 sum.versioned += p.versioned;
                 sum.deleted += p.deleted;
+                sum.cleared += p.cleared;
                 sum.waiting += p.waiting;
             }
             Err(e) => sum.errors.push(format!("row {row}: {e}")),

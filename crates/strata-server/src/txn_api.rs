@@ -7,7 +7,9 @@
 //! - `POST /txn/resolve`: a question to a decider (decides Abort when it
 //!   has no decision yet);
 //! - `POST /txn/vm-read`: a read through a blob's version manager;
-//! - `POST /txn/chunk`: a chunk as of a blob version.
+//! - `POST /txn/chunk`: a chunk as of a blob version;
+//! - `POST /txn/usage`: the versions of a blob in use, from its version
+//!   manager (asked by the version collectors of the blob's chunk rows).
 //!
 //! For people and scripts, `POST /txn` runs a whole transaction given as
 //! JSON, `{"chunk_bytes": 65536, "ops": [...]}`, each op one of
@@ -52,6 +54,7 @@ pub(crate) fn routes() -> Router<Arc<AppState>> {
         .route("/txn/resolve", post(resolve))
         .route("/txn/vm-read", post(vm_read))
         .route("/txn/chunk", post(chunk))
+        .route("/txn/usage", post(usage))
         .route("/txn", post(batch))
         .route("/txn/begin", post(begin))
         .route("/txn/{id}/op", post(session_op))
@@ -97,9 +100,23 @@ async fn resolve(State(st): S, body: Body) -> Result<Response, ApiError> {
     Ok(answer(&strata_node::txn::resolve(n, envelope(body).await?).await?))
 }
 
-async fn vm_read(State(st): S, body: Body) -> Result<Response, ApiError> {
+async fn vm_read(State(st): S, headers: axum::http::HeaderMap, body: Body) -> Result<Response, ApiError> {
     let n = node(&st)?;
-    Ok(answer(&strata_node::txn::vm_read(n, envelope(body).await?).await?))
+    let txn = match headers.get(strata_txn::TXN_HEADER) {
+        None => None,
+        Some(v) => Some(
+            v.to_str()
+                .ok()
+                .and_then(strata_txn::TxnId::parse)
+                .ok_or_else(|| TxnError::Invalid(format!("{} must be a transaction id in 32 hex digits", strata_txn::TXN_HEADER)))?,
+        ),
+    };
+    Ok(answer(&strata_node::txn::vm_read(n, envelope(body).await?, txn).await?))
+}
+
+async fn usage(State(st): S, body: Body) -> Result<Response, ApiError> {
+    let n = node(&st)?;
+    Ok(answer(&strata_node::txn::usage(n, envelope(body).await?)?))
 }
 
 async fn chunk(State(st): S, body: Body) -> Result<Response, ApiError> {
@@ -112,6 +129,7 @@ async fn status(State(st): S) -> Result<Response, ApiError> {
     let c = n.txn().config();
     Ok(Json(serde_json::json!({
         "held": n.txn().held(),
+        "readers": n.txn().readers(),
         "mode": format!("{:?}", c.mode),
         "wait_ms": c.wait.as_millis() as u64,
         "intent_timeout_ms": c.intent_timeout.as_millis() as u64,

@@ -201,6 +201,18 @@ impl TxnClient {
     /// Sends `make(row_version)` to `row`, retrying through map refreshes
     /// and unreachable nodes for a while.
     async fn call<A: for<'a> Deserialize<'a>, R: Serialize>(&self, path: &str, row: u64, target: Target, make: impl Fn(u64) -> R) -> Result<A, TxnError> {
+        self.call_with(path, &[], row, target, make).await
+    }
+
+    /// [`call`](Self::call) with request headers.
+    async fn call_with<A: for<'a> Deserialize<'a>, R: Serialize>(
+        &self,
+        path: &str,
+        headers: &[(&str, String)],
+        row: u64,
+        target: Target,
+        make: impl Fn(u64) -> R,
+    ) -> Result<A, TxnError> {
         let deadline = Instant::now() + RETRY_FOR;
         let mut pause = Duration::from_millis(20);
         loop {
@@ -209,7 +221,7 @@ impl TxnClient {
                 Ok((addr, c, version)) => {
                     let body = Bytes::from(encode(&make(version)));
                     let r = async {
-                        let resp = c.send(http::Method::POST, path, &[], strata_client::full(body)).await?;
+                        let resp = c.send(http::Method::POST, path, headers, strata_client::full(body)).await?;
                         resp.bytes().await
                     }
                     .await;
@@ -231,9 +243,13 @@ impl TxnClient {
         }
     }
 
-    async fn vm_read(&self, g: &Guid, offset: u64, len: u64) -> Result<VmAnswer, TxnError> {
+    /// A read through `g`'s version manager, for transaction `txn` (which
+    /// it then counts as a user of the blob version until it is decided)
+    /// or outside one.
+    async fn vm_read(&self, g: &Guid, offset: u64, len: u64, txn: Option<TxnId>) -> Result<VmAnswer, TxnError> {
         let (t, row) = (Instant::now(), Self::vm_row(&self.map(), g)?);
-        let r = self.call("/txn/vm-read", row, Target::Primary, |row_version| VmRead { guid: *g, row_version, offset, len }).await;
+        let headers: Vec<(&str, String)> = txn.iter().map(|id| (crate::TXN_HEADER, id.to_string())).collect();
+        let r = self.call_with("/txn/vm-read", &headers, row, Target::Primary, |row_version| VmRead { guid: *g, row_version, offset, len }).await;
         self.timings.reads_ns.fetch_add(since(t), Ordering::Relaxed);
         r
     }
@@ -248,13 +264,13 @@ impl TxnClient {
     /// Reads `len` bytes at `offset` of blob `name` (fewer at its end)
     /// outside a transaction: one blob version, through a version manager.
     pub async fn read(&self, name: &str, offset: u64, len: u64) -> Result<Vec<u8>, TxnError> {
-        let a = self.vm_read(&guid_of(name), offset, len).await?;
+        let a = self.vm_read(&guid_of(name), offset, len, None).await?;
         Ok(assemble(&a.snapshot, &a.chunks.into_iter().map(|c| (c.index, c.data)).collect(), offset, len, a.snapshot.size))
     }
 
     /// The size of blob `name` (0 when never written).
     pub async fn size(&self, name: &str) -> Result<u64, TxnError> {
-        Ok(self.vm_read(&guid_of(name), 0, 0).await?.snapshot.size)
+        Ok(self.vm_read(&guid_of(name), 0, 0, None).await?.snapshot.size)
     }
 
     /// A new transaction.
@@ -335,7 +351,7 @@ impl Transaction {
         if self.views.contains_key(g) {
             return Ok(());
         }
-        let a = self.client.vm_read(g, offset, len).await?;
+        let a = self.client.vm_read(g, offset, len, Some(self.id)).await?;
         self.reads.insert(Item::Blob(*g), a.snapshot.size);
         let mut chunks = HashMap::new();
         for c in a.chunks {

@@ -15,8 +15,9 @@
 //! - [`store`]: what a participant keeps on an engine replica of its row.
 //! - [`participant`]: a row primary's part of the commit chain.
 //! - [`client`]: [`TxnClient`] and [`Transaction`].
-//! - [`gc`]: the version garbage collector (superseded versions go a read
-//!   lease after their successor became visible).
+//! - [`gc`]: the version garbage collector (superseded versions go when
+//!   the blob's version manager says no reader uses them, or a read lease
+//!   after their successor became visible).
 //! - [`history`]: a checker of transaction histories for Adya's anomalies.
 //!
 //! docs/transactions.md gives the protocol and its correctness argument.
@@ -37,3 +38,10 @@ pub use client::{Transaction, TxnClient};
 pub use error::TxnError;
 pub use model::{TxnId, guid_of};
 pub use participant::{Mode, Participant};
+
+/// The header of a version-manager read (`POST /txn/vm-read`) naming the
+/// transaction it is made for (its id in hex): the version manager counts
+/// the blob version it answers as in use until the transaction is decided
+/// (or the read lease ends). A read without it is a read outside a
+/// transaction.
+pub const TXN_HEADER: &str = "x-strata-txn";

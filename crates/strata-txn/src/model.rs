@@ -11,6 +11,18 @@ use serde::{Deserialize, Serialize};
 pub struct TxnId(pub [u8; 16]);
 
 impl TxnId {
+    /// The id written in hex (as [`Display`](std::fmt::Display) writes it).
+    pub fn parse(s: &str) -> Option<Self> {
+        if s.len() != 32 || !s.is_ascii() {
+            return None;
+        }
+        let mut b = [0u8; 16];
+        for (i, out) in b.iter_mut().enumerate() {
+            *out = u8::from_str_radix(&s[2 * i..2 * i + 2], 16).ok()?;
+        }
+        Some(Self(b))
+    }
+
     /// A random id.
     pub fn random() -> Self {
         let mut b = [0u8; 16];
@@ -249,6 +261,42 @@ pub struct VmAnswer {
     pub chunks: Vec<ChunkData>,
 }
 
+/// A question to a blob's version manager from a row primary's version
+/// collector: which versions of the blob are in use (added after the
+/// first release of the envelope: a new message, no layout changed).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct UsageQuery {
+    /// The blob.
+    pub guid: Guid,
+    /// The row version the asker's map holds of the blob's metadata row.
+    pub row_version: u64,
+}
+
+/// The versions of a blob in use, as its version manager knows them
+/// (Týr §IV-E): every reader from now on gets a blob version of at least
+/// `shown`, and the running transactions that read the blob through this
+/// version manager read the versions in `in_use` (distinct, ascending).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Usage {
+    /// The blob version a reader gets now.
+    pub shown: u64,
+    /// Blob versions running transactions (and reads in progress) read.
+    pub in_use: Vec<u64>,
+    /// False while this node has led the blob's metadata row for less than
+    /// the read lease: readers that an earlier primary served are unknown
+    /// to it, so only the lease may clear a version.
+    pub complete: bool,
+}
+
+impl Usage {
+    /// Whether version `x` of a chunk, superseded by `y`, may go now: no
+    /// reader from now on gets a blob version below `y`, and no running
+    /// one reads a blob version in `[x, y)` (those that would find `x`).
+    pub fn clears(&self, x: u64, y: u64) -> bool {
+        self.complete && y <= self.shown && !self.in_use.iter().any(|v| (x..y).contains(v))
+    }
+}
+
 /// A direct read of one chunk as of a blob version (later reads of a
 /// blob in a transaction, and the version manager's relay).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -317,6 +365,19 @@ pub fn decode<T: for<'a> Deserialize<'a>>(bytes: &[u8]) -> Result<T, TxnError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_usage_clears_only_versions_no_reader_can_find() {
+        let u = Usage { shown: 9, in_use: vec![3, 6], complete: true };
+        // Chunk versions 2 (until 4), 4 (until 7), 7 (until 9), 9 (newest).
+        assert!(!u.clears(2, 4), "a reader of blob version 3 finds 2");
+        assert!(!u.clears(4, 7), "a reader of blob version 6 finds 4");
+        assert!(u.clears(7, 9), "readers of 7 and 8: none");
+        assert!(!u.clears(9, 12), "a successor beyond what readers get now");
+        assert!(!Usage { complete: false, ..u.clone() }.clears(7, 9), "an incomplete usage clears nothing");
+        assert!(TxnId::parse(&TxnId([0xab; 16]).to_string()) == Some(TxnId([0xab; 16])));
+        assert!(TxnId::parse("xyz").is_none() && TxnId::parse(&"g".repeat(32)).is_none());
+    }
 
     #[test]
     fn the_envelope_round_trips_and_refuses_damage() {

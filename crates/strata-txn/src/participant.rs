@@ -195,7 +195,21 @@ pub struct Participant {
     rows: Mutex<HashMap<u64, Arc<RowState>>>,
     /// The version collector's memory.
     pub gc: crate::gc::Collector,
+    /// The blob versions running transactions read through this node as
+    /// their version manager: per transaction, (blob, version, when taken).
+    /// Held while a reader's snapshot is taken and registered, and while
+    /// a usage is computed, so a usage never misses a reader whose version
+    /// is below the `shown` it reports. Lock order: this lock before a
+    /// row's lock table, never while holding one.
+    readers: Mutex<HashMap<TxnId, Vec<Reading>>>,
+    /// Per metadata row, the version at which this node first answered a
+    /// usage for it, and when (ms): its usages are complete a read lease
+    /// later (readers an earlier primary served have expired by then).
+    usage_since: Mutex<HashMap<u64, (u64, u64)>>,
 }
+
+/// A blob version a reader read: (blob, version, when it was taken, ms).
+type Reading = (Guid, u64, u64);
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|p| p.into_inner())
@@ -216,7 +230,7 @@ fn hex(g: &Guid) -> String {
 impl Participant {
     /// A participant with these settings.
     pub fn new(config: Config) -> Self {
-        Self { config, rows: Mutex::default(), gc: Default::default() }
+        Self { config, rows: Mutex::default(), gc: Default::default(), readers: Mutex::default(), usage_since: Mutex::default() }
     }
 
     /// Its settings.
@@ -349,29 +363,38 @@ impl Participant {
             return Ok(answer_of(d));
         }
         let deadline = tokio::time::Instant::now() + self.config.wait;
-        let (bound, fresh) = loop {
+        let outcome: Result<(u64, bool), String> = loop {
             let notified = st.changed.notified();
             tokio::pin!(notified);
             notified.as_mut().enable();
             {
                 let mut l = lock(&st.locks);
                 if let Some(i) = l.held.get(&(s.txn, hop.chunks)) {
-                    break (i.bound, false);
+                    break Ok((i.bound, false));
                 }
                 match self.check(&l, replica, &s)? {
                     Check::Go { bound, grows } => {
                         l.add(Intent { step: s.clone(), placed_ms: now_ms, bound, grows }, self.config.mode);
-                        break (bound, true);
+                        break Ok((bound, true));
                     }
-                    Check::Abort(reason) => return Ok(StepAnswer::Aborted { reason }),
+                    Check::Abort(reason) => break Err(reason),
                     Check::Wait(other) => {
                         if tokio::time::Instant::now() >= deadline {
-                            return Ok(StepAnswer::Aborted { reason: format!("waited {:?} for transaction {other}", self.config.wait) });
+                            break Err(format!("waited {:?} for transaction {other}", self.config.wait));
                         }
                     }
                 }
             }
             let _ = tokio::time::timeout_at(deadline, notified).await;
+        };
+        // Outside the lock table's lock: the readers' lock is taken before
+        // it (`snapshot_for`), never after.
+        let (bound, fresh) = match outcome {
+            Ok(held) => held,
+            Err(reason) => {
+                self.done_reading(&s.txn);
+                return Ok(StepAnswer::Aborted { reason });
+            }
         };
         let release = |st: &RowState| {
             lock(&st.locks).remove(&s.txn, &hop);
@@ -386,6 +409,7 @@ impl Participant {
         if s.decides() && s.read_only {
             let fenced = io.read_others(store::decision_key(&s.txn)).await;
             release(&st);
+            self.done_reading(&s.txn);
             return fenced.map(|_| StepAnswer::Committed { seq: 0 });
         }
         if fresh {
@@ -418,6 +442,8 @@ impl Participant {
     /// here at the commit sequence (or drops them), then lets its locks
     /// go. Done already (or never held) is no error.
     pub async fn finish<W: RowWriter>(&self, replica: &Replica, version: u64, io: &W, txn: &TxnId, hop: &Hop, decision: Decision) -> Result<(), TxnError> {
+        // Decided: the transaction reads no more.
+        self.done_reading(txn);
         let st = self.row(hop.row, version, replica)?;
         let Some(intent) = lock(&st.locks).held.get(&(*txn, hop.chunks)).cloned() else { return Ok(()) };
         if let Decision::Commit(seq) = decision {
@@ -521,6 +547,66 @@ impl Participant {
             Some((_, r)) => Snapshot { version: as_of, size: r.size, chunk_bytes: r.chunk_bytes },
             None => Snapshot { version: as_of, size: 0, chunk_bytes: 0 },
         })
+    }
+
+    /// [`snapshot`](Self::snapshot) for reader `txn` (a transaction, or a
+    /// read in progress outside one under an id of its own), registered as
+    /// a user of the version until [`done_reading`](Self::done_reading) or
+    /// the read lease.
+    pub fn snapshot_for(&self, replica: &Replica, version: u64, g: &Guid, txn: TxnId, now_ms: u64) -> Result<Snapshot, TxnError> {
+        let mut readers = lock(&self.readers);
+        let snap = self.snapshot(replica, version, g)?;
+        self.serving_since(replica.partition(), version, now_ms);
+        let mine = readers.entry(txn).or_default();
+        if !mine.iter().any(|(rg, v, _)| rg == g && *v == snap.version) {
+            mine.push((*g, snap.version, now_ms));
+        }
+        Ok(snap)
+    }
+
+    /// Reader `txn` is done: its transaction was decided, or its read
+    /// outside one answered.
+    pub fn done_reading(&self, txn: &TxnId) {
+        lock(&self.readers).remove(txn);
+    }
+
+    /// The versions of blob `g` in use (Týr §IV-E), on the primary of its
+    /// metadata row: what a new reader gets now, and what running readers
+    /// registered here read (those older than the read lease dropped).
+    pub fn usage(&self, replica: &Replica, version: u64, g: &Guid, now_ms: u64) -> Result<crate::model::Usage, TxnError> {
+        let lease = self.config.read_lease.as_millis() as u64;
+        let mut readers = lock(&self.readers);
+        let shown = self.snapshot(replica, version, g)?.version;
+        readers.retain(|_, reads| {
+            reads.retain(|(_, _, taken)| taken.saturating_add(lease) > now_ms);
+            !reads.is_empty()
+        });
+        let mut in_use: Vec<u64> = readers.values().flatten().filter(|(rg, _, _)| rg == g).map(|(_, v, _)| *v).collect();
+        drop(readers);
+        in_use.sort_unstable();
+        in_use.dedup();
+        let first = self.serving_since(replica.partition(), version, now_ms);
+        Ok(crate::model::Usage { shown, in_use, complete: now_ms.saturating_sub(first) >= lease })
+    }
+
+    /// When this node first served readers of `row`, or a usage of it, at
+    /// row version `version` (not before it became the row's primary).
+    fn serving_since(&self, row: u64, version: u64, now_ms: u64) -> u64 {
+        let mut since = lock(&self.usage_since);
+        since
+            .entry(row)
+            .and_modify(|e| {
+                if e.0 != version {
+                    *e = (version, now_ms)
+                }
+            })
+            .or_insert((version, now_ms))
+            .1
+    }
+
+    /// Readers registered now (transactions, and reads in progress).
+    pub fn readers(&self) -> usize {
+        lock(&self.readers).len()
     }
 
     /// Transactions held now, over all rows.
