@@ -146,7 +146,7 @@ pub(crate) async fn write_row(
         })
     };
     let remote = route.write.iter().filter(|loc| loc.node != me).flat_map(|loc| ops.iter().map(move |op| (loc, op))).map(|(loc, op)| async move {
-        let addr = map.nodes.get(&loc.node).map(|n| n.addr.clone()).ok_or_else(|| (format!("node {}", loc.node), "not in the map".to_string()))?;
+        let addr = addr_of(map, loc)?;
         remote_write(node, map.epoch, route.partition, &addr, op).await
     });
     let mine = route.write.iter().any(|loc| loc.node == me);
@@ -164,13 +164,18 @@ async fn remote_write(node: &ClusterNode, epoch: u64, partition: u64, addr: &str
     use strata_rpc::{RpcError, WireError as W};
     match node.rpc().write(addr, epoch, partition, op).await {
         Ok(_) | Err(RpcError::Remote(W::AlreadyExists | W::NotFound | W::Deleted)) => Ok(()),
-        Err(e) => Err((addr.to_string(), fenced(node, e))),
+        Err(e) => Err((addr.to_string(), remote_error(node, e))),
     }
+}
+
+/// The address of a row replica's node.
+fn addr_of(map: &strata_cluster::ClusterMap, loc: &strata_cluster::ReplicaLoc) -> Result<String, (String, String)> {
+    map.nodes.get(&loc.node).map(|n| n.addr.clone()).ok_or_else(|| (format!("node {}", loc.node), "not in the map".to_string()))
 }
 
 /// What went wrong on another replica; a refusal that names a newer map
 /// than this node's makes this node fetch it.
-fn fenced(node: &ClusterNode, e: strata_rpc::RpcError) -> String {
+fn remote_error(node: &ClusterNode, e: strata_rpc::RpcError) -> String {
     if let strata_rpc::RpcError::Remote(strata_rpc::WireError::Fenced { node_epoch, .. }) = &e {
         node.saw_epoch(*node_epoch);
     }
@@ -188,11 +193,11 @@ pub(crate) async fn read_others(
     use strata_rpc::{RpcError, WireError as W};
     let me = node.config.node_id;
     let reads = route.write.iter().filter(|loc| loc.node != me).map(|loc| async move {
-        let addr = map.nodes.get(&loc.node).map(|n| n.addr.clone()).ok_or_else(|| (format!("node {}", loc.node), "not in the map".to_string()))?;
+        let addr = addr_of(map, loc)?;
         match node.rpc().read(&addr, map.epoch, route.partition, key, true).await {
             Ok((_, _, data)) => Ok(Some(data)),
             Err(RpcError::Remote(W::NotFound | W::Deleted)) => Ok(None),
-            Err(e) => Err((addr, fenced(node, e))),
+            Err(e) => Err((addr, remote_error(node, e))),
         }
     });
     futures_util::future::join_all(reads).await.into_iter().collect()

@@ -135,7 +135,7 @@ async fn remote<A: for<'a> serde::Deserialize<'a>>(map: &ClusterMap, to: strata_
 pub async fn vm_read(node: &ClusterNode, r: VmRead, txn: Option<strata_txn::TxnId>) -> Result<VmAnswer, TxnError> {
     let reader = txn.unwrap_or_else(strata_txn::TxnId::random);
     let answer = vm_read_as(node, r, reader).await;
-    if txn.is_none() || answer.is_err() {
+    if txn.is_none() {
         participant(node).done_reading(&reader);
     }
     answer

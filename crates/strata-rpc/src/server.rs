@@ -77,11 +77,7 @@ pub async fn serve(host: &dyn ReplicaHost, body: Bytes) -> Vec<Bytes> {
                 Ok(x) => x,
                 Err(e) => return garbage(kind, e),
             };
-            let read = match host.fence(req.partition, req.epoch).await {
-                Ok(()) => read(host, &req),
-                Err(e) => Err(e),
-            };
-            match read {
+            match host.fence(req.partition, req.epoch).await.and_then(|()| read(host, &req)) {
                 Ok((rec, data)) => message(KIND_READ, &Answer { epoch, result: Ok(rec) }, vec![data]),
                 Err(e) => message(KIND_READ, &Answer::<WireRecord> { epoch, result: Err(e) }, Vec::new()),
             }

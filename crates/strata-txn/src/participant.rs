@@ -197,10 +197,10 @@ pub struct Participant {
     pub gc: crate::gc::Collector,
     /// The blob versions running transactions read through this node as
     /// their version manager: per transaction, (blob, version, when taken).
-    /// Held while a reader's snapshot is taken and registered, and while
-    /// a usage is computed, so a usage never misses a reader whose version
-    /// is below the `shown` it reports. Lock order: this lock before a
-    /// row's lock table, never while holding one.
+    /// A reader is entered as [`PENDING`] before its snapshot is taken, so
+    /// a usage that reads the registry after computing its `shown` either
+    /// sees the reader (pending or with its version) or knows the reader's
+    /// snapshot comes after its `shown`. Never held across engine reads.
     readers: Mutex<HashMap<TxnId, Vec<Reading>>>,
     /// Per metadata row, the version at which this node first answered a
     /// usage for it, and when (ms): its usages are complete a read lease
@@ -210,6 +210,9 @@ pub struct Participant {
 
 /// A blob version a reader read: (blob, version, when it was taken, ms).
 type Reading = (Guid, u64, u64);
+
+/// The version of a reading whose snapshot is being taken.
+const PENDING: u64 = u64::MAX;
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|p| p.into_inner())
@@ -387,8 +390,6 @@ impl Participant {
             }
             let _ = tokio::time::timeout_at(deadline, notified).await;
         };
-        // Outside the lock table's lock: the readers' lock is taken before
-        // it (`snapshot_for`), never after.
         let (bound, fresh) = match outcome {
             Ok(held) => held,
             Err(reason) => {
@@ -554,14 +555,24 @@ impl Participant {
     /// a user of the version until [`done_reading`](Self::done_reading) or
     /// the read lease.
     pub fn snapshot_for(&self, replica: &Replica, version: u64, g: &Guid, txn: TxnId, now_ms: u64) -> Result<Snapshot, TxnError> {
-        let mut readers = lock(&self.readers);
-        let snap = self.snapshot(replica, version, g)?;
+        lock(&self.readers).entry(txn).or_default().push((*g, PENDING, now_ms));
         self.serving_since(replica.partition(), version, now_ms);
-        let mine = readers.entry(txn).or_default();
-        if !mine.iter().any(|(rg, v, _)| rg == g && *v == snap.version) {
-            mine.push((*g, snap.version, now_ms));
+        let snap = self.snapshot(replica, version, g);
+        let mut readers = lock(&self.readers);
+        if let Some(mine) = readers.get_mut(&txn) {
+            if let Some(at) = mine.iter().position(|(rg, v, _)| rg == g && *v == PENDING) {
+                mine.remove(at);
+            }
+            if let Ok(s) = &snap
+                && !mine.iter().any(|(rg, v, _)| rg == g && *v == s.version)
+            {
+                mine.push((*g, s.version, now_ms));
+            }
+            if mine.is_empty() {
+                readers.remove(&txn);
+            }
         }
-        Ok(snap)
+        snap
     }
 
     /// Reader `txn` is done: its transaction was decided, or its read
@@ -572,11 +583,14 @@ impl Participant {
 
     /// The versions of blob `g` in use (Týr §IV-E), on the primary of its
     /// metadata row: what a new reader gets now, and what running readers
-    /// registered here read (those older than the read lease dropped).
+    /// registered here read (those older than the read lease dropped). A
+    /// reader whose snapshot is still being taken makes it incomplete.
     pub fn usage(&self, replica: &Replica, version: u64, g: &Guid, now_ms: u64) -> Result<crate::model::Usage, TxnError> {
         let lease = self.config.read_lease.as_millis() as u64;
-        let mut readers = lock(&self.readers);
+        // `shown` first: a reader not yet registered when the registry is
+        // read below takes its snapshot later, at `shown` or above.
         let shown = self.snapshot(replica, version, g)?.version;
+        let mut readers = lock(&self.readers);
         readers.retain(|_, reads| {
             reads.retain(|(_, _, taken)| taken.saturating_add(lease) > now_ms);
             !reads.is_empty()
@@ -585,8 +599,10 @@ impl Participant {
         drop(readers);
         in_use.sort_unstable();
         in_use.dedup();
+        let pending = in_use.last() == Some(&PENDING);
+        in_use.retain(|v| *v != PENDING);
         let first = self.serving_since(replica.partition(), version, now_ms);
-        Ok(crate::model::Usage { shown, in_use, complete: now_ms.saturating_sub(first) >= lease })
+        Ok(crate::model::Usage { shown, in_use, complete: !pending && now_ms.saturating_sub(first) >= lease })
     }
 
     /// When this node first served readers of `row`, or a usage of it, at
