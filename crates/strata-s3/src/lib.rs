@@ -24,6 +24,7 @@ pub use md5x::crate_throughput as md5_crate_throughput;
 /// MD5 throughput, for benchmarks: see [`md5x::throughput`].
 pub use md5x::throughput as md5_throughput;
 mod ops;
+mod sse;
 mod store;
 #[cfg(test)]
 mod sweep_model;

@@ -259,6 +259,7 @@ impl StrataS3 {
 
     async fn do_put(&self, req: S3Request<PutObjectInput>) -> S3Result<S3Response<PutObjectOutput>> {
         let input = req.input;
+        crate::sse::refuse_write(&crate::sse::encryption_asked!(input))?;
         let sums = Expected::new(given_checksums!(input), &req.headers, req.trailing_headers)?;
         check_key(&input.key)?;
         let tags = crate::tags::from_header(input.tagging.as_deref())?;
@@ -333,6 +334,10 @@ impl StrataS3 {
             if_modified_since: input.if_modified_since,
             if_unmodified_since: input.if_unmodified_since,
         };
+        if input.sse_customer_algorithm.is_some() || input.sse_customer_key.is_some() {
+            self.object(&input.bucket, &input.key)?;
+            crate::sse::refuse_read(true)?;
+        }
         let range = to_range(input.range);
         let (o, body) = self.open_object(&input.bucket, &input.key, range, &cond).await?;
         let (start, end) = body.range;
@@ -352,6 +357,7 @@ impl StrataS3 {
 
     async fn do_head(&self, input: HeadObjectInput) -> S3Result<S3Response<HeadObjectOutput>> {
         let o = self.object(&input.bucket, &input.key)?;
+        crate::sse::refuse_read(input.sse_customer_algorithm.is_some() || input.sse_customer_key.is_some())?;
         let cond = Conditions {
             if_match: input.if_match,
             if_none_match: input.if_none_match,
@@ -415,6 +421,10 @@ impl StrataS3 {
 
     async fn do_copy(&self, req: S3Request<CopyObjectInput>) -> S3Result<S3Response<CopyObjectOutput>> {
         let input = req.input;
+        crate::sse::refuse_write(&crate::sse::Asked {
+            copy_source_customer: input.copy_source_sse_customer_algorithm.is_some() || input.copy_source_sse_customer_key.is_some(),
+            ..crate::sse::encryption_asked!(input)
+        })?;
         check_key(&input.key)?;
         let (src_bucket, src_key) = self.copy_source(req.credentials.as_ref(), &input.copy_source)?;
         let cond = copy_conditions!(input);
@@ -751,6 +761,7 @@ impl S3 for StrataS3 {
     async fn create_multipart_upload(&self, req: S3Request<CreateMultipartUploadInput>) -> S3Result<S3Response<CreateMultipartUploadOutput>> {
         timed!(self, "CreateMultipartUpload", {
             let i = req.input;
+            crate::sse::refuse_write(&crate::sse::encryption_asked!(i))?;
             check_key(&i.key)?;
             let mut meta = meta_in(i.metadata);
             meta.extend(crate::tags::from_header(i.tagging.as_deref())?);
@@ -776,6 +787,10 @@ impl S3 for StrataS3 {
     async fn upload_part(&self, req: S3Request<UploadPartInput>) -> S3Result<S3Response<UploadPartOutput>> {
         timed!(self, "UploadPart", {
             let i = req.input;
+            crate::sse::refuse_write(&crate::sse::Asked {
+                customer: i.sse_customer_algorithm.is_some() || i.sse_customer_key.is_some(),
+                ..Default::default()
+            })?;
             let sums = Expected::new(given_checksums!(i), &req.headers, req.trailing_headers)?;
             let number = part_number(i.part_number)?;
             self.check_upload(&i.bucket, &i.upload_id, &i.key)?;

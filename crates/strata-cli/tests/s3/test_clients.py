@@ -221,6 +221,41 @@ class Objects(unittest.TestCase):
         self.assertEqual(error_of(self.s3.put_object, Bucket="no-such-bucket", Key="k", Body=b"x"), ("NoSuchBucket", 404))
         self.assertEqual(error_of(self.s3.get_object, Bucket="objects", Key="missing"), ("NoSuchKey", 404))
 
+    def test_server_side_encryption_is_refused_not_ignored(self):
+        # Strata does not encrypt objects yet: a request that asks for it
+        # must fail and store nothing, never store the object in the clear.
+        s3, b = self.s3, "objects"
+        key = os.urandom(32)
+        asks = [
+            dict(ServerSideEncryption="AES256"),
+            dict(ServerSideEncryption="aws:kms", SSEKMSKeyId="a-key"),
+            dict(SSECustomerAlgorithm="AES256", SSECustomerKey=key),
+        ]
+        for ask in asks:
+            self.assertEqual(error_of(s3.put_object, Bucket=b, Key="sse/secret", Body=b"plaintext", **ask), ("NotImplemented", 501), ask)
+            self.assertEqual(error_of(s3.create_multipart_upload, Bucket=b, Key="sse/secret", **ask), ("NotImplemented", 501), ask)
+        s3.put_object(Bucket=b, Key="sse/plain", Body=b"plain")
+        self.assertEqual(
+            error_of(s3.copy_object, Bucket=b, Key="sse/secret", CopySource={"Bucket": b, "Key": "sse/plain"}, ServerSideEncryption="AES256"),
+            ("NotImplemented", 501),
+        )
+        up = s3.create_multipart_upload(Bucket=b, Key="sse/secret")["UploadId"]
+        part = dict(Bucket=b, Key="sse/secret", UploadId=up, PartNumber=1, Body=b"p" * 100)
+        self.assertEqual(error_of(s3.upload_part, SSECustomerAlgorithm="AES256", SSECustomerKey=key, **part), ("NotImplemented", 501))
+        self.assertEqual(s3.list_parts(Bucket=b, Key="sse/secret", UploadId=up).get("Parts", []), [])
+        s3.abort_multipart_upload(Bucket=b, Key="sse/secret", UploadId=up)
+        # A read that supplies a customer key: the object is not encrypted with it.
+        self.assertEqual(error_of(s3.get_object, Bucket=b, Key="sse/plain", SSECustomerAlgorithm="AES256", SSECustomerKey=key), ("InvalidRequest", 400))
+        self.assertEqual(error_of(s3.get_object, Bucket=b, Key="sse/missing", SSECustomerAlgorithm="AES256", SSECustomerKey=key), ("NoSuchKey", 404))
+        # The aws CLI's --sse fails too, and nothing was stored by any of it.
+        with tempfile.NamedTemporaryFile() as f:
+            f.write(b"plaintext")
+            f.flush()
+            r = aws("s3", "cp", f.name, f"s3://{b}/sse/cli", "--sse", "AES256", check=False)
+            self.assertNotEqual(r.returncode, 0, r.stdout)
+        keys = [o["Key"] for o in s3.list_objects_v2(Bucket=b, Prefix="sse/").get("Contents", [])]
+        self.assertEqual(keys, ["sse/plain"])
+
     def test_unsigned_and_streaming_payloads(self):
         r = signed("PUT", "/objects/unsigned", body=b"not hashed", payload_hash="UNSIGNED-PAYLOAD")
         self.assertEqual(r.status, 200)

@@ -33,6 +33,11 @@ impl StrataS3 {
 
     pub(super) async fn do_upload_part_copy(&self, req: S3Request<UploadPartCopyInput>) -> S3Result<S3Response<UploadPartCopyOutput>> {
         let i = req.input;
+        crate::sse::refuse_write(&crate::sse::Asked {
+            customer: i.sse_customer_algorithm.is_some() || i.sse_customer_key.is_some(),
+            copy_source_customer: i.copy_source_sse_customer_algorithm.is_some() || i.copy_source_sse_customer_key.is_some(),
+            ..Default::default()
+        })?;
         let number = part_number(i.part_number)?;
         let (src_bucket, src_key) = self.copy_source(req.credentials.as_ref(), &i.copy_source)?;
         self.check_upload(&i.bucket, &i.upload_id, &i.key)?;
