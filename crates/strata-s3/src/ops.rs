@@ -29,6 +29,33 @@ fn unb64(s: &str) -> Result<String, S3Error> {
         .ok_or_else(|| s3_error!(InvalidArgument, "the continuation token is not valid"))
 }
 
+/// Why S3 refuses `name` for a new bucket, beyond what s3s checks on every
+/// path (length, characters, first and last character, `..`, IP
+/// addresses, `xn--`). Only new buckets are held to these rules, so a
+/// bucket named before them stays reachable.
+fn new_bucket_name_problem(name: &str) -> Option<&'static str> {
+    const PREFIXES: [&str; 3] = ["xn--", "sthree-", "amzn-s3-demo-"];
+    const SUFFIXES: [&str; 5] = ["-s3alias", "--ol-s3", ".mrap", "--x-s3", "--table-s3"];
+    if name.contains("-.") || name.contains(".-") {
+        Some("has a hyphen next to a period")
+    } else if name.contains("..") {
+        Some("has two periods in a row")
+    } else if PREFIXES.iter().any(|p| name.starts_with(p)) {
+        Some("starts with a prefix S3 reserves")
+    } else if SUFFIXES.iter().any(|x| name.ends_with(x)) {
+        Some("ends with a suffix S3 reserves")
+    } else {
+        None
+    }
+}
+
+/// The owner S3 answers name (of buckets, their ACLs and listed objects):
+/// Strata's objects belong to their bucket, as with S3's default
+/// `BucketOwnerEnforced` ownership.
+fn owner() -> Owner {
+    Owner { display_name: Some("strata".into()), id: Some("strata".into()) }
+}
+
 fn page_size(max: Option<i32>) -> Result<usize, S3Error> {
     match max {
         None => Ok(MAX_KEYS as usize),
@@ -89,15 +116,33 @@ impl Conditions {
         }
         if let Some(c) = &self.if_none_match {
             if c.is_any() || c.as_etag().is_some_and(|e| e.weak_cmp(&tag)) {
-                return Err(s3_error!(NotModified));
+                return Err(not_modified(o));
             }
         } else if let Some(t) = &self.if_modified_since
             && secs <= ms(t) / 1000
         {
-            return Err(s3_error!(NotModified));
+            return Err(not_modified(o));
         }
         Ok(())
     }
+}
+
+/// A 304 Not Modified for `o`, with the validators a cache needs to keep
+/// its copy fresh (RFC 9110 15.4.5): ETag and Last-Modified.
+fn not_modified(o: &ObjectMeta) -> S3Error {
+    let mut e = s3_error!(NotModified);
+    let mut headers = http::HeaderMap::new();
+    if let Ok(v) = http::HeaderValue::from_str(&format!("\"{}\"", o.etag)) {
+        headers.insert(http::header::ETAG, v);
+    }
+    let mut date = Vec::new();
+    if ts(o.modified_ms).format(s3s::dto::TimestampFormat::HttpDate, &mut date).is_ok()
+        && let Ok(v) = http::HeaderValue::from_bytes(&date)
+    {
+        headers.insert(http::header::LAST_MODIFIED, v);
+    }
+    e.set_headers(headers);
+    e
 }
 
 /// A `Send` stream made `Sync` (as s3s's bodies must be): it is only ever
@@ -427,11 +472,21 @@ impl StrataS3 {
         })?;
         check_key(&input.key)?;
         let (src_bucket, src_key) = self.copy_source(req.credentials.as_ref(), &input.copy_source)?;
+        let replace = input.metadata_directive.as_ref().is_some_and(|d| d.as_str() == MetadataDirective::REPLACE);
+        if (src_bucket, src_key) == (input.bucket.as_str(), input.key.as_str())
+            && !replace
+            && input.storage_class.is_none()
+            && input.website_redirect_location.is_none()
+        {
+            return Err(s3_error!(
+                InvalidRequest,
+                "This copy request is illegal because it is trying to copy an object to itself without changing the object's metadata, storage class, website redirect location or encryption attributes."
+            ));
+        }
         let cond = copy_conditions!(input);
         let (src, body) = self.open_object(src_bucket, src_key, None, &cond).await.map_err(unmet_copy_condition)?;
         let now = self.now_ms();
         let expiry_ms = self.expiry(&input.bucket, &input.key, now)?;
-        let replace = input.metadata_directive.as_ref().is_some_and(|d| d.as_str() == MetadataDirective::REPLACE);
         let new_tags = match &input.tagging_directive {
             Some(d) if d.as_str() == TaggingDirective::REPLACE => Some(crate::tags::from_header(input.tagging.as_deref())?),
             _ => None,
@@ -497,11 +552,7 @@ impl S3 for StrataS3 {
                     .map(|(name, b)| Bucket { name: Some(name.clone()), creation_date: Some(ts(b.created_ms)), bucket_region: None })
                     .collect::<Vec<_>>()
             });
-            ok(ListBucketsOutput {
-                buckets: Some(buckets),
-                owner: Some(Owner { display_name: Some("strata".into()), id: Some("strata".into()) }),
-                ..Default::default()
-            })
+            ok(ListBucketsOutput { buckets: Some(buckets), owner: Some(owner()), ..Default::default() })
         })
     }
 
@@ -509,6 +560,9 @@ impl S3 for StrataS3 {
         timed!(self, "CreateBucket", {
             let owner = req.credentials.map(|c| c.access_key).unwrap_or_default();
             let name = req.input.bucket;
+            if let Some(why) = new_bucket_name_problem(&name) {
+                return Err(s3_error!(InvalidBucketName, "bucket name {name:?} {why}"));
+            }
             let public = req.input.acl.as_ref().is_some_and(|a| a.as_str() == BucketCannedACL::PUBLIC_READ);
             match self.names.apply(NameOp::CreateBucket { name: name.clone(), owner, now_ms: self.now_ms() }).await {
                 Ok(_) => {
@@ -576,7 +630,7 @@ impl S3 for StrataS3 {
     async fn get_bucket_acl(&self, req: S3Request<GetBucketAclInput>) -> S3Result<S3Response<GetBucketAclOutput>> {
         timed!(self, "GetBucketAcl", {
             let public = strata_names::read(&*self.names, |s| s.bucket(&req.input.bucket).map(|b| b.public)).map_err(name_err)?;
-            let owner = Owner { display_name: Some("strata".into()), id: Some("strata".into()) };
+            let owner = owner();
             let mut grants = vec![Grant {
                 grantee: Some(Grantee {
                     type_: Type::from("CanonicalUser".to_owned()),
@@ -719,7 +773,10 @@ impl S3 for StrataS3 {
             let i = req.input;
             let token = i.continuation_token.as_deref().map(unb64).transpose()?;
             let after = token.as_deref().or(i.start_after.as_deref());
-            let l = self.listing(&i.bucket, i.prefix.as_deref(), i.delimiter.as_deref(), after, i.max_keys, i.encoding_type.as_ref())?;
+            let mut l = self.listing(&i.bucket, i.prefix.as_deref(), i.delimiter.as_deref(), after, i.max_keys, i.encoding_type.as_ref())?;
+            if i.fetch_owner == Some(true) {
+                l.contents.iter_mut().for_each(|o| o.owner = Some(owner()));
+            }
             ok(ListObjectsV2Output {
                 name: Some(i.bucket),
                 key_count: Some((l.contents.len() + l.prefixes.len()) as i32),
@@ -741,7 +798,9 @@ impl S3 for StrataS3 {
     async fn list_objects(&self, req: S3Request<ListObjectsInput>) -> S3Result<S3Response<ListObjectsOutput>> {
         timed!(self, "ListObjects", {
             let i = req.input;
-            let l = self.listing(&i.bucket, i.prefix.as_deref(), i.delimiter.as_deref(), i.marker.as_deref(), i.max_keys, i.encoding_type.as_ref())?;
+            let mut l = self.listing(&i.bucket, i.prefix.as_deref(), i.delimiter.as_deref(), i.marker.as_deref(), i.max_keys, i.encoding_type.as_ref())?;
+            // Version 1 listings always name the owner.
+            l.contents.iter_mut().for_each(|o| o.owner = Some(owner()));
             ok(ListObjectsOutput {
                 name: Some(i.bucket),
                 marker: Some(i.marker.as_deref().map(|m| l.enc(m)).unwrap_or_default()),
@@ -933,7 +992,12 @@ impl StrataS3 {
     ) -> Result<Listed, S3Error> {
         let max = page_size(max_keys)?;
         let prefix = prefix.unwrap_or_default();
-        let page = self.list_page(bucket, prefix, delimiter, after, max)?;
+        let mut page = self.list_page(bucket, prefix, delimiter, after, max)?;
+        if max == 0 {
+            // S3 answers a page of no keys as complete, whatever follows.
+            page.truncated = false;
+            page.next = None;
+        }
         let url = encoding.is_some_and(|e| e.as_str() == EncodingType::URL);
         let mut l = Listed {
             url,

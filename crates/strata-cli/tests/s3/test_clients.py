@@ -128,7 +128,7 @@ class Buckets(unittest.TestCase):
     def test_invalid_bucket_names_are_refused(self):
         s3 = client()
         # botocore checks names client-side too; send raw requests instead.
-        for bad in ["UPPER", "a", "bad_underscore", "-dash", "x" * 64]:
+        for bad in ["UPPER", "a", "bad_underscore", "-dash", "x" * 64, "foo-.bar", "foo.-bar", "sthree-x", "name-s3alias", "xn--abc"]:
             r = signed("PUT", f"/{bad}")
             self.assertEqual(r.status, 400, bad)
             self.assertIn(b"<Code>InvalidBucketName</Code>", r.body, bad)
@@ -176,6 +176,16 @@ class Objects(unittest.TestCase):
         self.assertEqual(self.s3.get_object(Bucket="objects", Key="c", IfMatch=tag)["Body"].read(), b"conditional")
         self.assertEqual(error_of(self.s3.get_object, Bucket="objects", Key="c", IfMatch='"0000"'), ("PreconditionFailed", 412))
         self.assertEqual(error_of(self.s3.get_object, Bucket="objects", Key="c", IfNoneMatch=tag)[1], 304)
+        # A 304 carries the validators a cache refreshes its copy with.
+        head = self.s3.head_object(Bucket="objects", Key="c")
+        for ask in [dict(IfNoneMatch=tag), dict(IfModifiedSince=head["LastModified"])]:
+            try:
+                self.s3.get_object(Bucket="objects", Key="c", **ask)
+                self.fail(f"a GET with {ask} answered 200")
+            except ClientError as e:
+                h = e.response["ResponseMetadata"]["HTTPHeaders"]
+                self.assertEqual((e.response["ResponseMetadata"]["HTTPStatusCode"], h.get("etag")), (304, tag), ask)
+                self.assertEqual(h.get("last-modified"), head["ResponseMetadata"]["HTTPHeaders"]["last-modified"], ask)
         future = datetime.datetime.now(datetime.timezone.utc) + datetime.timedelta(days=1)
         past = datetime.datetime(2000, 1, 1, tzinfo=datetime.timezone.utc)
         self.assertEqual(error_of(self.s3.get_object, Bucket="objects", Key="c", IfModifiedSince=future)[1], 304)
@@ -442,6 +452,10 @@ class Objects(unittest.TestCase):
         g = self.s3.get_object(Bucket="objects", Key="dst2")
         self.assertEqual((g["ContentType"], g["Metadata"]), ("text/x", {"b": "2"}))
         self.assertEqual(error_of(self.s3.copy_object, Bucket="objects", Key="x", CopySource="objects/nope"), ("NoSuchKey", 404))
+        # Copying an object onto itself must change something (S3 refuses it otherwise).
+        self.assertEqual(error_of(self.s3.copy_object, Bucket="objects", Key="src", CopySource="objects/src"), ("InvalidRequest", 400))
+        self.s3.copy_object(Bucket="objects", Key="src", CopySource="objects/src", MetadataDirective="REPLACE", Metadata={"c": "3"}, ContentType="text/plain")
+        self.assertEqual(self.s3.head_object(Bucket="objects", Key="src")["Metadata"], {"c": "3"})
 
 
 class Listing(unittest.TestCase):
@@ -470,6 +484,14 @@ class Listing(unittest.TestCase):
         self.assertEqual([o["Key"] for o in nxt["Contents"]], self.keys[3:6])
         after = self.s3.list_objects_v2(Bucket="many", MaxKeys=2, StartAfter=self.keys[100])
         self.assertEqual([o["Key"] for o in after["Contents"]], self.keys[101:103])
+        # MaxKeys=0 answers an empty, complete page, as S3 does.
+        none = self.s3.list_objects_v2(Bucket="many", MaxKeys=0)
+        self.assertEqual((none["KeyCount"], none["IsTruncated"], "NextContinuationToken" in none), (0, False, False))
+        # The owner is named when asked for (version 1 always names it).
+        self.assertNotIn("Owner", small["Contents"][0])
+        owned = self.s3.list_objects_v2(Bucket="many", MaxKeys=3, FetchOwner=True)
+        self.assertTrue(all(o["Owner"]["ID"] for o in owned["Contents"]), owned["Contents"])
+        self.assertTrue(all(o["Owner"]["ID"] for o in self.s3.list_objects(Bucket="many", MaxKeys=3)["Contents"]))
 
     def test_delimiters_give_common_prefixes(self):
         top = self.s3.list_objects_v2(Bucket="many", Delimiter="/")
