@@ -17,6 +17,7 @@
 mod access;
 mod checksum;
 mod convert;
+mod headers;
 mod md5x;
 
 /// The `md-5` crate's MD5 throughput over one stream, the baseline for benchmarks.

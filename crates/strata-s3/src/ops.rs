@@ -186,8 +186,14 @@ fn streaming(data: BlobData) -> StreamingBlob {
 macro_rules! object_output {
     ($out:ident { $($field:ident: $value:expr),* $(,)? }, $o:expr, $sums:expr) => {{
         let o: &ObjectMeta = $o;
+        let standard = crate::headers::Standard::of(&o.meta);
         with_checksums!(
             $out {
+                expires: standard.expires_out(),
+                cache_control: standard.cache_control,
+                content_disposition: standard.content_disposition,
+                content_encoding: standard.content_encoding,
+                content_language: standard.content_language,
                 accept_ranges: Some("bytes".into()),
                 content_type: Some(o.content_type.clone()),
                 e_tag: Some(etag(&o.etag)),
@@ -331,12 +337,12 @@ impl StrataS3 {
             }
             _ => {}
         }
+        let mut meta = meta_in(input.metadata.clone());
+        crate::headers::standard_headers_in!(input).store_in(&mut meta);
         let content_type = content_type_in(input.content_type);
-        let meta = meta_in(input.metadata);
         let opts = self.put_opts(content_type.clone(), meta.clone(), expiry_ms, now);
         let stored = self.store(input.body, input.content_length, input.content_md5.as_deref(), &sums, opts).await?;
         let tag = hex::encode(stored.md5);
-        let mut meta = meta;
         meta.extend(crate::checksum::to_meta(stored.checksums.clone()));
         meta.extend(tags);
         let object = ObjectMeta { blob: stored.blob, size: stored.size, etag: tag.clone(), content_type, meta, modified_ms: now, expiry_ms, parts: 0 };
@@ -388,7 +394,7 @@ impl StrataS3 {
         let (start, end) = body.range;
         // Whole-object checksums describe only a whole object.
         let sums = if range.is_none() { stored_checksums(input.checksum_mode.as_ref(), &o) } else { Default::default() };
-        ok(object_output!(
+        let mut out = object_output!(
             GetObjectOutput {
                 body: Some(streaming(body.data)),
                 content_length: Some((end - start) as i64),
@@ -397,7 +403,15 @@ impl StrataS3 {
             },
             &o,
             sums
-        ))
+        );
+        // `response-*` query parameters override the stored headers in this answer.
+        out.cache_control = input.response_cache_control.or(out.cache_control);
+        out.content_disposition = input.response_content_disposition.or(out.content_disposition);
+        out.content_encoding = input.response_content_encoding.or(out.content_encoding);
+        out.content_language = input.response_content_language.or(out.content_language);
+        out.content_type = input.response_content_type.or(out.content_type);
+        out.expires = input.response_expires.or(out.expires);
+        ok(out)
     }
 
     async fn do_head(&self, input: HeadObjectInput) -> S3Result<S3Response<HeadObjectOutput>> {
@@ -493,8 +507,9 @@ impl StrataS3 {
         };
         // The bytes are the source's, so its stored checksums still hold.
         let (content_type, mut meta) = if replace {
-            let mut meta = meta_in(input.metadata);
+            let mut meta = meta_in(input.metadata.clone());
             meta.extend(src.meta.iter().filter(|(k, _)| crate::convert::is_internal(k)).cloned());
+            crate::headers::standard_headers_in!(input).store_in(&mut meta);
             (content_type_in(input.content_type), meta)
         } else {
             (src.content_type.clone(), src.meta.clone())
@@ -822,7 +837,8 @@ impl S3 for StrataS3 {
             let i = req.input;
             crate::sse::refuse_write(&crate::sse::encryption_asked!(i))?;
             check_key(&i.key)?;
-            let mut meta = meta_in(i.metadata);
+            let mut meta = meta_in(i.metadata.clone());
+            crate::headers::standard_headers_in!(i).store_in(&mut meta);
             meta.extend(crate::tags::from_header(i.tagging.as_deref())?);
             let upload_id = {
                 use rand::RngCore;

@@ -231,6 +231,40 @@ class Objects(unittest.TestCase):
         self.assertEqual(error_of(self.s3.put_object, Bucket="no-such-bucket", Key="k", Body=b"x"), ("NoSuchBucket", 404))
         self.assertEqual(error_of(self.s3.get_object, Bucket="objects", Key="missing"), ("NoSuchKey", 404))
 
+    def test_standard_headers_are_stored_and_returned(self):
+        s3, b = self.s3, "objects"
+        expires = datetime.datetime(2030, 1, 2, 3, 4, 5, tzinfo=datetime.timezone.utc)
+        std = dict(CacheControl="max-age=3600", ContentDisposition='attachment; filename="r.txt"', ContentEncoding="gzip", ContentLanguage="fr-CA", Expires=expires)
+        got = lambda r: (r["CacheControl"], r["ContentDisposition"], r["ContentEncoding"], r["ContentLanguage"], r["Expires"])
+        want = ("max-age=3600", 'attachment; filename="r.txt"', "gzip", "fr-CA", expires)
+        s3.put_object(Bucket=b, Key="std/put", Body=b"x", **std)
+        self.assertEqual(got(s3.get_object(Bucket=b, Key="std/put")), want)
+        self.assertEqual(got(s3.head_object(Bucket=b, Key="std/put")), want)
+        # A copy keeps them; a copy that replaces metadata takes the request's.
+        s3.copy_object(Bucket=b, Key="std/copy", CopySource=f"{b}/std/put")
+        self.assertEqual(got(s3.head_object(Bucket=b, Key="std/copy")), want)
+        s3.copy_object(Bucket=b, Key="std/replaced", CopySource=f"{b}/std/put", MetadataDirective="REPLACE", CacheControl="no-store")
+        h = s3.head_object(Bucket=b, Key="std/replaced")
+        self.assertEqual((h["CacheControl"], "ContentDisposition" in h, "Expires" in h), ("no-store", False, False))
+        # A multipart upload's object gets the headers its upload was created with.
+        up = s3.create_multipart_upload(Bucket=b, Key="std/mp", **std)["UploadId"]
+        e = s3.upload_part(Bucket=b, Key="std/mp", UploadId=up, PartNumber=1, Body=b"part")["ETag"]
+        s3.complete_multipart_upload(Bucket=b, Key="std/mp", UploadId=up, MultipartUpload={"Parts": [{"PartNumber": 1, "ETag": e}]})
+        self.assertEqual(got(s3.head_object(Bucket=b, Key="std/mp")), want)
+        # response-* parameters override them in one answer only.
+        r = s3.get_object(Bucket=b, Key="std/put", ResponseCacheControl="no-cache", ResponseContentType="text/csv", ResponseContentDisposition="inline")
+        self.assertEqual((r["CacheControl"], r["ContentType"], r["ContentDisposition"]), ("no-cache", "text/csv", "inline"))
+        self.assertEqual(s3.head_object(Bucket=b, Key="std/put")["CacheControl"], "max-age=3600")
+        # aws-chunked describes the upload only; the aws CLI's options land.
+        s3.put_object(Bucket=b, Key="std/plain", Body=b"y")
+        self.assertNotIn("CacheControl", s3.head_object(Bucket=b, Key="std/plain"))
+        with tempfile.NamedTemporaryFile() as f:
+            f.write(b"site")
+            f.flush()
+            aws("s3", "cp", f.name, f"s3://{b}/std/cli", "--cache-control", "public, max-age=60", "--content-language", "de")
+        h = s3.head_object(Bucket=b, Key="std/cli")
+        self.assertEqual((h["CacheControl"], h["ContentLanguage"]), ("public, max-age=60", "de"))
+
     def test_server_side_encryption_is_refused_not_ignored(self):
         # Strata does not encrypt objects yet: a request that asks for it
         # must fail and store nothing, never store the object in the clear.
