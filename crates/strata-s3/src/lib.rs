@@ -25,6 +25,7 @@ pub use md5x::crate_throughput as md5_crate_throughput;
 /// MD5 throughput, for benchmarks: see [`md5x::throughput`].
 pub use md5x::throughput as md5_throughput;
 mod ops;
+mod request_id;
 mod sse;
 mod store;
 #[cfg(test)]
@@ -50,7 +51,7 @@ pub mod fuzz {
 pub use access::{KeyAccess, KeyAuth, VirtualHosts};
 
 use futures_util::StreamExt;
-use s3s::service::{S3Service, S3ServiceBuilder};
+use s3s::service::S3ServiceBuilder;
 use std::sync::Arc;
 use std::time::Duration;
 use strata_names::NameIndex;
@@ -94,9 +95,12 @@ impl StrataS3 {
     }
 }
 
+pub use request_id::S3Endpoint;
+
 /// Builds the S3 service: the implementation, SigV4 against the name
-/// index's access keys, grants and public buckets, virtual hosts.
-pub fn service(router: Arc<Router>, names: Arc<dyn NameIndex>, clock: Arc<dyn Clock>, opts: S3Options, observer: Option<Observer>) -> S3Service {
+/// index's access keys, grants and public buckets, virtual hosts, and
+/// request ids on every answer.
+pub fn service(router: Arc<Router>, names: Arc<dyn NameIndex>, clock: Arc<dyn Clock>, opts: S3Options, observer: Option<Observer>) -> S3Endpoint {
     let domains = opts.domains.clone();
     let region = opts.region.clone();
     let s3 = StrataS3 { router, names: names.clone(), clock: clock.clone(), opts, observer };
@@ -104,7 +108,7 @@ pub fn service(router: Arc<Router>, names: Arc<dyn NameIndex>, clock: Arc<dyn Cl
     b.set_auth(KeyAuth::new(names.clone()));
     b.set_access(KeyAccess::new(names, region, clock));
     b.set_host(VirtualHosts::new(domains));
-    b.build()
+    S3Endpoint::new(b.build())
 }
 
 /// Removes the names of expired objects every `period` and frees their

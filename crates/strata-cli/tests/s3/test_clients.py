@@ -265,6 +265,22 @@ class Objects(unittest.TestCase):
         h = s3.head_object(Bucket=b, Key="std/cli")
         self.assertEqual((h["CacheControl"], h["ContentLanguage"]), ("public, max-age=60", "de"))
 
+    def test_answers_carry_request_ids(self):
+        ok = self.s3.put_object(Bucket="objects", Key="rid", Body=b"x")["ResponseMetadata"]
+        self.assertRegex(ok["HTTPHeaders"]["x-amz-request-id"], "^[0-9A-F]{16}$")
+        try:
+            self.s3.get_object(Bucket="objects", Key="rid-missing")
+            self.fail("a GET of a missing key succeeded")
+        except ClientError as e:
+            rid = e.response["ResponseMetadata"]["HTTPHeaders"]["x-amz-request-id"]
+            self.assertNotEqual(rid, ok["HTTPHeaders"]["x-amz-request-id"])
+        # The error document names it too, from s3s's own errors (a bad
+        # bucket name) as from Strata's.
+        for path in ["/objects/rid-missing", "/Bad_Name"]:
+            r = signed("GET", path)
+            self.assertGreaterEqual(r.status, 400)
+            self.assertRegex(r.body.decode(), "<RequestId>[0-9A-F]{16}</RequestId></Error>", path)
+
     def test_server_side_encryption_is_refused_not_ignored(self):
         # Strata does not encrypt objects yet: a request that asks for it
         # must fail and store nothing, never store the object in the clear.
