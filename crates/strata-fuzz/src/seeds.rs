@@ -233,6 +233,7 @@ pub(crate) fn name_log() -> Vec<Vec<u8>> {
         },
         NameOp::SetKvGrant { id: "SKA".into(), store: "s".into(), grant: KvGrant { read: true, admin: false } },
         NameOp::SetKeyExpiry { id: "SKA".into(), expires_ms: 9 },
+        NameOp::DeleteBucketAbortingUploads { name: "b".into(), now_ms: 9 },
     ];
     let mut state = NameState::default();
     let mut out = Vec::new();

@@ -593,7 +593,9 @@ impl S3 for StrataS3 {
 
     async fn delete_bucket(&self, req: S3Request<DeleteBucketInput>) -> S3Result<S3Response<DeleteBucketOutput>> {
         timed!(self, "DeleteBucket", {
-            self.names.apply(NameOp::DeleteBucket { name: req.input.bucket, now_ms: self.now_ms() }).await.map_err(name_err)?;
+            // Uploads in progress are aborted with the bucket, as S3 does.
+            let out = self.names.apply(NameOp::DeleteBucketAbortingUploads { name: req.input.bucket, now_ms: self.now_ms() }).await.map_err(name_err)?;
+            self.free_outcome(out).await;
             ok(DeleteBucketOutput {})
         })
     }

@@ -125,6 +125,18 @@ class Buckets(unittest.TestCase):
         self.assertNotIn("b-life", [b["Name"] for b in s3.list_buckets()["Buckets"]])
         self.assertEqual(error_of(s3.delete_bucket, Bucket="b-life"), ("NoSuchBucket", 404))
 
+    def test_deleting_a_bucket_aborts_its_uploads(self):
+        s3 = client()
+        s3.create_bucket(Bucket="b-uploads")
+        base = live_blobs()
+        up = s3.create_multipart_upload(Bucket="b-uploads", Key="big")["UploadId"]
+        s3.upload_part(Bucket="b-uploads", Key="big", UploadId=up, PartNumber=1, Body=b"p" * 1000)
+        self.assertEqual(live_blobs(), base + 1)
+        s3.delete_bucket(Bucket="b-uploads")
+        self.assertNotIn("b-uploads", [b["Name"] for b in s3.list_buckets()["Buckets"]])
+        self.assertEqual(live_blobs(), base, "the aborted upload's part was not freed")
+        self.assertEqual(error_of(s3.list_parts, Bucket="b-uploads", Key="big", UploadId=up)[1], 404)
+
     def test_invalid_bucket_names_are_refused(self):
         s3 = client()
         # botocore checks names client-side too; send raw requests instead.
