@@ -695,6 +695,20 @@ class Multipart(unittest.TestCase):
         self.assertEqual(live_blobs(), base)
         self.assertEqual(error_of(s3.abort_multipart_upload, Bucket="multi", Key="small", UploadId=up), ("NoSuchUpload", 404))
 
+    def test_a_retried_completion_answers_as_the_first(self):
+        s3 = self.s3
+        up = s3.create_multipart_upload(Bucket="multi", Key="retried", Metadata={"m": "1"})["UploadId"]
+        e = s3.upload_part(Bucket="multi", Key="retried", UploadId=up, PartNumber=1, Body=b"only part")["ETag"]
+        done = dict(Bucket="multi", Key="retried", UploadId=up, MultipartUpload={"Parts": [{"PartNumber": 1, "ETag": e}]})
+        first = s3.complete_multipart_upload(**done)["ETag"]
+        self.assertEqual(s3.complete_multipart_upload(**done)["ETag"], first)
+        self.assertEqual(s3.head_object(Bucket="multi", Key="retried")["Metadata"], {"m": "1"})
+        # Another upload's id, or the same once the key holds another object, is unknown.
+        self.assertEqual(error_of(s3.complete_multipart_upload, **dict(done, UploadId="0" * 32))[0], "NoSuchUpload")
+        s3.put_object(Bucket="multi", Key="retried", Body=b"newer")
+        self.assertEqual(error_of(s3.complete_multipart_upload, **done)[0], "NoSuchUpload")
+        self.assertEqual(s3.get_object(Bucket="multi", Key="retried")["Body"].read(), b"newer")
+
 
 class Auth(unittest.TestCase):
     @classmethod

@@ -66,10 +66,18 @@ impl StrataS3 {
         if parts.is_empty() {
             return Err(s3_error!(MalformedXML, "the completion lists no parts"));
         }
-        let upload = strata_names::read(&*self.names, |s| {
-            let b = s.bucket(&input.bucket).map_err(name_err)?;
-            b.uploads.get(&input.upload_id).cloned().ok_or_else(|| s3_error!(NoSuchUpload, "no multipart upload {:?}", input.upload_id))
-        })?;
+        let upload = strata_names::read(&*self.names, |s| s.bucket(&input.bucket).map(|b| b.uploads.get(&input.upload_id).cloned())).map_err(name_err)?;
+        let Some(upload) = upload else {
+            // A completion retried after its answer was lost (SDKs retry on
+            // a time-out) answers as the first did while the key still holds
+            // the object it made.
+            return match self.completed_by(&input.bucket, &input.key, &input.upload_id) {
+                Some(tag) => {
+                    ok(CompleteMultipartUploadOutput { bucket: Some(input.bucket), key: Some(input.key), e_tag: Some(etag(&tag)), ..Default::default() })
+                }
+                None => Err(s3_error!(NoSuchUpload, "no multipart upload {:?}", input.upload_id)),
+            };
+        };
         if upload.key != input.key {
             return Err(s3_error!(NoSuchUpload, "upload {:?} is for another key", input.upload_id));
         }
@@ -118,7 +126,7 @@ impl StrataS3 {
             size,
             etag: tag.clone(),
             content_type: upload.content_type,
-            meta: upload.meta,
+            meta: upload.meta.into_iter().chain([(UPLOAD_ID_META.to_owned(), input.upload_id.clone())]).collect(),
             modified_ms: now,
             expiry_ms,
             parts: used.len() as u32,
@@ -144,9 +152,33 @@ impl StrataS3 {
             }
             Err(e) => {
                 let _ = self.router.forget_composite(blob).await;
+                // A concurrent completion of the same upload won the race.
+                if matches!(e, strata_names::NameError::NoSuchUpload(_))
+                    && let Some(tag) = self.completed_by(&input.bucket, &input.key, &input.upload_id)
+                {
+                    return ok(CompleteMultipartUploadOutput {
+                        bucket: Some(input.bucket),
+                        key: Some(input.key),
+                        e_tag: Some(etag(&tag)),
+                        ..Default::default()
+                    });
+                }
                 return Err(name_err(e));
             }
         }
         ok(CompleteMultipartUploadOutput { bucket: Some(input.bucket), key: Some(input.key), e_tag: Some(etag(&tag)), ..Default::default() })
     }
+
+    /// The ETag of the live object at `key` if upload `upload_id` made it.
+    fn completed_by(&self, bucket: &str, key: &str, upload_id: &str) -> Option<String> {
+        let now = self.now_ms();
+        strata_names::read(&*self.names, |s| {
+            let o = s.bucket(bucket).ok()?.objects.get(key).filter(|o| !o.expired(now))?;
+            o.meta.iter().any(|(k, v)| k == UPLOAD_ID_META && v == upload_id).then(|| o.etag.clone())
+        })
+    }
 }
+
+/// The metadata entry (internal: see `convert::is_internal`) naming the
+/// multipart upload an object was completed from.
+const UPLOAD_ID_META: &str = "/upload-id";
