@@ -350,6 +350,32 @@ impl StrataS3 {
         ok(with_checksums!(PutObjectOutput { e_tag: Some(etag(&tag)), expiration: expiration(expiry_ms) }, stored.checksums))
     }
 
+    /// Opens part `number` of the object (GET with `partNumber`): its byte
+    /// range, read from the object the range was computed for (retried if
+    /// an overwrite lands between the two).
+    async fn open_part(
+        &self,
+        bucket: &str,
+        key: &str,
+        number: i32,
+        with_range: bool,
+        cond: &Conditions,
+    ) -> Result<(Option<ByteRange>, (ObjectMeta, strata_router::BlobBody)), S3Error> {
+        if with_range {
+            return Err(s3_error!(InvalidRequest, "a Range header and a partNumber cannot both be given"));
+        }
+        for _ in 0..3 {
+            let o = self.object(bucket, key)?;
+            let (first, len) = multipart::part_bounds(&o, number)?;
+            let range = (o.parts > 0 && len > 0).then_some(ByteRange::FromTo(first, first + len - 1));
+            let opened = self.open_object(bucket, key, range, cond).await?;
+            if opened.0.blob == o.blob {
+                return Ok((range, opened));
+            }
+        }
+        Err(s3_error!(SlowDown, "{key:?} is being overwritten; try again"))
+    }
+
     /// Opens the object's blob. An overwrite or delete racing with this
     /// read frees the blob the name pointed at: then the name is read again,
     /// so the reader gets the new object (or NoSuchKey), never an error for
@@ -389,8 +415,13 @@ impl StrataS3 {
             self.object(&input.bucket, &input.key)?;
             crate::sse::refuse_read(true)?;
         }
-        let range = to_range(input.range);
-        let (o, body) = self.open_object(&input.bucket, &input.key, range, &cond).await?;
+        let (range, (o, body)) = match input.part_number {
+            None => {
+                let range = to_range(input.range);
+                (range, self.open_object(&input.bucket, &input.key, range, &cond).await?)
+            }
+            Some(n) => self.open_part(&input.bucket, &input.key, n, input.range.is_some(), &cond).await?,
+        };
         let (start, end) = body.range;
         // Whole-object checksums describe only a whole object.
         let sums = if range.is_none() { stored_checksums(input.checksum_mode.as_ref(), &o) } else { Default::default() };
@@ -424,9 +455,14 @@ impl StrataS3 {
             if_unmodified_since: input.if_unmodified_since,
         };
         cond.check(&o)?;
-        let (len, range_text) = match input.range {
-            None => (o.size, None),
-            Some(r) => {
+        let (len, range_text) = match (input.range, input.part_number) {
+            (Some(_), Some(_)) => return Err(s3_error!(InvalidRequest, "a Range header and a partNumber cannot both be given")),
+            (None, Some(n)) => {
+                let (first, len) = multipart::part_bounds(&o, n)?;
+                (len, (o.parts > 0).then(|| format!("bytes {first}-{}/{}", (first + len).saturating_sub(1), o.size)))
+            }
+            (None, None) => (o.size, None),
+            (Some(r), None) => {
                 let rr = r.check(o.size).map_err(|_| s3_error!(InvalidRange, "the range is outside the object's {} bytes", o.size))?;
                 (rr.end - rr.start, Some(format!("bytes {}-{}/{}", rr.start, rr.end.saturating_sub(1), o.size)))
             }

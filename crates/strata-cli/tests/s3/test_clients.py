@@ -695,6 +695,27 @@ class Multipart(unittest.TestCase):
         self.assertEqual(live_blobs(), base)
         self.assertEqual(error_of(s3.abort_multipart_upload, Bucket="multi", Key="small", UploadId=up), ("NoSuchUpload", 404))
 
+    def test_get_and_head_by_part_number(self):
+        s3 = self.s3
+        p1, p2 = os.urandom(5 << 20), os.urandom(1 << 20)
+        up = s3.create_multipart_upload(Bucket="multi", Key="by-part")["UploadId"]
+        e1 = s3.upload_part(Bucket="multi", Key="by-part", UploadId=up, PartNumber=1, Body=p1)["ETag"]
+        e2 = s3.upload_part(Bucket="multi", Key="by-part", UploadId=up, PartNumber=2, Body=p2)["ETag"]
+        parts = [{"PartNumber": 1, "ETag": e1}, {"PartNumber": 2, "ETag": e2}]
+        s3.complete_multipart_upload(Bucket="multi", Key="by-part", UploadId=up, MultipartUpload={"Parts": parts})
+        total = len(p1) + len(p2)
+        g = s3.get_object(Bucket="multi", Key="by-part", PartNumber=2)
+        self.assertEqual((g["Body"].read(), g["ContentRange"], g["PartsCount"]), (p2, f"bytes {len(p1)}-{total - 1}/{total}", 2))
+        self.assertEqual(s3.get_object(Bucket="multi", Key="by-part", PartNumber=1)["Body"].read(), p1)
+        h = s3.head_object(Bucket="multi", Key="by-part", PartNumber=1)
+        self.assertEqual((h["ContentLength"], h["ContentRange"]), (len(p1), f"bytes 0-{len(p1) - 1}/{total}"))
+        self.assertEqual(error_of(s3.get_object, Bucket="multi", Key="by-part", PartNumber=3), ("InvalidPartNumber", 416))
+        self.assertEqual(error_of(s3.get_object, Bucket="multi", Key="by-part", PartNumber=1, Range="bytes=0-9")[1], 400)
+        # An object from one PUT is its own part 1.
+        s3.put_object(Bucket="multi", Key="one-put", Body=b"single")
+        self.assertEqual(s3.get_object(Bucket="multi", Key="one-put", PartNumber=1)["Body"].read(), b"single")
+        self.assertEqual(error_of(s3.get_object, Bucket="multi", Key="one-put", PartNumber=2)[1], 416)
+
     def test_a_retried_completion_answers_as_the_first(self):
         s3 = self.s3
         up = s3.create_multipart_upload(Bucket="multi", Key="retried", Metadata={"m": "1"})["UploadId"]

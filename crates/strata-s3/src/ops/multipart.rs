@@ -126,7 +126,14 @@ impl StrataS3 {
             size,
             etag: tag.clone(),
             content_type: upload.content_type,
-            meta: upload.meta.into_iter().chain([(UPLOAD_ID_META.to_owned(), input.upload_id.clone())]).collect(),
+            meta: upload
+                .meta
+                .into_iter()
+                .chain([
+                    (UPLOAD_ID_META.to_owned(), input.upload_id.clone()),
+                    (PART_SIZES_META.to_owned(), encode_part_sizes(&used.iter().map(|(_, p)| p.size).collect::<Vec<_>>())),
+                ])
+                .collect(),
             modified_ms: now,
             expiry_ms,
             parts: used.len() as u32,
@@ -182,3 +189,91 @@ impl StrataS3 {
 /// The metadata entry (internal: see `convert::is_internal`) naming the
 /// multipart upload an object was completed from.
 const UPLOAD_ID_META: &str = "/upload-id";
+
+/// The metadata entry holding a multipart object's part sizes, in order,
+/// run-length encoded (`size*count` runs joined by commas: SDKs upload
+/// equal parts, so this is short), for GET and HEAD by `partNumber`.
+const PART_SIZES_META: &str = "/part-sizes";
+
+fn encode_part_sizes(sizes: &[u64]) -> String {
+    let mut runs: Vec<(u64, u32)> = Vec::new();
+    for &s in sizes {
+        match runs.last_mut() {
+            Some((size, n)) if *size == s => *n += 1,
+            _ => runs.push((s, 1)),
+        }
+    }
+    runs.iter().map(|(s, n)| format!("{s}*{n}")).collect::<Vec<_>>().join(",")
+}
+
+/// The bytes (first byte, length) of part `number` of `o`: S3's GET and
+/// HEAD with `partNumber`. An object made by one PUT is its own part 1.
+pub(super) fn part_bounds(o: &ObjectMeta, number: i32) -> Result<(u64, u64), S3Error> {
+    let unsatisfiable = || {
+        let mut e = s3_error!(InvalidRange, "part {number} is not a part of this object ({} parts)", o.parts.max(1));
+        e.set_code(s3s::S3ErrorCode::Custom("InvalidPartNumber".into()));
+        e.set_status_code(http::StatusCode::RANGE_NOT_SATISFIABLE);
+        e
+    };
+    let n = u32::try_from(number)
+        .ok()
+        .filter(|n| (1..=10_000).contains(n))
+        .ok_or_else(|| s3_error!(InvalidArgument, "partNumber must be from 1 to 10000, not {number}"))?;
+    if o.parts == 0 {
+        return if n == 1 { Ok((0, o.size)) } else { Err(unsatisfiable()) };
+    }
+    let encoded = o
+        .meta
+        .iter()
+        .find(|(k, _)| k == PART_SIZES_META)
+        .map(|(_, v)| v)
+        .ok_or_else(|| s3_error!(NotImplemented, "this object's part boundaries were not recorded (it was completed before Strata kept them)"))?;
+    let mut start = 0u64;
+    let mut index = 0u32;
+    for run in encoded.split(',') {
+        let (size, count) = run
+            .split_once('*')
+            .and_then(|(s, c)| Some((s.parse::<u64>().ok()?, c.parse::<u32>().ok()?)))
+            .ok_or_else(|| s3_error!(InternalError, "stored part sizes {encoded:?} are malformed"))?;
+        if n <= index + count {
+            return Ok((start + u64::from(n - index - 1) * size, size));
+        }
+        index += count;
+        start += u64::from(count) * size;
+    }
+    Err(unsatisfiable())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn multipart(sizes: &[u64]) -> ObjectMeta {
+        ObjectMeta {
+            blob: strata_types::BlobId::new_in(strata_types::BlobKind::Simple, 0, Default::default(), &mut rand::rng()),
+            size: sizes.iter().sum(),
+            etag: "e".into(),
+            content_type: String::new(),
+            meta: vec![(PART_SIZES_META.to_owned(), encode_part_sizes(sizes))],
+            modified_ms: 0,
+            expiry_ms: 0,
+            parts: sizes.len() as u32,
+        }
+    }
+
+    #[test]
+    fn part_bounds_follow_the_recorded_sizes() {
+        let o = multipart(&[5, 5, 5, 7, 7, 2]);
+        assert_eq!(o.meta[0].1, "5*3,7*2,2*1");
+        let got: Vec<(u64, u64)> = (1..=6).map(|n| part_bounds(&o, n).unwrap()).collect();
+        assert_eq!(got, vec![(0, 5), (5, 5), (10, 5), (15, 7), (22, 7), (29, 2)]);
+        let beyond = part_bounds(&o, 7).unwrap_err();
+        assert_eq!((beyond.code().as_str(), beyond.status_code()), ("InvalidPartNumber", Some(http::StatusCode::RANGE_NOT_SATISFIABLE)));
+        assert_eq!(part_bounds(&o, 0).unwrap_err().code().as_str(), "InvalidArgument");
+        let single = ObjectMeta { parts: 0, meta: vec![], ..o.clone() };
+        assert_eq!(part_bounds(&single, 1).unwrap(), (0, 31));
+        assert!(part_bounds(&single, 2).is_err());
+        let unrecorded = ObjectMeta { meta: vec![], ..o };
+        assert_eq!(part_bounds(&unrecorded, 1).unwrap_err().code().as_str(), "NotImplemented");
+    }
+}
