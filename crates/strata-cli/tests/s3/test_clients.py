@@ -293,6 +293,19 @@ class Objects(unittest.TestCase):
             self.assertGreaterEqual(r.status, 400)
             self.assertRegex(r.body.decode(), "<RequestId>[0-9A-F]{16}</RequestId></Error>", path)
 
+    def test_conditional_deletes(self):
+        s3, b = self.s3, "objects"
+        tag = s3.put_object(Bucket=b, Key="cond-del", Body=b"12345")["ETag"]
+        self.assertEqual(error_of(s3.delete_object, Bucket=b, Key="cond-del", IfMatch='"0000"'), ("PreconditionFailed", 412))
+        self.assertEqual(error_of(s3.delete_object, Bucket=b, Key="cond-del", IfMatchSize=4), ("PreconditionFailed", 412))
+        past = datetime.datetime(2001, 1, 1, tzinfo=datetime.timezone.utc)
+        self.assertEqual(error_of(s3.delete_object, Bucket=b, Key="cond-del", IfMatchLastModifiedTime=past), ("PreconditionFailed", 412))
+        self.assertEqual(s3.get_object(Bucket=b, Key="cond-del")["Body"].read(), b"12345")
+        modified = s3.head_object(Bucket=b, Key="cond-del")["LastModified"]
+        s3.delete_object(Bucket=b, Key="cond-del", IfMatch=tag, IfMatchSize=5, IfMatchLastModifiedTime=modified)
+        self.assertEqual(error_of(s3.head_object, Bucket=b, Key="cond-del")[1], 404)
+        self.assertEqual(error_of(s3.delete_object, Bucket=b, Key="cond-del", IfMatch=tag), ("NoSuchKey", 404))
+
     def test_server_side_encryption_is_refused_not_ignored(self):
         # Strata does not encrypt objects yet: a request that asks for it
         # must fail and store nothing, never store the object in the clear.
@@ -715,6 +728,31 @@ class Multipart(unittest.TestCase):
         s3.put_object(Bucket="multi", Key="one-put", Body=b"single")
         self.assertEqual(s3.get_object(Bucket="multi", Key="one-put", PartNumber=1)["Body"].read(), b"single")
         self.assertEqual(error_of(s3.get_object, Bucket="multi", Key="one-put", PartNumber=2)[1], 416)
+
+    def test_object_attributes(self):
+        s3 = self.s3
+        sizes = [5 << 20, 5 << 20, 3]
+        up = s3.create_multipart_upload(Bucket="multi", Key="attrs")["UploadId"]
+        parts = []
+        for n, size in enumerate(sizes, 1):
+            e = s3.upload_part(Bucket="multi", Key="attrs", UploadId=up, PartNumber=n, Body=os.urandom(size))["ETag"]
+            parts.append({"PartNumber": n, "ETag": e})
+        tag = s3.complete_multipart_upload(Bucket="multi", Key="attrs", UploadId=up, MultipartUpload={"Parts": parts})["ETag"]
+        everything = ["ETag", "ObjectSize", "StorageClass", "ObjectParts", "Checksum"]
+        a = s3.get_object_attributes(Bucket="multi", Key="attrs", ObjectAttributes=everything)
+        self.assertEqual((a["ETag"].strip('"'), a["ObjectSize"], a["StorageClass"]), (tag.strip('"'), sum(sizes), "STANDARD"))
+        self.assertEqual(a["ObjectParts"]["TotalPartsCount"], 3)
+        self.assertEqual([(p["PartNumber"], p["Size"]) for p in a["ObjectParts"]["Parts"]], list(enumerate(sizes, 1)))
+        page = s3.get_object_attributes(Bucket="multi", Key="attrs", ObjectAttributes=["ObjectParts"], MaxParts=2)["ObjectParts"]
+        self.assertEqual((len(page["Parts"]), page["IsTruncated"], page["NextPartNumberMarker"]), (2, True, 2))
+        rest = s3.get_object_attributes(Bucket="multi", Key="attrs", ObjectAttributes=["ObjectParts"], MaxParts=2, PartNumberMarker=2)["ObjectParts"]
+        self.assertEqual(([p["PartNumber"] for p in rest["Parts"]], rest["IsTruncated"]), ([3], False))
+        # Only what was asked; a single PUT has no parts; a stored checksum is returned.
+        s3.put_object(Bucket="multi", Key="attrs-one", Body=b"one", ChecksumAlgorithm="SHA256")
+        one = s3.get_object_attributes(Bucket="multi", Key="attrs-one", ObjectAttributes=["ObjectSize", "Checksum", "ObjectParts"])
+        self.assertEqual((one["ObjectSize"], "ETag" in one, "ObjectParts" in one), (3, False, False))
+        self.assertEqual(one["Checksum"]["ChecksumSHA256"], base64.b64encode(hashlib.sha256(b"one").digest()).decode())
+        self.assertEqual(error_of(s3.get_object_attributes, Bucket="multi", Key="nope", ObjectAttributes=["ETag"])[1], 404)
 
     def test_a_retried_completion_answers_as_the_first(self):
         s3 = self.s3

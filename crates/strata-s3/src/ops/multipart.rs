@@ -206,6 +206,31 @@ fn encode_part_sizes(sizes: &[u64]) -> String {
     runs.iter().map(|(s, n)| format!("{s}*{n}")).collect::<Vec<_>>().join(",")
 }
 
+/// The sizes of a multipart object's parts, in order, as recorded at its
+/// completion (None for an object of one PUT; an error for a multipart
+/// object completed before they were recorded).
+pub(super) fn part_sizes(o: &ObjectMeta) -> Result<Option<Vec<u64>>, S3Error> {
+    if o.parts == 0 {
+        return Ok(None);
+    }
+    let encoded = o
+        .meta
+        .iter()
+        .find(|(k, _)| k == PART_SIZES_META)
+        .map(|(_, v)| v)
+        .ok_or_else(|| s3_error!(NotImplemented, "this object's part boundaries were not recorded (it was completed before Strata kept them)"))?;
+    let mut sizes = Vec::with_capacity(o.parts as usize);
+    for run in encoded.split(',') {
+        let (size, count) = run
+            .split_once('*')
+            .and_then(|(s, c)| Some((s.parse::<u64>().ok()?, c.parse::<usize>().ok()?)))
+            .filter(|(_, c)| sizes.len() + c <= 10_000)
+            .ok_or_else(|| s3_error!(InternalError, "stored part sizes {encoded:?} are malformed"))?;
+        sizes.extend(std::iter::repeat_n(size, count));
+    }
+    Ok(Some(sizes))
+}
+
 /// The bytes (first byte, length) of part `number` of `o`: S3's GET and
 /// HEAD with `partNumber`. An object made by one PUT is its own part 1.
 pub(super) fn part_bounds(o: &ObjectMeta, number: i32) -> Result<(u64, u64), S3Error> {
@@ -215,33 +240,13 @@ pub(super) fn part_bounds(o: &ObjectMeta, number: i32) -> Result<(u64, u64), S3E
         e.set_status_code(http::StatusCode::RANGE_NOT_SATISFIABLE);
         e
     };
-    let n = u32::try_from(number)
+    let n = usize::try_from(number)
         .ok()
         .filter(|n| (1..=10_000).contains(n))
         .ok_or_else(|| s3_error!(InvalidArgument, "partNumber must be from 1 to 10000, not {number}"))?;
-    if o.parts == 0 {
-        return if n == 1 { Ok((0, o.size)) } else { Err(unsatisfiable()) };
-    }
-    let encoded = o
-        .meta
-        .iter()
-        .find(|(k, _)| k == PART_SIZES_META)
-        .map(|(_, v)| v)
-        .ok_or_else(|| s3_error!(NotImplemented, "this object's part boundaries were not recorded (it was completed before Strata kept them)"))?;
-    let mut start = 0u64;
-    let mut index = 0u32;
-    for run in encoded.split(',') {
-        let (size, count) = run
-            .split_once('*')
-            .and_then(|(s, c)| Some((s.parse::<u64>().ok()?, c.parse::<u32>().ok()?)))
-            .ok_or_else(|| s3_error!(InternalError, "stored part sizes {encoded:?} are malformed"))?;
-        if n <= index + count {
-            return Ok((start + u64::from(n - index - 1) * size, size));
-        }
-        index += count;
-        start += u64::from(count) * size;
-    }
-    Err(unsatisfiable())
+    let sizes = part_sizes(o)?.unwrap_or_else(|| vec![o.size]);
+    let size = *sizes.get(n - 1).ok_or_else(unsatisfiable)?;
+    Ok((sizes[..n - 1].iter().sum(), size))
 }
 
 #[cfg(test)]
