@@ -64,6 +64,15 @@ impl ObjectAttributeNames {
         [ObjectAttributes::CHECKSUM, ObjectAttributes::ETAG, ObjectAttributes::OBJECT_PARTS, ObjectAttributes::OBJECT_SIZE, ObjectAttributes::STORAGE_CLASS];
 }
 
+/// Buckets are never versioned (yet): each object is its only version,
+/// whose id is S3's `null`. Any other version id names nothing.
+fn only_null_version(v: Option<&str>) -> Result<(), S3Error> {
+    match v {
+        None | Some("null") => Ok(()),
+        Some(other) => Err(s3_error!(InvalidArgument, "invalid version id {other:?}: this bucket keeps no versions, each object's is \"null\"")),
+    }
+}
+
 fn page_size(max: Option<i32>) -> Result<usize, S3Error> {
     match max {
         None => Ok(MAX_KEYS as usize),
@@ -413,6 +422,7 @@ impl StrataS3 {
     }
 
     async fn do_get(&self, input: GetObjectInput) -> S3Result<S3Response<GetObjectOutput>> {
+        only_null_version(input.version_id.as_deref())?;
         let cond = Conditions {
             if_match: input.if_match,
             if_none_match: input.if_none_match,
@@ -454,6 +464,7 @@ impl StrataS3 {
     }
 
     async fn do_head(&self, input: HeadObjectInput) -> S3Result<S3Response<HeadObjectOutput>> {
+        only_null_version(input.version_id.as_deref())?;
         let o = self.object(&input.bucket, &input.key)?;
         crate::sse::refuse_read(input.sse_customer_algorithm.is_some() || input.sse_customer_key.is_some())?;
         let cond = Conditions {
@@ -534,9 +545,10 @@ impl StrataS3 {
 
     /// The bucket and key of a copy source, which the caller may read.
     fn copy_source<'a>(&self, who: Option<&s3s::auth::Credentials>, src: &'a CopySource) -> Result<(&'a str, &'a str), S3Error> {
-        let CopySource::Bucket { bucket, key, .. } = src else {
+        let CopySource::Bucket { bucket, key, version_id } = src else {
             return Err(s3_error!(NotImplemented, "only bucket/key copy sources are supported"));
         };
+        only_null_version(version_id.as_deref())?;
         self.check_source_readable(who, bucket)?;
         Ok((bucket, key))
     }
@@ -795,6 +807,7 @@ impl S3 for StrataS3 {
         timed!(self, "GetObjectAttributes", {
             let i = req.input;
             crate::sse::refuse_read(i.sse_customer_algorithm.is_some() || i.sse_customer_key.is_some())?;
+            only_null_version(i.version_id.as_deref())?;
             let o = self.object(&i.bucket, &i.key)?;
             // The header is a comma-separated list, which may reach here as one item.
             let asked: Vec<&str> = i.object_attributes.iter().flat_map(|x| x.as_str().split(',')).map(str::trim).filter(|x| !x.is_empty()).collect();
@@ -846,6 +859,7 @@ impl S3 for StrataS3 {
     async fn delete_object(&self, req: S3Request<DeleteObjectInput>) -> S3Result<S3Response<DeleteObjectOutput>> {
         timed!(self, "DeleteObject", {
             let i = req.input;
+            only_null_version(i.version_id.as_deref())?;
             if i.if_match.is_some() || i.if_match_size.is_some() || i.if_match_last_modified_time.is_some() {
                 self.delete_if(&i).await?;
             } else {
@@ -892,7 +906,10 @@ impl S3 for StrataS3 {
             let bucket = &input.bucket;
             let mut done = futures_util::stream::iter(input.delete.objects)
                 .map(|o| async move {
-                    let r = self.delete_one(bucket, &o.key).await;
+                    let r = match only_null_version(o.version_id.as_deref()) {
+                        Ok(()) => self.delete_one(bucket, &o.key).await,
+                        Err(e) => Err(e),
+                    };
                     (o, r)
                 })
                 .buffered(DELETES_IN_FLIGHT);
@@ -959,6 +976,52 @@ impl S3 for StrataS3 {
                 is_truncated: Some(l.truncated),
                 encoding_type: i.encoding_type,
                 contents: Some(l.contents),
+                common_prefixes: Some(l.prefixes),
+                ..Default::default()
+            })
+        })
+    }
+
+    /// Lists a bucket's versions: buckets are never versioned, so each live
+    /// object is its one version, `null` and latest (as S3 lists a bucket
+    /// that was never versioned). Tools that empty a bucket through this
+    /// list (boto3's `object_versions.delete()`, Terraform's
+    /// `force_destroy`, rclone `--s3-versions`) work on it.
+    async fn list_object_versions(&self, req: S3Request<ListObjectVersionsInput>) -> S3Result<S3Response<ListObjectVersionsOutput>> {
+        timed!(self, "ListObjectVersions", {
+            let i = req.input;
+            // The only version of a key is `null`: a marker after it moves past the key.
+            let after = i.key_marker.as_deref().filter(|k| !k.is_empty());
+            let l = self.listing(&i.bucket, i.prefix.as_deref(), i.delimiter.as_deref(), after, i.max_keys, i.encoding_type.as_ref())?;
+            let versions = l
+                .contents
+                .iter()
+                .map(|o| ObjectVersion {
+                    key: o.key.clone(),
+                    version_id: Some("null".into()),
+                    is_latest: Some(true),
+                    last_modified: o.last_modified.clone(),
+                    e_tag: o.e_tag.clone(),
+                    size: o.size,
+                    storage_class: Some(ObjectVersionStorageClass::from(ObjectVersionStorageClass::STANDARD.to_owned())),
+                    owner: Some(owner()),
+                    ..Default::default()
+                })
+                .collect();
+            let key_marker = Some(i.key_marker.as_deref().map(|m| l.enc(m)).unwrap_or_default());
+            let next_key_marker = l.next.as_deref().map(|n| l.enc(n));
+            ok(ListObjectVersionsOutput {
+                name: Some(i.bucket),
+                prefix: Some(l.prefix),
+                delimiter: l.delimiter,
+                max_keys: Some(l.max),
+                is_truncated: Some(l.truncated),
+                key_marker,
+                version_id_marker: Some(i.version_id_marker.unwrap_or_default()),
+                next_version_id_marker: next_key_marker.as_ref().map(|_| "null".to_owned()),
+                next_key_marker,
+                encoding_type: i.encoding_type,
+                versions: Some(versions),
                 common_prefixes: Some(l.prefixes),
                 ..Default::default()
             })

@@ -568,6 +568,30 @@ class Listing(unittest.TestCase):
         self.assertTrue(all(o["Owner"]["ID"] for o in owned["Contents"]), owned["Contents"])
         self.assertTrue(all(o["Owner"]["ID"] for o in self.s3.list_objects(Bucket="many", MaxKeys=3)["Contents"]))
 
+    def test_versions_of_a_never_versioned_bucket(self):
+        # Each object is its one version, "null" and latest, as S3 lists a
+        # bucket that was never versioned.
+        got = []
+        for page in self.s3.get_paginator("list_object_versions").paginate(Bucket="many", Prefix="dir3/", PaginationConfig={"PageSize": 250}):
+            got.extend((v["Key"], v["VersionId"], v["IsLatest"]) for v in page.get("Versions", []))
+            self.assertEqual(page.get("DeleteMarkers", []), [])
+        self.assertEqual(got, [(k, "null", True) for k in self.keys if k.startswith("dir3/")])
+        top = self.s3.list_object_versions(Bucket="many", Delimiter="/")
+        self.assertEqual(len(top["CommonPrefixes"]), 10)
+
+    def test_emptying_a_bucket_through_its_versions(self):
+        s3 = self.s3
+        s3.create_bucket(Bucket="to-empty")
+        for n in range(30):
+            s3.put_object(Bucket="to-empty", Key=f"k{n}", Body=b"x")
+        self.assertEqual(s3.get_object(Bucket="to-empty", Key="k1", VersionId="null")["Body"].read(), b"x")
+        self.assertEqual(error_of(s3.get_object, Bucket="to-empty", Key="k1", VersionId="3HL4kqtJlcpXroDTDmJ"), ("InvalidArgument", 400))
+        self.assertEqual(error_of(s3.delete_object, Bucket="to-empty", Key="k1", VersionId="3HL4kqtJlcpXroDTDmJ"), ("InvalidArgument", 400))
+        # boto3's idiom (Terraform's force_destroy does the same): delete every version, then the bucket.
+        boto3.resource("s3", endpoint_url=S3, aws_access_key_id=AK, aws_secret_access_key=SK, region_name="us-east-1").Bucket("to-empty").object_versions.delete()
+        self.assertEqual(s3.list_objects_v2(Bucket="to-empty")["KeyCount"], 0)
+        s3.delete_bucket(Bucket="to-empty")
+
     def test_delimiters_give_common_prefixes(self):
         top = self.s3.list_objects_v2(Bucket="many", Delimiter="/")
         self.assertEqual([p["Prefix"] for p in top["CommonPrefixes"]], [f"dir{i}/" for i in range(10)])
