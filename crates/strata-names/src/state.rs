@@ -701,16 +701,22 @@ mod tests {
         s.apply(NameOp::DeleteBucket { name: "b".into(), now_ms: 20 }).unwrap();
     }
 
-    #[test]
-    fn deleting_a_bucket_aborts_its_uploads_but_the_older_op_refuses() {
+    /// Bucket `b` with upload `u` of key `k`, its parts 1..=`parts` the blobs of those numbers.
+    fn with_upload(parts: u8) -> NameState {
         let mut s = NameState::default();
         s.apply(NameOp::CreateBucket { name: "b".into(), owner: String::new(), now_ms: 1 }).unwrap();
         let upload = Upload { key: "k".into(), created_ms: 1, content_type: String::new(), meta: vec![], owner: String::new(), parts: BTreeMap::new() };
         s.apply(NameOp::CreateUpload { bucket: "b".into(), upload_id: "u".into(), upload }).unwrap();
-        for n in 1..=2u8 {
+        for n in 1..=parts {
             let part = PartMeta { blob: blob(n), size: 1, etag: "p".into(), modified_ms: 1 };
             s.apply(NameOp::PutPart { bucket: "b".into(), upload_id: "u".into(), number: u32::from(n), part }).unwrap();
         }
+        s
+    }
+
+    #[test]
+    fn deleting_a_bucket_aborts_its_uploads_but_the_older_op_refuses() {
+        let mut s = with_upload(2);
         // The op a log written before holds keeps refusing, so replaying it
         // gives the state it gave then.
         assert_eq!(s.apply(NameOp::DeleteBucket { name: "b".into(), now_ms: 2 }), Err(NameError::BucketNotEmpty("b".into())));
@@ -726,14 +732,7 @@ mod tests {
 
     #[test]
     fn completion_checks_parts_and_releases_unused_ones() {
-        let mut s = NameState::default();
-        s.apply(NameOp::CreateBucket { name: "b".into(), owner: String::new(), now_ms: 1 }).unwrap();
-        let upload = Upload { key: "k".into(), created_ms: 1, content_type: String::new(), meta: vec![], owner: String::new(), parts: BTreeMap::new() };
-        s.apply(NameOp::CreateUpload { bucket: "b".into(), upload_id: "u".into(), upload }).unwrap();
-        for n in 1..=3u8 {
-            let part = PartMeta { blob: blob(n), size: 1, etag: "p".into(), modified_ms: 1 };
-            s.apply(NameOp::PutPart { bucket: "b".into(), upload_id: "u".into(), number: u32::from(n), part }).unwrap();
-        }
+        let mut s = with_upload(3);
         let stale = NameOp::CompleteUpload { bucket: "b".into(), upload_id: "u".into(), used: vec![(1, blob(9))], object: obj(7, 2) };
         assert!(matches!(s.apply(stale), Err(NameError::InvalidPart(_))));
         let op = NameOp::CompleteUpload { bucket: "b".into(), upload_id: "u".into(), used: vec![(1, blob(1)), (3, blob(3))], object: obj(7, 2) };
