@@ -14,20 +14,7 @@ use strata_names::{ExpiryRule, ListQuery, NameOp, ObjectMeta, PartMeta, Upload};
 use strata_router::{BlobData, ByteRange, PutOptions, RouterError};
 use strata_types::BlobId;
 
-const MAX_KEYS: i32 = 1000;
 const MAX_PARTS: u32 = 10_000;
-
-fn b64(s: &str) -> String {
-    base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(s)
-}
-
-fn unb64(s: &str) -> Result<String, S3Error> {
-    base64::engine::general_purpose::URL_SAFE_NO_PAD
-        .decode(s)
-        .ok()
-        .and_then(|b| String::from_utf8(b).ok())
-        .ok_or_else(|| s3_error!(InvalidArgument, "the continuation token is not valid"))
-}
 
 /// Why S3 refuses `name` for a new bucket, beyond what s3s checks on every
 /// path (length, characters, first and last character, `..`, IP
@@ -56,28 +43,12 @@ fn owner() -> Owner {
     Owner { display_name: Some("strata".into()), id: Some("strata".into()) }
 }
 
-/// The attributes GetObjectAttributes knows.
-struct ObjectAttributeNames;
-
-impl ObjectAttributeNames {
-    const ALL: [&'static str; 5] =
-        [ObjectAttributes::CHECKSUM, ObjectAttributes::ETAG, ObjectAttributes::OBJECT_PARTS, ObjectAttributes::OBJECT_SIZE, ObjectAttributes::STORAGE_CLASS];
-}
-
 /// Buckets are never versioned (yet): each object is its only version,
 /// whose id is S3's `null`. Any other version id names nothing.
 fn only_null_version(v: Option<&str>) -> Result<(), S3Error> {
     match v {
         None | Some("null") => Ok(()),
         Some(other) => Err(s3_error!(InvalidArgument, "invalid version id {other:?}: this bucket keeps no versions, each object's is \"null\"")),
-    }
-}
-
-fn page_size(max: Option<i32>) -> Result<usize, S3Error> {
-    match max {
-        None => Ok(MAX_KEYS as usize),
-        Some(m) if m < 0 => Err(s3_error!(InvalidArgument, "max-keys must not be negative")),
-        Some(m) => Ok(m.min(MAX_KEYS) as usize),
     }
 }
 
@@ -180,14 +151,6 @@ impl<S: futures_util::Stream + Unpin> futures_util::Stream for SyncStream<S> {
     }
 }
 
-fn to_range(r: Option<Range>) -> Option<ByteRange> {
-    r.map(|r| match r {
-        Range::Int { first, last: Some(l) } => ByteRange::FromTo(first, l),
-        Range::Int { first, last: None } => ByteRange::From(first),
-        Range::Suffix { length } => ByteRange::Suffix(length),
-    })
-}
-
 /// A blob's bytes as an S3 body.
 fn streaming(data: BlobData) -> StreamingBlob {
     let data = match data {
@@ -254,8 +217,11 @@ fn copy_range(r: &str) -> Result<ByteRange, S3Error> {
 }
 
 // After the macros above, which the submodules use.
+mod attributes;
 mod lifecycle;
+mod listing;
 mod multipart;
+mod reads;
 use lifecycle::{rule_out, rules_in};
 
 impl StrataS3 {
@@ -367,129 +333,6 @@ impl StrataS3 {
         ok(with_checksums!(PutObjectOutput { e_tag: Some(etag(&tag)), expiration: expiration(expiry_ms) }, stored.checksums))
     }
 
-    /// Opens part `number` of the object (GET with `partNumber`): its byte
-    /// range, read from the object the range was computed for (retried if
-    /// an overwrite lands between the two).
-    async fn open_part(
-        &self,
-        bucket: &str,
-        key: &str,
-        number: i32,
-        with_range: bool,
-        cond: &Conditions,
-    ) -> Result<(Option<ByteRange>, (ObjectMeta, strata_router::BlobBody)), S3Error> {
-        if with_range {
-            return Err(s3_error!(InvalidRequest, "a Range header and a partNumber cannot both be given"));
-        }
-        for _ in 0..3 {
-            let o = self.object(bucket, key)?;
-            let (first, len) = multipart::part_bounds(&o, number)?;
-            let range = (o.parts > 0 && len > 0).then_some(ByteRange::FromTo(first, first + len - 1));
-            let opened = self.open_object(bucket, key, range, cond).await?;
-            if opened.0.blob == o.blob {
-                return Ok((range, opened));
-            }
-        }
-        Err(s3_error!(SlowDown, "{key:?} is being overwritten; try again"))
-    }
-
-    /// Opens the object's blob. An overwrite or delete racing with this
-    /// read frees the blob the name pointed at: then the name is read again,
-    /// so the reader gets the new object (or NoSuchKey), never an error for
-    /// a key that always had a value.
-    async fn open_object(
-        &self,
-        bucket: &str,
-        key: &str,
-        range: Option<ByteRange>,
-        cond: &Conditions,
-    ) -> Result<(ObjectMeta, strata_router::BlobBody), S3Error> {
-        let mut tries = 0;
-        loop {
-            let o = self.object(bucket, key)?;
-            cond.check(&o)?;
-            match self.router.get(o.blob, range).await {
-                Ok(body) => return Ok((o, body)),
-                Err(strata_router::RouterError::Deleted | strata_router::RouterError::NotFound) if tries < 3 => {
-                    tries += 1;
-                    if self.object(bucket, key).is_ok_and(|now| now.blob == o.blob) {
-                        return Err(s3_error!(InternalError, "the blob of {key:?} is missing"));
-                    }
-                }
-                Err(e) => return Err(router_err(e)),
-            }
-        }
-    }
-
-    async fn do_get(&self, input: GetObjectInput) -> S3Result<S3Response<GetObjectOutput>> {
-        only_null_version(input.version_id.as_deref())?;
-        let cond = Conditions {
-            if_match: input.if_match,
-            if_none_match: input.if_none_match,
-            if_modified_since: input.if_modified_since,
-            if_unmodified_since: input.if_unmodified_since,
-        };
-        if input.sse_customer_algorithm.is_some() || input.sse_customer_key.is_some() {
-            self.object(&input.bucket, &input.key)?;
-            crate::sse::refuse_read(true)?;
-        }
-        let (range, (o, body)) = match input.part_number {
-            None => {
-                let range = to_range(input.range);
-                (range, self.open_object(&input.bucket, &input.key, range, &cond).await?)
-            }
-            Some(n) => self.open_part(&input.bucket, &input.key, n, input.range.is_some(), &cond).await?,
-        };
-        let (start, end) = body.range;
-        // Whole-object checksums describe only a whole object.
-        let sums = if range.is_none() { stored_checksums(input.checksum_mode.as_ref(), &o) } else { Default::default() };
-        let mut out = object_output!(
-            GetObjectOutput {
-                body: Some(streaming(body.data)),
-                content_length: Some((end - start) as i64),
-                content_range: range.map(|_| format!("bytes {start}-{}/{}", end.saturating_sub(1), o.size)),
-                tag_count: Some(crate::tags::count(&o.meta) as i32).filter(|n| *n > 0),
-            },
-            &o,
-            sums
-        );
-        // `response-*` query parameters override the stored headers in this answer.
-        out.cache_control = input.response_cache_control.or(out.cache_control);
-        out.content_disposition = input.response_content_disposition.or(out.content_disposition);
-        out.content_encoding = input.response_content_encoding.or(out.content_encoding);
-        out.content_language = input.response_content_language.or(out.content_language);
-        out.content_type = input.response_content_type.or(out.content_type);
-        out.expires = input.response_expires.or(out.expires);
-        ok(out)
-    }
-
-    async fn do_head(&self, input: HeadObjectInput) -> S3Result<S3Response<HeadObjectOutput>> {
-        only_null_version(input.version_id.as_deref())?;
-        let o = self.object(&input.bucket, &input.key)?;
-        crate::sse::refuse_read(input.sse_customer_algorithm.is_some() || input.sse_customer_key.is_some())?;
-        let cond = Conditions {
-            if_match: input.if_match,
-            if_none_match: input.if_none_match,
-            if_modified_since: input.if_modified_since,
-            if_unmodified_since: input.if_unmodified_since,
-        };
-        cond.check(&o)?;
-        let (len, range_text) = match (input.range, input.part_number) {
-            (Some(_), Some(_)) => return Err(s3_error!(InvalidRequest, "a Range header and a partNumber cannot both be given")),
-            (None, Some(n)) => {
-                let (first, len) = multipart::part_bounds(&o, n)?;
-                (len, (o.parts > 0).then(|| format!("bytes {first}-{}/{}", (first + len).saturating_sub(1), o.size)))
-            }
-            (None, None) => (o.size, None),
-            (Some(r), None) => {
-                let rr = r.check(o.size).map_err(|_| s3_error!(InvalidRange, "the range is outside the object's {} bytes", o.size))?;
-                (rr.end - rr.start, Some(format!("bytes {}-{}/{}", rr.start, rr.end.saturating_sub(1), o.size)))
-            }
-        };
-        let sums = if range_text.is_none() { stored_checksums(input.checksum_mode.as_ref(), &o) } else { Default::default() };
-        ok(object_output!(HeadObjectOutput { content_length: Some(len as i64), content_range: range_text }, &o, sums))
-    }
-
     /// Replaces an object's tags in place (same blob, same ETag). An
     /// overwrite racing with it wins: the tags then go on the new object,
     /// as if the tagging came after it.
@@ -519,13 +362,7 @@ impl StrataS3 {
     /// its blob), so an overwrite landing in between is not deleted.
     async fn delete_if(&self, i: &DeleteObjectInput) -> Result<(), S3Error> {
         let o = self.object(&i.bucket, &i.key)?;
-        let tag = etag(&o.etag);
-        if let Some(c) = &i.if_match
-            && !c.is_any()
-            && c.as_etag().is_none_or(|e| !e.strong_cmp(&tag))
-        {
-            return Err(s3_error!(PreconditionFailed, "If-Match does not match the ETag of {:?}", i.key));
-        }
+        Conditions { if_match: i.if_match.clone(), if_none_match: None, if_modified_since: None, if_unmodified_since: None }.check(&o)?;
         if i.if_match_size.is_some_and(|s| u64::try_from(s).ok() != Some(o.size)) {
             return Err(s3_error!(PreconditionFailed, "{:?} is {} bytes, not the size the request names", i.key, o.size));
         }
@@ -611,14 +448,6 @@ impl StrataS3 {
         ok(CopyObjectOutput {
             copy_object_result: Some(CopyObjectResult { e_tag: Some(etag(&tag)), last_modified: Some(ts(now)), ..Default::default() }),
             ..Default::default()
-        })
-    }
-
-    fn list_page(&self, bucket: &str, prefix: &str, delimiter: Option<&str>, after: Option<&str>, max: usize) -> Result<strata_names::ListPage, S3Error> {
-        let now = self.now_ms();
-        strata_names::read(&*self.names, |s| {
-            let b = s.bucket(bucket).map_err(name_err)?;
-            Ok(b.list(&ListQuery { prefix, delimiter, after, max, now_ms: now }))
         })
     }
 }
@@ -804,56 +633,7 @@ impl S3 for StrataS3 {
     }
 
     async fn get_object_attributes(&self, req: S3Request<GetObjectAttributesInput>) -> S3Result<S3Response<GetObjectAttributesOutput>> {
-        timed!(self, "GetObjectAttributes", {
-            let i = req.input;
-            crate::sse::refuse_read(i.sse_customer_algorithm.is_some() || i.sse_customer_key.is_some())?;
-            only_null_version(i.version_id.as_deref())?;
-            let o = self.object(&i.bucket, &i.key)?;
-            // The header is a comma-separated list, which may reach here as one item.
-            let asked: Vec<&str> = i.object_attributes.iter().flat_map(|x| x.as_str().split(',')).map(str::trim).filter(|x| !x.is_empty()).collect();
-            let want = |a: &str| asked.contains(&a);
-            if asked.is_empty() || asked.iter().any(|x| !ObjectAttributeNames::ALL.contains(x)) {
-                return Err(s3_error!(InvalidArgument, "x-amz-object-attributes must name some of {:?}", ObjectAttributeNames::ALL));
-            }
-            let mut out = GetObjectAttributesOutput { last_modified: Some(ts(o.modified_ms)), ..Default::default() };
-            if want(ObjectAttributes::ETAG) {
-                out.e_tag = Some(etag(&o.etag));
-            }
-            if want(ObjectAttributes::OBJECT_SIZE) {
-                out.object_size = Some(o.size as i64);
-            }
-            if want(ObjectAttributes::STORAGE_CLASS) {
-                out.storage_class = Some(StorageClass::from(StorageClass::STANDARD.to_owned()));
-            }
-            if want(ObjectAttributes::CHECKSUM) {
-                let sums = crate::checksum::from_meta(&o.meta);
-                out.checksum = (sums != Checksum::default()).then_some(sums);
-            }
-            if want(ObjectAttributes::OBJECT_PARTS)
-                && let Some(sizes) = multipart::part_sizes(&o)?
-            {
-                let max = i.max_parts.unwrap_or(1000).clamp(0, 1000) as usize;
-                let after = i.part_number_marker.map_or(0, |m| m.max(0) as usize);
-                let page: Vec<ObjectPart> = sizes
-                    .iter()
-                    .enumerate()
-                    .skip(after)
-                    .take(max)
-                    .map(|(n, size)| ObjectPart { part_number: Some(n as i32 + 1), size: Some(*size as i64), ..Default::default() })
-                    .collect();
-                let last = page.last().and_then(|p| p.part_number).unwrap_or(after as i32);
-                let truncated = (last as usize) < sizes.len();
-                out.object_parts = Some(GetObjectAttributesParts {
-                    total_parts_count: Some(sizes.len() as i32),
-                    part_number_marker: Some(after as i32),
-                    next_part_number_marker: truncated.then_some(last),
-                    max_parts: Some(max as i32),
-                    is_truncated: Some(truncated),
-                    parts: Some(page),
-                });
-            }
-            ok(out)
-        })
+        timed!(self, "GetObjectAttributes", self.do_get_object_attributes(req.input))
     }
 
     async fn delete_object(&self, req: S3Request<DeleteObjectInput>) -> S3Result<S3Response<DeleteObjectOutput>> {
@@ -934,145 +714,23 @@ impl S3 for StrataS3 {
     }
 
     async fn list_objects_v2(&self, req: S3Request<ListObjectsV2Input>) -> S3Result<S3Response<ListObjectsV2Output>> {
-        timed!(self, "ListObjectsV2", {
-            let i = req.input;
-            let token = i.continuation_token.as_deref().map(unb64).transpose()?;
-            let after = token.as_deref().or(i.start_after.as_deref());
-            let mut l = self.listing(&i.bucket, i.prefix.as_deref(), i.delimiter.as_deref(), after, i.max_keys, i.encoding_type.as_ref())?;
-            if i.fetch_owner == Some(true) {
-                l.contents.iter_mut().for_each(|o| o.owner = Some(owner()));
-            }
-            ok(ListObjectsV2Output {
-                name: Some(i.bucket),
-                key_count: Some((l.contents.len() + l.prefixes.len()) as i32),
-                continuation_token: i.continuation_token,
-                next_continuation_token: l.next.as_deref().map(b64),
-                start_after: i.start_after.as_deref().map(|s| l.enc(s)),
-                prefix: Some(l.prefix),
-                delimiter: l.delimiter,
-                max_keys: Some(l.max),
-                is_truncated: Some(l.truncated),
-                encoding_type: i.encoding_type,
-                contents: Some(l.contents),
-                common_prefixes: Some(l.prefixes),
-                ..Default::default()
-            })
-        })
+        timed!(self, "ListObjectsV2", self.do_list_objects_v2(req.input))
     }
 
     async fn list_objects(&self, req: S3Request<ListObjectsInput>) -> S3Result<S3Response<ListObjectsOutput>> {
-        timed!(self, "ListObjects", {
-            let i = req.input;
-            let mut l = self.listing(&i.bucket, i.prefix.as_deref(), i.delimiter.as_deref(), i.marker.as_deref(), i.max_keys, i.encoding_type.as_ref())?;
-            // Version 1 listings always name the owner.
-            l.contents.iter_mut().for_each(|o| o.owner = Some(owner()));
-            ok(ListObjectsOutput {
-                name: Some(i.bucket),
-                marker: Some(i.marker.as_deref().map(|m| l.enc(m)).unwrap_or_default()),
-                next_marker: l.next.as_deref().map(|n| l.enc(n)),
-                prefix: Some(l.prefix),
-                delimiter: l.delimiter,
-                max_keys: Some(l.max),
-                is_truncated: Some(l.truncated),
-                encoding_type: i.encoding_type,
-                contents: Some(l.contents),
-                common_prefixes: Some(l.prefixes),
-                ..Default::default()
-            })
-        })
+        timed!(self, "ListObjects", self.do_list_objects(req.input))
     }
 
-    /// Lists a bucket's versions: buckets are never versioned, so each live
-    /// object is its one version, `null` and latest (as S3 lists a bucket
-    /// that was never versioned). Tools that empty a bucket through this
-    /// list (boto3's `object_versions.delete()`, Terraform's
-    /// `force_destroy`, rclone `--s3-versions`) work on it.
     async fn list_object_versions(&self, req: S3Request<ListObjectVersionsInput>) -> S3Result<S3Response<ListObjectVersionsOutput>> {
-        timed!(self, "ListObjectVersions", {
-            let i = req.input;
-            // The only version of a key is `null`: a marker after it moves past the key.
-            let after = i.key_marker.as_deref().filter(|k| !k.is_empty());
-            let l = self.listing(&i.bucket, i.prefix.as_deref(), i.delimiter.as_deref(), after, i.max_keys, i.encoding_type.as_ref())?;
-            let versions = l
-                .contents
-                .iter()
-                .map(|o| ObjectVersion {
-                    key: o.key.clone(),
-                    version_id: Some("null".into()),
-                    is_latest: Some(true),
-                    last_modified: o.last_modified.clone(),
-                    e_tag: o.e_tag.clone(),
-                    size: o.size,
-                    storage_class: Some(ObjectVersionStorageClass::from(ObjectVersionStorageClass::STANDARD.to_owned())),
-                    owner: Some(owner()),
-                    ..Default::default()
-                })
-                .collect();
-            let key_marker = Some(i.key_marker.as_deref().map(|m| l.enc(m)).unwrap_or_default());
-            let next_key_marker = l.next.as_deref().map(|n| l.enc(n));
-            ok(ListObjectVersionsOutput {
-                name: Some(i.bucket),
-                prefix: Some(l.prefix),
-                delimiter: l.delimiter,
-                max_keys: Some(l.max),
-                is_truncated: Some(l.truncated),
-                key_marker,
-                version_id_marker: Some(i.version_id_marker.unwrap_or_default()),
-                next_version_id_marker: next_key_marker.as_ref().map(|_| "null".to_owned()),
-                next_key_marker,
-                encoding_type: i.encoding_type,
-                versions: Some(versions),
-                common_prefixes: Some(l.prefixes),
-                ..Default::default()
-            })
-        })
+        timed!(self, "ListObjectVersions", self.do_list_object_versions(req.input))
     }
 
     async fn create_multipart_upload(&self, req: S3Request<CreateMultipartUploadInput>) -> S3Result<S3Response<CreateMultipartUploadOutput>> {
-        timed!(self, "CreateMultipartUpload", {
-            let i = req.input;
-            crate::sse::refuse_write(&crate::sse::encryption_asked!(i))?;
-            check_key(&i.key)?;
-            let mut meta = meta_in(i.metadata.clone());
-            crate::headers::standard_headers_in!(i).store_in(&mut meta);
-            meta.extend(crate::tags::from_header(i.tagging.as_deref())?);
-            let upload_id = {
-                use rand::RngCore;
-                let mut raw = [0u8; 16];
-                rand::rng().fill_bytes(&mut raw);
-                hex::encode(raw)
-            };
-            let upload = Upload {
-                key: i.key.clone(),
-                created_ms: self.now_ms(),
-                content_type: content_type_in(i.content_type),
-                meta,
-                owner: req.credentials.map(|c| c.access_key).unwrap_or_default(),
-                parts: BTreeMap::new(),
-            };
-            self.names.apply(NameOp::CreateUpload { bucket: i.bucket.clone(), upload_id: upload_id.clone(), upload }).await.map_err(name_err)?;
-            ok(CreateMultipartUploadOutput { bucket: Some(i.bucket), key: Some(i.key), upload_id: Some(upload_id), ..Default::default() })
-        })
+        timed!(self, "CreateMultipartUpload", self.do_create_multipart_upload(req).await)
     }
 
     async fn upload_part(&self, req: S3Request<UploadPartInput>) -> S3Result<S3Response<UploadPartOutput>> {
-        timed!(self, "UploadPart", {
-            let i = req.input;
-            crate::sse::refuse_write(&crate::sse::Asked {
-                customer: i.sse_customer_algorithm.is_some() || i.sse_customer_key.is_some(),
-                ..Default::default()
-            })?;
-            let sums = Expected::new(given_checksums!(i), &req.headers, req.trailing_headers)?;
-            let number = part_number(i.part_number)?;
-            self.check_upload(&i.bucket, &i.upload_id, &i.key)?;
-            let now = self.now_ms();
-            let expiry_ms = self.expiry(&i.bucket, &i.key, now)?;
-            let opts = self.put_opts(String::new(), vec![], expiry_ms, now);
-            let stored = self.store(i.body, i.content_length, i.content_md5.as_deref(), &sums, opts).await?;
-            let c = stored.checksums.clone();
-            let tag = self.add_part(i.bucket, i.upload_id, number, stored, now).await?;
-            ok(with_checksums!(UploadPartOutput { e_tag: Some(etag(&tag)) }, c))
-        })
+        timed!(self, "UploadPart", self.do_upload_part(req).await)
     }
 
     async fn upload_part_copy(&self, req: S3Request<UploadPartCopyInput>) -> S3Result<S3Response<UploadPartCopyOutput>> {
@@ -1092,150 +750,10 @@ impl S3 for StrataS3 {
     }
 
     async fn list_parts(&self, req: S3Request<ListPartsInput>) -> S3Result<S3Response<ListPartsOutput>> {
-        timed!(self, "ListParts", {
-            let i = req.input;
-            let upload = strata_names::read(&*self.names, |s| {
-                let b = s.bucket(&i.bucket).map_err(name_err)?;
-                b.uploads.get(&i.upload_id).filter(|u| u.key == i.key).cloned().ok_or_else(|| s3_error!(NoSuchUpload, "no multipart upload {:?}", i.upload_id))
-            })?;
-            let max = i.max_parts.map_or(1000, |m| m.clamp(0, 1000) as usize);
-            let marker = i.part_number_marker.map_or(0, |m| m.max(0) as u32);
-            let mut parts: Vec<Part> = Vec::new();
-            let mut truncated = false;
-            for (n, p) in upload.parts.range(marker + 1..) {
-                if parts.len() == max {
-                    truncated = true;
-                    break;
-                }
-                parts.push(Part {
-                    part_number: Some(*n as i32),
-                    size: Some(p.size as i64),
-                    e_tag: Some(etag(&p.etag)),
-                    last_modified: Some(ts(p.modified_ms)),
-                    ..Default::default()
-                });
-            }
-            let next = if truncated { parts.last().and_then(|p| p.part_number) } else { None };
-            ok(ListPartsOutput {
-                bucket: Some(i.bucket),
-                key: Some(i.key),
-                upload_id: Some(i.upload_id),
-                max_parts: Some(max as i32),
-                part_number_marker: i.part_number_marker,
-                next_part_number_marker: next,
-                is_truncated: Some(truncated),
-                parts: Some(parts),
-                ..Default::default()
-            })
-        })
+        timed!(self, "ListParts", self.do_list_parts(req))
     }
 
     async fn list_multipart_uploads(&self, req: S3Request<ListMultipartUploadsInput>) -> S3Result<S3Response<ListMultipartUploadsOutput>> {
-        timed!(self, "ListMultipartUploads", {
-            let i = req.input;
-            let max = i.max_uploads.map_or(1000, |m| m.clamp(0, 1000) as usize);
-            let prefix = i.prefix.clone().unwrap_or_default();
-            let key_marker = i.key_marker.clone().unwrap_or_default();
-            let id_marker = i.upload_id_marker.clone().unwrap_or_default();
-            let mut all = strata_names::read(&*self.names, |s| {
-                let b = s.bucket(&i.bucket).map_err(name_err)?;
-                Ok::<_, S3Error>(
-                    b.uploads
-                        .iter()
-                        .filter(|(_, u)| u.key.starts_with(&prefix))
-                        .map(|(id, u)| (u.key.clone(), id.clone(), u.created_ms))
-                        .filter(|(k, id, _)| key_marker.is_empty() || *k > key_marker || (*k == key_marker && !id_marker.is_empty() && *id > id_marker))
-                        .collect::<Vec<_>>(),
-                )
-            })?;
-            all.sort();
-            let truncated = all.len() > max;
-            all.truncate(max);
-            let next = if truncated { all.last().cloned() } else { None };
-            ok(ListMultipartUploadsOutput {
-                bucket: Some(i.bucket),
-                prefix: i.prefix,
-                key_marker: i.key_marker,
-                upload_id_marker: i.upload_id_marker,
-                max_uploads: Some(max as i32),
-                is_truncated: Some(truncated),
-                next_key_marker: next.as_ref().map(|n| n.0.clone()),
-                next_upload_id_marker: next.map(|n| n.1),
-                uploads: Some(
-                    all.into_iter()
-                        .map(|(key, id, t)| MultipartUpload { key: Some(key), upload_id: Some(id), initiated: Some(ts(t)), ..Default::default() })
-                        .collect(),
-                ),
-                ..Default::default()
-            })
-        })
-    }
-}
-
-/// One page of a listing, keys encoded as the request asked
-/// (`encoding-type=url`), shared by ListObjects and ListObjectsV2.
-struct Listed {
-    url: bool,
-    prefix: String,
-    delimiter: Option<String>,
-    max: i32,
-    truncated: bool,
-    /// The last key or prefix returned, raw (continue after it).
-    next: Option<String>,
-    contents: Vec<Object>,
-    prefixes: Vec<CommonPrefix>,
-}
-
-impl Listed {
-    fn enc(&self, s: &str) -> String {
-        if self.url { url_encode(s) } else { s.to_owned() }
-    }
-}
-
-impl StrataS3 {
-    fn listing(
-        &self,
-        bucket: &str,
-        prefix: Option<&str>,
-        delimiter: Option<&str>,
-        after: Option<&str>,
-        max_keys: Option<i32>,
-        encoding: Option<&EncodingType>,
-    ) -> Result<Listed, S3Error> {
-        let max = page_size(max_keys)?;
-        let prefix = prefix.unwrap_or_default();
-        let mut page = self.list_page(bucket, prefix, delimiter, after, max)?;
-        if max == 0 {
-            // S3 answers a page of no keys as complete, whatever follows.
-            page.truncated = false;
-            page.next = None;
-        }
-        let url = encoding.is_some_and(|e| e.as_str() == EncodingType::URL);
-        let mut l = Listed {
-            url,
-            prefix: String::new(),
-            delimiter: None,
-            max: max as i32,
-            truncated: page.truncated,
-            next: page.next,
-            contents: vec![],
-            prefixes: vec![],
-        };
-        l.prefix = l.enc(prefix);
-        l.delimiter = delimiter.map(|d| l.enc(d));
-        l.contents = page.objects.iter().map(|(k, o)| object_out(&l.enc(k), o)).collect();
-        l.prefixes = page.prefixes.iter().map(|p| CommonPrefix { prefix: Some(l.enc(p)) }).collect();
-        Ok(l)
-    }
-}
-
-fn object_out(key: &str, o: &ObjectMeta) -> Object {
-    Object {
-        key: Some(key.to_owned()),
-        size: Some(o.size as i64),
-        e_tag: Some(etag(&o.etag)),
-        last_modified: Some(ts(o.modified_ms)),
-        storage_class: Some(ObjectStorageClass::from(ObjectStorageClass::STANDARD.to_owned())),
-        ..Default::default()
+        timed!(self, "ListMultipartUploads", self.do_list_multipart_uploads(req))
     }
 }

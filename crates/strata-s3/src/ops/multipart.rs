@@ -4,6 +4,122 @@
 use super::*;
 
 impl StrataS3 {
+    pub(super) async fn do_create_multipart_upload(&self, req: S3Request<CreateMultipartUploadInput>) -> S3Result<S3Response<CreateMultipartUploadOutput>> {
+        let i = req.input;
+        crate::sse::refuse_write(&crate::sse::encryption_asked!(i))?;
+        check_key(&i.key)?;
+        let mut meta = meta_in(i.metadata.clone());
+        crate::headers::standard_headers_in!(i).store_in(&mut meta);
+        meta.extend(crate::tags::from_header(i.tagging.as_deref())?);
+        let upload_id = {
+            use rand::RngCore;
+            let mut raw = [0u8; 16];
+            rand::rng().fill_bytes(&mut raw);
+            hex::encode(raw)
+        };
+        let upload = Upload {
+            key: i.key.clone(),
+            created_ms: self.now_ms(),
+            content_type: content_type_in(i.content_type),
+            meta,
+            owner: req.credentials.map(|c| c.access_key).unwrap_or_default(),
+            parts: BTreeMap::new(),
+        };
+        self.names.apply(NameOp::CreateUpload { bucket: i.bucket.clone(), upload_id: upload_id.clone(), upload }).await.map_err(name_err)?;
+        ok(CreateMultipartUploadOutput { bucket: Some(i.bucket), key: Some(i.key), upload_id: Some(upload_id), ..Default::default() })
+    }
+
+    pub(super) async fn do_upload_part(&self, req: S3Request<UploadPartInput>) -> S3Result<S3Response<UploadPartOutput>> {
+        let i = req.input;
+        crate::sse::refuse_write(&crate::sse::Asked { customer: i.sse_customer_algorithm.is_some() || i.sse_customer_key.is_some(), ..Default::default() })?;
+        let sums = Expected::new(given_checksums!(i), &req.headers, req.trailing_headers)?;
+        let number = part_number(i.part_number)?;
+        self.check_upload(&i.bucket, &i.upload_id, &i.key)?;
+        let now = self.now_ms();
+        let expiry_ms = self.expiry(&i.bucket, &i.key, now)?;
+        let opts = self.put_opts(String::new(), vec![], expiry_ms, now);
+        let stored = self.store(i.body, i.content_length, i.content_md5.as_deref(), &sums, opts).await?;
+        let c = stored.checksums.clone();
+        let tag = self.add_part(i.bucket, i.upload_id, number, stored, now).await?;
+        ok(with_checksums!(UploadPartOutput { e_tag: Some(etag(&tag)) }, c))
+    }
+
+    pub(super) fn do_list_parts(&self, req: S3Request<ListPartsInput>) -> S3Result<S3Response<ListPartsOutput>> {
+        let i = req.input;
+        let upload = strata_names::read(&*self.names, |s| {
+            let b = s.bucket(&i.bucket).map_err(name_err)?;
+            b.uploads.get(&i.upload_id).filter(|u| u.key == i.key).cloned().ok_or_else(|| s3_error!(NoSuchUpload, "no multipart upload {:?}", i.upload_id))
+        })?;
+        let max = i.max_parts.map_or(1000, |m| m.clamp(0, 1000) as usize);
+        let marker = i.part_number_marker.map_or(0, |m| m.max(0) as u32);
+        let mut parts: Vec<Part> = Vec::new();
+        let mut truncated = false;
+        for (n, p) in upload.parts.range(marker + 1..) {
+            if parts.len() == max {
+                truncated = true;
+                break;
+            }
+            parts.push(Part {
+                part_number: Some(*n as i32),
+                size: Some(p.size as i64),
+                e_tag: Some(etag(&p.etag)),
+                last_modified: Some(ts(p.modified_ms)),
+                ..Default::default()
+            });
+        }
+        let next = if truncated { parts.last().and_then(|p| p.part_number) } else { None };
+        ok(ListPartsOutput {
+            bucket: Some(i.bucket),
+            key: Some(i.key),
+            upload_id: Some(i.upload_id),
+            max_parts: Some(max as i32),
+            part_number_marker: i.part_number_marker,
+            next_part_number_marker: next,
+            is_truncated: Some(truncated),
+            parts: Some(parts),
+            ..Default::default()
+        })
+    }
+
+    pub(super) fn do_list_multipart_uploads(&self, req: S3Request<ListMultipartUploadsInput>) -> S3Result<S3Response<ListMultipartUploadsOutput>> {
+        let i = req.input;
+        let max = i.max_uploads.map_or(1000, |m| m.clamp(0, 1000) as usize);
+        let prefix = i.prefix.clone().unwrap_or_default();
+        let key_marker = i.key_marker.clone().unwrap_or_default();
+        let id_marker = i.upload_id_marker.clone().unwrap_or_default();
+        let mut all = strata_names::read(&*self.names, |s| {
+            let b = s.bucket(&i.bucket).map_err(name_err)?;
+            Ok::<_, S3Error>(
+                b.uploads
+                    .iter()
+                    .filter(|(_, u)| u.key.starts_with(&prefix))
+                    .map(|(id, u)| (u.key.clone(), id.clone(), u.created_ms))
+                    .filter(|(k, id, _)| key_marker.is_empty() || *k > key_marker || (*k == key_marker && !id_marker.is_empty() && *id > id_marker))
+                    .collect::<Vec<_>>(),
+            )
+        })?;
+        all.sort();
+        let truncated = all.len() > max;
+        all.truncate(max);
+        let next = if truncated { all.last().cloned() } else { None };
+        ok(ListMultipartUploadsOutput {
+            bucket: Some(i.bucket),
+            prefix: i.prefix,
+            key_marker: i.key_marker,
+            upload_id_marker: i.upload_id_marker,
+            max_uploads: Some(max as i32),
+            is_truncated: Some(truncated),
+            next_key_marker: next.as_ref().map(|n| n.0.clone()),
+            next_upload_id_marker: next.map(|n| n.1),
+            uploads: Some(
+                all.into_iter()
+                    .map(|(key, id, t)| MultipartUpload { key: Some(key), upload_id: Some(id), initiated: Some(ts(t)), ..Default::default() })
+                    .collect(),
+            ),
+            ..Default::default()
+        })
+    }
+
     /// Checks that `upload_id` is an upload of `key` in `bucket`.
     pub(super) fn check_upload(&self, bucket: &str, upload_id: &str, key: &str) -> Result<(), S3Error> {
         strata_names::read(&*self.names, |s| {
@@ -72,9 +188,7 @@ impl StrataS3 {
             // a time-out) answers as the first did while the key still holds
             // the object it made.
             return match self.completed_by(&input.bucket, &input.key, &input.upload_id) {
-                Some(tag) => {
-                    ok(CompleteMultipartUploadOutput { bucket: Some(input.bucket), key: Some(input.key), e_tag: Some(etag(&tag)), ..Default::default() })
-                }
+                Some(tag) => completed(input.bucket, input.key, &tag),
                 None => Err(s3_error!(NoSuchUpload, "no multipart upload {:?}", input.upload_id)),
             };
         };
@@ -163,17 +277,12 @@ impl StrataS3 {
                 if matches!(e, strata_names::NameError::NoSuchUpload(_))
                     && let Some(tag) = self.completed_by(&input.bucket, &input.key, &input.upload_id)
                 {
-                    return ok(CompleteMultipartUploadOutput {
-                        bucket: Some(input.bucket),
-                        key: Some(input.key),
-                        e_tag: Some(etag(&tag)),
-                        ..Default::default()
-                    });
+                    return completed(input.bucket, input.key, &tag);
                 }
                 return Err(name_err(e));
             }
         }
-        ok(CompleteMultipartUploadOutput { bucket: Some(input.bucket), key: Some(input.key), e_tag: Some(etag(&tag)), ..Default::default() })
+        completed(input.bucket, input.key, &tag)
     }
 
     /// The ETag of the live object at `key` if upload `upload_id` made it.
@@ -184,6 +293,11 @@ impl StrataS3 {
             o.meta.iter().any(|(k, v)| k == UPLOAD_ID_META && v == upload_id).then(|| o.etag.clone())
         })
     }
+}
+
+/// The answer to a completion that made (or had made) the object tagged `tag`.
+fn completed(bucket: String, key: String, tag: &str) -> S3Result<S3Response<CompleteMultipartUploadOutput>> {
+    ok(CompleteMultipartUploadOutput { bucket: Some(bucket), key: Some(key), e_tag: Some(etag(tag)), ..Default::default() })
 }
 
 /// The metadata entry (internal: see `convert::is_internal`) naming the

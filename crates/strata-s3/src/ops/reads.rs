@@ -1,0 +1,137 @@
+//! GetObject and HeadObject: conditions, ranges and parts, and the object
+//! read that survives an overwrite racing with it.
+
+use super::*;
+
+fn to_range(r: Option<Range>) -> Option<ByteRange> {
+    r.map(|r| match r {
+        Range::Int { first, last: Some(l) } => ByteRange::FromTo(first, l),
+        Range::Int { first, last: None } => ByteRange::From(first),
+        Range::Suffix { length } => ByteRange::Suffix(length),
+    })
+}
+
+impl StrataS3 {
+    /// Opens part `number` of the object (GET with `partNumber`): its byte
+    /// range, read from the object the range was computed for (retried if
+    /// an overwrite lands between the two).
+    async fn open_part(
+        &self,
+        bucket: &str,
+        key: &str,
+        number: i32,
+        with_range: bool,
+        cond: &Conditions,
+    ) -> Result<(Option<ByteRange>, (ObjectMeta, strata_router::BlobBody)), S3Error> {
+        if with_range {
+            return Err(s3_error!(InvalidRequest, "a Range header and a partNumber cannot both be given"));
+        }
+        for _ in 0..3 {
+            let o = self.object(bucket, key)?;
+            let (first, len) = multipart::part_bounds(&o, number)?;
+            let range = (o.parts > 0 && len > 0).then_some(ByteRange::FromTo(first, first + len - 1));
+            let opened = self.open_object(bucket, key, range, cond).await?;
+            if opened.0.blob == o.blob {
+                return Ok((range, opened));
+            }
+        }
+        Err(s3_error!(SlowDown, "{key:?} is being overwritten; try again"))
+    }
+
+    /// Opens the object's blob. An overwrite or delete racing with this
+    /// read frees the blob the name pointed at: then the name is read again,
+    /// so the reader gets the new object (or NoSuchKey), never an error for
+    /// a key that always had a value.
+    pub(super) async fn open_object(
+        &self,
+        bucket: &str,
+        key: &str,
+        range: Option<ByteRange>,
+        cond: &Conditions,
+    ) -> Result<(ObjectMeta, strata_router::BlobBody), S3Error> {
+        let mut tries = 0;
+        loop {
+            let o = self.object(bucket, key)?;
+            cond.check(&o)?;
+            match self.router.get(o.blob, range).await {
+                Ok(body) => return Ok((o, body)),
+                Err(strata_router::RouterError::Deleted | strata_router::RouterError::NotFound) if tries < 3 => {
+                    tries += 1;
+                    if self.object(bucket, key).is_ok_and(|now| now.blob == o.blob) {
+                        return Err(s3_error!(InternalError, "the blob of {key:?} is missing"));
+                    }
+                }
+                Err(e) => return Err(router_err(e)),
+            }
+        }
+    }
+
+    pub(super) async fn do_get(&self, input: GetObjectInput) -> S3Result<S3Response<GetObjectOutput>> {
+        only_null_version(input.version_id.as_deref())?;
+        let cond = Conditions {
+            if_match: input.if_match,
+            if_none_match: input.if_none_match,
+            if_modified_since: input.if_modified_since,
+            if_unmodified_since: input.if_unmodified_since,
+        };
+        if input.sse_customer_algorithm.is_some() || input.sse_customer_key.is_some() {
+            self.object(&input.bucket, &input.key)?;
+            crate::sse::refuse_read(true)?;
+        }
+        let (range, (o, body)) = match input.part_number {
+            None => {
+                let range = to_range(input.range);
+                (range, self.open_object(&input.bucket, &input.key, range, &cond).await?)
+            }
+            Some(n) => self.open_part(&input.bucket, &input.key, n, input.range.is_some(), &cond).await?,
+        };
+        let (start, end) = body.range;
+        // Whole-object checksums describe only a whole object.
+        let sums = if range.is_none() { stored_checksums(input.checksum_mode.as_ref(), &o) } else { Default::default() };
+        let mut out = object_output!(
+            GetObjectOutput {
+                body: Some(streaming(body.data)),
+                content_length: Some((end - start) as i64),
+                content_range: range.map(|_| format!("bytes {start}-{}/{}", end.saturating_sub(1), o.size)),
+                tag_count: Some(crate::tags::count(&o.meta) as i32).filter(|n| *n > 0),
+            },
+            &o,
+            sums
+        );
+        // `response-*` query parameters override the stored headers in this answer.
+        out.cache_control = input.response_cache_control.or(out.cache_control);
+        out.content_disposition = input.response_content_disposition.or(out.content_disposition);
+        out.content_encoding = input.response_content_encoding.or(out.content_encoding);
+        out.content_language = input.response_content_language.or(out.content_language);
+        out.content_type = input.response_content_type.or(out.content_type);
+        out.expires = input.response_expires.or(out.expires);
+        ok(out)
+    }
+
+    pub(super) async fn do_head(&self, input: HeadObjectInput) -> S3Result<S3Response<HeadObjectOutput>> {
+        only_null_version(input.version_id.as_deref())?;
+        let o = self.object(&input.bucket, &input.key)?;
+        crate::sse::refuse_read(input.sse_customer_algorithm.is_some() || input.sse_customer_key.is_some())?;
+        let cond = Conditions {
+            if_match: input.if_match,
+            if_none_match: input.if_none_match,
+            if_modified_since: input.if_modified_since,
+            if_unmodified_since: input.if_unmodified_since,
+        };
+        cond.check(&o)?;
+        let (len, range_text) = match (input.range, input.part_number) {
+            (Some(_), Some(_)) => return Err(s3_error!(InvalidRequest, "a Range header and a partNumber cannot both be given")),
+            (None, Some(n)) => {
+                let (first, len) = multipart::part_bounds(&o, n)?;
+                (len, (o.parts > 0).then(|| format!("bytes {first}-{}/{}", (first + len).saturating_sub(1), o.size)))
+            }
+            (None, None) => (o.size, None),
+            (Some(r), None) => {
+                let rr = r.check(o.size).map_err(|_| s3_error!(InvalidRange, "the range is outside the object's {} bytes", o.size))?;
+                (rr.end - rr.start, Some(format!("bytes {}-{}/{}", rr.start, rr.end.saturating_sub(1), o.size)))
+            }
+        };
+        let sums = if range_text.is_none() { stored_checksums(input.checksum_mode.as_ref(), &o) } else { Default::default() };
+        ok(object_output!(HeadObjectOutput { content_length: Some(len as i64), content_range: range_text }, &o, sums))
+    }
+}
