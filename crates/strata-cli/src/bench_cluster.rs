@@ -11,6 +11,7 @@ use anyhow::{Context, Result, bail};
 use bytes::Bytes;
 use rand::RngCore;
 use serde_json::json;
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
@@ -79,7 +80,9 @@ impl Nodes {
             // Every node shares this machine's memory.
             .args(["--tail-cache", "256MiB"])
             .args(extra)
-            .env("STRATA_LOG", "warn")
+            // Warnings only, unless the caller asks for more (with --keep,
+            // the logs stay in the data directory).
+            .env("STRATA_LOG", std::env::var("STRATA_LOG").unwrap_or_else(|_| "warn".into()))
             .stdout(Stdio::null())
             .stderr(Stdio::from(log))
             .spawn()
@@ -225,12 +228,18 @@ async fn lag(nodes: &Nodes) -> (u64, f64, u64) {
     out
 }
 
-async fn used_bytes(c: &Client) -> u64 {
-    c.json(http::Method::GET, "/admin/partitions")
-        .await
-        .ok()
-        .and_then(|v| v.as_array().map(|a| a.iter().filter_map(|p| p["used_bytes"].as_u64()).sum()))
-        .unwrap_or(0)
+/// The bytes of each replica on a node that holds records. A replica with
+/// none is left out: its log is only a header, which a restarted node
+/// writes whenever it first opens the replica (its system partitions some
+/// seconds after start), and would make a caught-up node look behind.
+async fn used_bytes(c: &Client) -> BTreeMap<u64, u64> {
+    let Ok(v) = c.json(http::Method::GET, "/admin/partitions").await else { return BTreeMap::new() };
+    v.as_array()
+        .into_iter()
+        .flatten()
+        .filter(|p| p["next_lsn"].as_u64().unwrap_or(0) > 1)
+        .filter_map(|p| Some((p["partition"].as_u64()?, p["used_bytes"].as_u64()?)))
+        .collect()
 }
 
 /// The write path's engine counters summed over every node (records,
@@ -279,6 +288,10 @@ struct CatchUp {
     nodes: usize,
     bytes: u64,
     seconds: f64,
+    /// Of `seconds`, those until the restarted process answered `/health`,
+    /// and until its first replica held a record.
+    start_seconds: f64,
+    first_record_seconds: f64,
     mbps: f64,
     disk_write_mbps: f64,
     ratio_to_disk: f64,
@@ -404,30 +417,38 @@ pub async fn run(a: BenchClusterArgs) -> Result<()> {
         if n == biggest && n >= 3 {
             let victim = n - 1;
             let before = used_bytes(&nodes.client(victim)).await;
+            let before_total: u64 = before.values().sum();
             nodes.kill(victim);
             std::fs::remove_dir_all(&nodes.dirs[victim])?;
             std::fs::create_dir_all(&nodes.dirs[victim])?;
             let t = Instant::now();
             nodes.procs[victim] = Nodes::spawn(nodes.net, victim + 1, &nodes.dirs[victim], &nodes.secret)?;
             wait_healthy(&nodes.client(victim)).await?;
+            let start_seconds = t.elapsed().as_secs_f64();
             let deadline = t + Duration::from_secs(600);
+            let mut first_record_seconds = None;
             loop {
                 let now = used_bytes(&nodes.client(victim)).await;
-                if now >= before {
+                if !now.is_empty() {
+                    first_record_seconds.get_or_insert(t.elapsed().as_secs_f64());
+                }
+                if before.iter().all(|(p, b)| now.get(p).is_some_and(|n| n >= b)) {
                     break;
                 }
                 if Instant::now() > deadline {
-                    bail!("the wiped node holds {now} of {before} bytes after 600 s");
+                    bail!("the wiped node holds {} of {before_total} bytes after 600 s", now.values().sum::<u64>());
                 }
                 tokio::time::sleep(Duration::from_millis(50)).await;
             }
             let seconds = t.elapsed().as_secs_f64();
-            let mbps = before as f64 / MB / seconds;
+            let mbps = before_total as f64 / MB / seconds;
             let copy_mbps = 1.0 / (1.0 / disk_write_mbps + 1.0 / disk_read_mbps);
             catch_up = Some(CatchUp {
                 nodes: n,
-                bytes: before,
+                bytes: before_total,
                 seconds,
+                start_seconds,
+                first_record_seconds: first_record_seconds.unwrap_or(seconds),
                 mbps,
                 disk_write_mbps,
                 ratio_to_disk: mbps / disk_write_mbps,
@@ -483,10 +504,12 @@ pub async fn run(a: BenchClusterArgs) -> Result<()> {
     if let Some(c) = catch_up {
         println!();
         println!(
-            "catch-up of a wiped node ({} nodes): {:.0} MB in {:.2} s = {:.1} MB/s, {:.2}x the disk's fsync'd write bandwidth ({:.0} MB/s), {:.2}x its rate copying to itself ({:.0} MB/s read with O_DIRECT)",
+            "catch-up of a wiped node ({} nodes): {:.0} MB in {:.2} s (healthy after {:.2} s, first record after {:.2} s) = {:.1} MB/s, {:.2}x the disk's fsync'd write bandwidth ({:.0} MB/s), {:.2}x its rate copying to itself ({:.0} MB/s read with O_DIRECT)",
             c.nodes,
             c.bytes as f64 / MB,
             c.seconds,
+            c.start_seconds,
+            c.first_record_seconds,
             c.mbps,
             c.ratio_to_disk,
             c.disk_write_mbps,
