@@ -19,7 +19,7 @@ use crate::node::ClusterNode;
 use crate::worker::{Next, PassFailed};
 use bytes::Bytes;
 use serde::{Deserialize, Serialize};
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -40,6 +40,27 @@ const JOURNAL_MAX: u32 = 2_000;
 const FETCH_BYTES: u64 = 16 << 20;
 /// Keys fetched per request at most (sizes are unknown for index listings).
 const FETCH_KEYS: usize = 128;
+/// Fetches one peer's task keeps in flight: the next batches cross the
+/// network while one is appended and fsync'd here.
+const FETCHES_IN_FLIGHT: usize = 3;
+/// How soon a peer's task looks again for a replica the map gives this
+/// node but that is not open yet.
+const OPENING_RETRY: Duration = Duration::from_millis(10);
+
+/// A chunk's fetches in flight, in order; dropped (an error, a cancelled
+/// task) they stop.
+struct Fetches(VecDeque<(Vec<Key>, Fetching)>);
+
+/// One batch's fetch, running.
+type Fetching = tokio::task::JoinHandle<Result<Vec<(Fetched, Bytes)>, strata_rpc::RpcError>>;
+
+impl Drop for Fetches {
+    fn drop(&mut self) {
+        for (_, fetching) in &self.0 {
+            fetching.abort();
+        }
+    }
+}
 
 /// How far this replica has synced from one peer replica.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -267,10 +288,12 @@ fn load_tokens(replica: &Replica) -> BTreeMap<NodeId, Token> {
 
 /// Starts replication: a manager worker that starts one worker per peer
 /// node (`replication/<peer>`) on the intra- or inter-zone pool as the map
-/// changes.
+/// changes. A pool has two threads: a node catching up from several peers
+/// decrypts, checks and applies their answers on two cores (with one, a
+/// wiped node's catch-up on 3 nodes ran at 400-510 MB/s against 570-660).
 pub(crate) fn spawn(node: &Arc<ClusterNode>) {
     let pool = |name: &str| -> &'static tokio::runtime::Runtime {
-        let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(1).thread_name(name).enable_all().build().expect("a replication thread pool");
+        let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).thread_name(name).enable_all().build().expect("a replication thread pool");
         // The pools live as long as the process.
         Box::leak(Box::new(rt))
     };
@@ -343,11 +366,28 @@ async fn poll_peer(node: Arc<ClusterNode>, peer: NodeId, prev_poll_ms: Arc<Atomi
     let period = if intra { node.config.intra_period } else { node.config.inter_period };
     let addr = their.addr.clone();
     // Shared partitions whose local replica is open, most lagging first.
-    let mut shared: Vec<(PartitionId, Arc<Replica>)> =
-        map.partitions.values().filter(|p| sources(&map, p.id, me).contains(&peer)).filter_map(|p| node.disks.replica(p.id).map(|r| (p.id, r))).collect();
+    let pulled: Vec<PartitionId> = map.partitions.values().filter(|p| sources(&map, p.id, me).contains(&peer)).map(|p| p.id).collect();
+    let mut shared: Vec<(PartitionId, Arc<Replica>)> = pulled.iter().filter_map(|&p| node.disks.replica(p).map(|r| (p, r))).collect();
     let rep = &node.replication;
+    let mut more_soon = false;
+    // Equally lagging partitions (all of them, on a node that starts empty)
+    // are taken in an order that starts at a different place for each peer,
+    // so the peers' tasks fetch different partitions at once rather than
+    // one waiting on the keys the other claimed. The sort is stable.
+    let peers = peers_of(&map, me);
+    let rank = peers.iter().position(|&n| n == peer).unwrap_or(0);
+    let offset = rank * shared.len() / peers.len().max(1);
+    shared.rotate_left(offset);
     shared.sort_by_key(|(p, _)| std::cmp::Reverse(rep.lag_of(*p, peer)));
-    if shared.is_empty() {
+    if shared.len() < pulled.len() {
+        // A replica the map gives this node is still being created (a node
+        // that has just joined or was wiped): its pulls start once it is
+        // open, not a whole period later.
+        if shared.is_empty() {
+            return Ok(Next::After(period.min(OPENING_RETRY)));
+        }
+        more_soon = true;
+    } else if shared.is_empty() {
         return Ok(Next::After(period));
     }
     let items: Vec<JournalItem> = shared.iter().map(|(p, r)| JournalItem { partition: *p, after_lsn: rep.token(r, peer).lsn, max: JOURNAL_MAX }).collect();
@@ -381,7 +421,13 @@ async fn poll_peer(node: Arc<ClusterNode>, peer: NodeId, prev_poll_ms: Arc<Atomi
         }
     }
     prev_poll_ms.store(poll_ms, Ordering::Relaxed);
-    Ok(if more { Next::Now } else { Next::After(period) })
+    Ok(if more {
+        Next::Now
+    } else if more_soon {
+        Next::After(period.min(OPENING_RETRY))
+    } else {
+        Next::After(period)
+    })
 }
 
 /// Applies what the peer has after the token; returns whether the peer has
@@ -436,9 +482,9 @@ async fn apply_chunk(
             _ => {}
         }
     }
-    // Fetch and append, in bounded batches.
-    let mut bytes = 0u64;
-    let mut applied = 0u64;
+    // Fetch and append, in bounded batches, with the next batches' fetches
+    // in flight while one is appended (its fsync waits here).
+    let mut batches = Vec::new();
     let mut i = 0;
     while i < fetch.len() {
         let mut j = i;
@@ -451,12 +497,28 @@ async fn apply_chunk(
             size += len;
             j += 1;
         }
-        let keys: Vec<Key> = fetch[i..j].iter().map(|(k, _)| k.clone()).collect();
-        // The replicas a rebalancing fills here copy at the plan's pace, together.
-        if let Some(rate) = node.move_throttle(partition) {
-            node.pacer.wait(size, rate).await;
+        batches.push((fetch[i..j].iter().map(|(k, _)| k.clone()).collect::<Vec<Key>>(), size));
+        i = j;
+    }
+    let mut batches = batches.into_iter();
+    let mut inflight = Fetches(VecDeque::new());
+    let mut bytes = 0u64;
+    let mut applied = 0u64;
+    loop {
+        while inflight.0.len() < FETCHES_IN_FLIGHT {
+            let Some((keys, size)) = batches.next() else { break };
+            // The replicas a rebalancing fills here copy at the plan's pace, together.
+            if let Some(rate) = node.move_throttle(partition) {
+                node.pacer.wait(size, rate).await;
+            }
+            let (rpc, addr, asked) = (node.rpc().clone(), addr.to_string(), keys.clone());
+            inflight.0.push_back((keys, tokio::spawn(async move { rpc.fetch(&addr, partition, &asked).await })));
         }
-        let got = node.rpc().fetch(addr, partition, &keys).await.map_err(|e| e.to_string())?;
+        let Some((keys, fetching)) = inflight.0.pop_front() else { break };
+        let got = match fetching.await {
+            Ok(got) => got.map_err(|e| e.to_string())?,
+            Err(e) => return Err(format!("fetching from node {peer}: {e}")),
+        };
         let mut pending = Vec::new();
         for (key, (state, data)) in keys.into_iter().zip(got) {
             match state {
@@ -489,7 +551,6 @@ async fn apply_chunk(
                 Err(e) => return Err(format!("applying records from node {peer}: {e}")),
             }
         }
-        i = j;
     }
     let mut pending = Vec::new();
     for key in deletes {
