@@ -123,13 +123,30 @@ async fn quorum_durability_availability_catch_up_and_leader_loss() {
 
     // A replaced disk: node 9 loses its data. Its replicas start empty and
     // bootstrap from their peers (whose tokens against node 9 name the old
-    // incarnation and start over).
+    // incarnation and start over). Enough small blobs that a replica's
+    // bootstrap takes several fetch batches (128 keys each), several in
+    // flight at once.
+    let bulk: Vec<(String, Vec<u8>)> = futures_util::StreamExt::collect(futures_util::StreamExt::buffer_unordered(
+        futures_util::stream::iter((0..2_400u64).map(|i| {
+            let client = c.client([1, 4, 7][i as usize % 3]);
+            async move {
+                let data = content(10_000 + i, 1_000 + (i as usize % 7) * 100);
+                (put(&client, &data, None).await, data)
+            }
+        })),
+        16,
+    ))
+    .await;
+    c.converged(&all, Duration::from_secs(60)).await;
     c.kill9(9);
     std::fs::remove_dir_all(c.dir.join("n9")).expect("wipe node 9");
     c.spawn(9);
     c.wait_healthy(9).await;
     c.converged(&all, Duration::from_secs(60)).await;
-    for (id, data) in blobs.iter().chain(during.iter()) {
+    let held = c.indexes(&[9]).await;
+    let most = held.get(&9).into_iter().flat_map(|parts| parts.values()).map(Vec::len).max().unwrap_or(0);
+    assert!(most > 4 * 128, "node 9's fullest replica holds {most} keys: too few for several fetch batches");
+    for (id, data) in blobs.iter().chain(during.iter()).chain(bulk.iter().step_by(37)) {
         get_ok(&c.client(9), id, data).await;
     }
 
