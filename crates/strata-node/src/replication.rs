@@ -43,20 +43,20 @@ const FETCH_KEYS: usize = 128;
 /// Fetches one peer's task keeps in flight: the next batches cross the
 /// network while one is appended and fsync'd here.
 const FETCHES_IN_FLIGHT: usize = 3;
-/// How soon a peer's task looks again for a replica the map gives this
-/// node but that is not open yet.
+/// How soon a peer's task looks again when the map gives this node
+/// replicas to pull from the peer but none is open yet.
 const OPENING_RETRY: Duration = Duration::from_millis(10);
 
 /// A chunk's fetches in flight, in order; dropped (an error, a cancelled
 /// task) they stop.
-struct Fetches(VecDeque<(Vec<Key>, Fetching)>);
+struct Fetches(VecDeque<Fetching>);
 
-/// One batch's fetch, running.
-type Fetching = tokio::task::JoinHandle<Result<Vec<(Fetched, Bytes)>, strata_rpc::RpcError>>;
+/// One batch's fetch, running: its keys and what the peer answered.
+type Fetching = tokio::task::JoinHandle<(Vec<Key>, Result<Vec<(Fetched, Bytes)>, strata_rpc::RpcError>)>;
 
 impl Drop for Fetches {
     fn drop(&mut self) {
-        for (_, fetching) in &self.0 {
+        for fetching in &self.0 {
             fetching.abort();
         }
     }
@@ -369,7 +369,6 @@ async fn poll_peer(node: Arc<ClusterNode>, peer: NodeId, prev_poll_ms: Arc<Atomi
     let pulled: Vec<PartitionId> = map.partitions.values().filter(|p| sources(&map, p.id, me).contains(&peer)).map(|p| p.id).collect();
     let mut shared: Vec<(PartitionId, Arc<Replica>)> = pulled.iter().filter_map(|&p| node.disks.replica(p).map(|r| (p, r))).collect();
     let rep = &node.replication;
-    let mut more_soon = false;
     // Equally lagging partitions (all of them, on a node that starts empty)
     // are taken in an order that starts at a different place for each peer,
     // so the peers' tasks fetch different partitions at once rather than
@@ -379,16 +378,11 @@ async fn poll_peer(node: Arc<ClusterNode>, peer: NodeId, prev_poll_ms: Arc<Atomi
     let offset = rank * shared.len() / peers.len().max(1);
     shared.rotate_left(offset);
     shared.sort_by_key(|(p, _)| std::cmp::Reverse(rep.lag_of(*p, peer)));
-    if shared.len() < pulled.len() {
-        // A replica the map gives this node is still being created (a node
-        // that has just joined or was wiped): its pulls start once it is
+    if shared.is_empty() {
+        // Replicas the map gives this node still being created (a node that
+        // has just joined or was wiped): their pulls start once they are
         // open, not a whole period later.
-        if shared.is_empty() {
-            return Ok(Next::After(period.min(OPENING_RETRY)));
-        }
-        more_soon = true;
-    } else if shared.is_empty() {
-        return Ok(Next::After(period));
+        return Ok(Next::After(if pulled.is_empty() { period } else { period.min(OPENING_RETRY) }));
     }
     let items: Vec<JournalItem> = shared.iter().map(|(p, r)| JournalItem { partition: *p, after_lsn: rep.token(r, peer).lsn, max: JOURNAL_MAX }).collect();
     let poll_ms = node.clock().now_ms();
@@ -421,13 +415,7 @@ async fn poll_peer(node: Arc<ClusterNode>, peer: NodeId, prev_poll_ms: Arc<Atomi
         }
     }
     prev_poll_ms.store(poll_ms, Ordering::Relaxed);
-    Ok(if more {
-        Next::Now
-    } else if more_soon {
-        Next::After(period.min(OPENING_RETRY))
-    } else {
-        Next::After(period)
-    })
+    Ok(if more { Next::Now } else { Next::After(period) })
 }
 
 /// Applies what the peer has after the token; returns whether the peer has
@@ -484,21 +472,16 @@ async fn apply_chunk(
     }
     // Fetch and append, in bounded batches, with the next batches' fetches
     // in flight while one is appended (its fsync waits here).
-    let mut batches = Vec::new();
-    let mut i = 0;
-    while i < fetch.len() {
-        let mut j = i;
-        let mut size = 0u64;
-        while j < fetch.len() {
-            let len = fetch[j].1 as u64;
-            if j > i && (size + len > FETCH_BYTES || j - i >= FETCH_KEYS) {
-                break;
+    let mut batches: Vec<(Vec<Key>, u64)> = Vec::new();
+    for (key, len) in fetch {
+        let len = len as u64;
+        match batches.last_mut() {
+            Some((keys, size)) if *size + len <= FETCH_BYTES && keys.len() < FETCH_KEYS => {
+                keys.push(key);
+                *size += len;
             }
-            size += len;
-            j += 1;
+            _ => batches.push((vec![key], len)),
         }
-        batches.push((fetch[i..j].iter().map(|(k, _)| k.clone()).collect::<Vec<Key>>(), size));
-        i = j;
     }
     let mut batches = batches.into_iter();
     let mut inflight = Fetches(VecDeque::new());
@@ -511,12 +494,15 @@ async fn apply_chunk(
             if let Some(rate) = node.move_throttle(partition) {
                 node.pacer.wait(size, rate).await;
             }
-            let (rpc, addr, asked) = (node.rpc().clone(), addr.to_string(), keys.clone());
-            inflight.0.push_back((keys, tokio::spawn(async move { rpc.fetch(&addr, partition, &asked).await })));
+            let (rpc, addr) = (node.rpc().clone(), addr.to_string());
+            inflight.0.push_back(tokio::spawn(async move {
+                let got = rpc.fetch(&addr, partition, &keys).await;
+                (keys, got)
+            }));
         }
-        let Some((keys, fetching)) = inflight.0.pop_front() else { break };
-        let got = match fetching.await {
-            Ok(got) => got.map_err(|e| e.to_string())?,
+        let Some(fetching) = inflight.0.pop_front() else { break };
+        let (keys, got) = match fetching.await {
+            Ok((keys, got)) => (keys, got.map_err(|e| e.to_string())?),
             Err(e) => return Err(format!("fetching from node {peer}: {e}")),
         };
         let mut pending = Vec::new();
