@@ -200,6 +200,24 @@ async fn a_stalled_session_is_ended_after_the_head_timeout() {
         assert!(matches!(n, Ok(0) | Err(_)), "{sent} bytes sent: {n:?}");
         assert!(t.elapsed() >= Duration::from_secs(1), "{sent} bytes sent: ended after {:?}, before the timeout", t.elapsed());
     }
+
+    // Frames larger than a socket's buffers cross sessions whole, both
+    // ways: the client's put and the get's answer on its session, and the
+    // coordinator's puts and gets on its replica RPC sessions to the other
+    // nodes. (TLS writers buffer what the socket does not take at once; a
+    // frame's tail left there until the next write stalled its session.)
+    let spec = serde_json::json!({ "replication": { "Nodes": 3 }, "required_reads": 3, "required_writes": 3, "value_limit": 2_000_000 });
+    c.command(1, serde_json::json!({ "RwCreateStore": { "name": "wide", "spec": spec } })).await;
+    stores_everywhere(&c, &[1, 2, 3], &["wide"]).await;
+    let sess = strata_kv_client::RwClient::new(&[format!("https://127.75.0.1:{PORT}")], &c.opts).with_sessions(true);
+    for (i, len) in [(0u8, 1_900_000), (1, 1_500_000), (2, 100)] {
+        let value = bytes::Bytes::from((0..len).map(|j| (j as u8).wrapping_mul(31).wrapping_add(i)).collect::<Vec<u8>>());
+        let key = [b'w', i];
+        let put = tokio::time::timeout(Duration::from_secs(20), sess.put("wide", &key, value.clone(), "")).await;
+        let clock = put.expect("a large put stalled on its session").expect("large put");
+        let got = tokio::time::timeout(Duration::from_secs(20), sess.get("wide", &key)).await.expect("a large get stalled on its session").expect("large get");
+        assert_eq!(got.versions, vec![(clock, value)], "{len} bytes");
+    }
 }
 
 /// Spock's read-write stores on three real nodes, one per zone: (a) N

@@ -196,6 +196,8 @@ async fn call_session(node: &Node, store: &str, key: &[u8], op: &Op<'_>) -> Resu
     };
     let broken = |e: std::io::Error| strata_client::ClientError::Transport(format!("session: {e}"));
     s.io.write_all(&frame).await.map_err(broken)?;
+    // TLS may hold the frame's last records after `write_all`.
+    s.io.flush().await.map_err(broken)?;
     let len = loop {
         match strata_format::frame::next_frame_len(&s.buf, ANSWER_BYTES_MAX) {
             Ok(Some(n)) if s.buf.len() >= n => break n,

@@ -311,6 +311,9 @@ async fn exchange_on(s: &mut Session, chunks: &[Bytes]) -> Result<Bytes, String>
             s.io.write_all(c).await.map_err(|e| format!("session write: {e}"))?;
         }
     }
+    // TLS may hold the request's last records after `write_all` (what a
+    // full socket did not take): they go out before the answer is awaited.
+    s.io.flush().await.map_err(|e| format!("session write: {e}"))?;
     loop {
         match strata_format::frame::next_frame_len(&s.buf, RPC_SESSION_FRAME_MAX) {
             Ok(Some(n)) if s.buf.len() >= n => return Ok(s.buf.split_to(n).freeze()),

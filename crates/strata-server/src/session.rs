@@ -234,6 +234,13 @@ where
             let _ = io.shutdown().await;
             return;
         }
+        // Everything written so far reaches the peer before the loop waits:
+        // a TLS stream's `write_all` may end with the last records still in
+        // its buffer (the socket took only part of them), where they would
+        // stay until the next write, and the peer waits for them.
+        if io.flush().await.is_err() {
+            return;
+        }
         // Waiting for more bytes, a next request or the rest of one: a
         // session that sends nothing for the head timeout is ended (and
         // it is evictable meanwhile), so a frame left half-sent cannot hold
@@ -253,6 +260,50 @@ where
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A session's head and answers reach a peer through a writer that
+    /// holds bytes until it is flushed (as TLS holds the records a full
+    /// socket did not take), small answers and large parts alike.
+    #[tokio::test]
+    async fn answers_are_flushed_before_the_session_waits() {
+        use std::time::Duration;
+        let (mut client, server) = tokio::io::duplex(1 << 20);
+        let (r, w) = tokio::io::split(server);
+        let io = tokio::io::join(r, tokio::io::BufWriter::with_capacity(1 << 20, w));
+        let gate = crate::limits::Gate::new(4);
+        let ticket = gate.admit().expect("a ticket");
+        let head = "HTTP/1.1 101 Switching Protocols\r\n\r\n";
+        let big = Bytes::from(vec![7u8; 100_000]);
+        let answer = big.clone();
+        tokio::spawn(async move {
+            serve_frames(
+                io,
+                BytesMut::new(),
+                &ticket,
+                head,
+                1 << 20,
+                |_| Vec::new(),
+                move |f| {
+                    let answer = answer.clone();
+                    async move { (vec![f, answer], true) }
+                },
+            )
+            .await
+        });
+        async fn read(n: usize, client: &mut tokio::io::DuplexStream) -> Vec<u8> {
+            let mut got = vec![0u8; n];
+            tokio::time::timeout(Duration::from_secs(5), client.read_exact(&mut got)).await.expect("bytes left unflushed").expect("read");
+            got
+        }
+        assert_eq!(read(head.len(), &mut client).await, head.as_bytes());
+        for _ in 0..2 {
+            let frame = strata_format::frame::encode_frame(0x40, b"ping");
+            client.write_all(&frame).await.expect("write");
+            let mut want = frame.clone();
+            want.extend_from_slice(&big);
+            assert!(read(want.len(), &mut client).await == want, "the answer came back changed");
+        }
+    }
 
     fn h<'a>(name: &'a str, value: &'a [u8]) -> httparse::Header<'a> {
         httparse::Header { name, value }
