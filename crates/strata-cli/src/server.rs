@@ -534,7 +534,16 @@ async fn run_cluster(args: ServerArgs, node_id: u64) -> Result<()> {
             crate::s3::start(s3, args.s3_domains.clone(), args.s3_region.clone(), state.clone(), names, limits, Some((tls.clone(), state.clone()))).await?;
         println!("S3 API on https://{s3_addr} (names replicated by the metadata group; make keys with strata key create)");
     }
-    strata_server::serve(listener, state, limits, Some(tls), shutdown_signal()).await?;
+    // Background work stops first, while the listener still answers: the
+    // failure detector must not decide on the silence of heartbeats that
+    // the closed listener (and the drain after it) would cause, or a
+    // stopping leader marks every node down, itself included.
+    let stopping = workers.clone();
+    let shutdown = async move {
+        shutdown_signal().await;
+        stopping.stop(Duration::from_secs(5)).await;
+    };
+    strata_server::serve(listener, state, limits, Some(tls), shutdown).await?;
     workers.stop(Duration::from_secs(5)).await;
     if let Some(meta) = &node.meta {
         meta.shutdown().await;

@@ -96,6 +96,9 @@ pub async fn serve(
     }
     drop(listener);
     let _ = stop_tx.send(true);
+    // Kept sessions and connections between requests end now; the drain
+    // waits for requests in flight only.
+    gate.close_idle();
     let drained = tokio::time::timeout(DRAIN_TIMEOUT, async {
         graceful.shutdown().await;
         while tasks.join_next().await.is_some() {}

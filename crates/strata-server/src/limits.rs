@@ -9,7 +9,7 @@
 //! connections and never finish a request cannot lock out the ones that
 //! do: they are the first to go, and their head timeout ends them anyway.
 
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::io::AsyncWriteExt;
@@ -79,6 +79,8 @@ pub struct Gate {
     pub timed_out: AtomicU64,
     /// Told whenever a connection's place is freed.
     freed: Notify,
+    /// Set at shutdown: idle connections end, and busy ones once idle.
+    closing: AtomicBool,
 }
 
 /// Connections admitted beyond the budget while the ones they evicted are
@@ -101,7 +103,8 @@ struct Slot {
     /// Ms since the gate started (+1) when the connection began waiting
     /// for a head; 0 while it serves one.
     waiting_since: AtomicU64,
-    /// Why the connection was told to close: 1 evicted, 2 timed out.
+    /// Why the connection was told to close: 1 evicted, 2 timed out, 3
+    /// the node is shutting down.
     ended: AtomicU64,
     wake: Notify,
 }
@@ -120,6 +123,8 @@ pub enum Ended {
     Evicted,
     /// Its head (or next request) did not come in time.
     TimedOut,
+    /// The node is shutting down and the connection was idle.
+    Closing,
 }
 
 impl Gate {
@@ -134,6 +139,7 @@ impl Gate {
             evicted: AtomicU64::new(0),
             timed_out: AtomicU64::new(0),
             freed: Notify::new(),
+            closing: AtomicBool::new(false),
         })
     }
 
@@ -187,6 +193,19 @@ impl Gate {
         });
     }
 
+    /// At shutdown: ends every connection waiting for a request (a kept
+    /// session between frames, a connection before its first head), and
+    /// each busy one as soon as it waits, so the drain waits only for
+    /// requests in flight.
+    pub fn close_idle(&self) {
+        self.closing.store(true, Ordering::SeqCst);
+        for slot in self.lock().open.iter().flatten() {
+            if slot.waiting_since.load(Ordering::SeqCst) != 0 {
+                slot.end(3);
+            }
+        }
+    }
+
     /// Ends every connection that has waited longer than `timeout`.
     pub fn reap(&self, timeout: Duration) {
         let now = self.now();
@@ -238,12 +257,27 @@ impl Gate {
 
 use std::num::NonZero;
 
+impl Slot {
+    /// Tells the connection to close, for `why` (see `ended`), unless it
+    /// was told already.
+    fn end(&self, why: u64) {
+        if self.ended.compare_exchange(0, why, Ordering::AcqRel, Ordering::Acquire).is_ok() {
+            self.wake.notify_one();
+        }
+    }
+}
+
 impl Ticket {
     /// Marks the connection as waiting for a request head (evictable, and
     /// on the clock) or serving one.
     pub fn set_waiting(&self, waiting: bool) {
         let v = if waiting { self.gate.now() } else { 0 };
-        self.slot.waiting_since.store(v, Ordering::Release);
+        self.slot.waiting_since.store(v, Ordering::SeqCst);
+        // Against [`Gate::close_idle`]: it sets the flag, then looks at the
+        // slots; this stores, then looks at the flag; one of them sees the other.
+        if waiting && self.gate.closing.load(Ordering::SeqCst) {
+            self.slot.end(3);
+        }
     }
 
     /// Resolves when the gate ends this connection, saying why.
@@ -252,6 +286,7 @@ impl Ticket {
             match self.slot.ended.load(Ordering::Acquire) {
                 1 => return Ended::Evicted,
                 2 => return Ended::TimedOut,
+                3 => return Ended::Closing,
                 _ => self.slot.wake.notified().await,
             }
         }
@@ -371,6 +406,23 @@ mod tests {
         assert_eq!(e.ended().await, Ended::TimedOut);
         assert_eq!(d.slot.ended.load(Ordering::Relaxed), 0, "a busy connection is never reaped");
         assert_eq!(gate.open(), 2);
+    }
+
+    #[tokio::test]
+    async fn at_shutdown_idle_connections_end_and_busy_ones_once_idle() {
+        let gate = Gate::new(4);
+        let (idle, busy) = (gate.admit().expect("room"), gate.admit().expect("room"));
+        idle.set_waiting(true);
+        busy.set_waiting(false);
+        gate.close_idle();
+        async fn quick(t: &Ticket) -> Ended {
+            tokio::time::timeout(Duration::from_secs(5), t.ended()).await.expect("not ended")
+        }
+        assert_eq!(quick(&idle).await, Ended::Closing);
+        assert_eq!(busy.slot.ended.load(Ordering::Relaxed), 0, "a request in flight is left to finish");
+        busy.set_waiting(true);
+        assert_eq!(quick(&busy).await, Ended::Closing);
+        assert_eq!(gate.evicted.load(Ordering::Relaxed) + gate.timed_out.load(Ordering::Relaxed), 0);
     }
 
     #[test]
