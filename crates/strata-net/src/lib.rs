@@ -83,8 +83,12 @@ pub struct Client {
 /// another, upgraded by `POST /rpc/v1/session`, on which each request is a
 /// frame and each answer the frame `/rpc/v1/...` would answer, in order.
 pub const RPC_SESSION_PROTOCOL: &str = "strata-rpc/1";
-/// Largest frame a replica RPC session carries either way.
+/// Largest request frame a replica RPC session carries.
 pub const RPC_SESSION_FRAME_MAX: usize = 64 << 20;
+/// Largest answer frame a session takes: any frame, as over HTTP (a
+/// fetch's answer holds whole records, and a batch of them may pass
+/// [`RPC_SESSION_FRAME_MAX`]).
+pub const RPC_SESSION_ANSWER_MAX: usize = strata_format::frame::FRAME_HEADER_BYTES + strata_format::frame::FRAME_PAYLOAD_MAX + 4;
 /// Sessions idle longer than this are closed rather than reused, well
 /// before the peer's head timeout (30 s) ends them.
 const SESSION_REUSE: Duration = Duration::from_secs(10);
@@ -315,9 +319,12 @@ async fn exchange_on(s: &mut Session, chunks: &[Bytes]) -> Result<Bytes, String>
     // full socket did not take): they go out before the answer is awaited.
     s.io.flush().await.map_err(|e| format!("session write: {e}"))?;
     loop {
-        match strata_format::frame::next_frame_len(&s.buf, RPC_SESSION_FRAME_MAX) {
+        match strata_format::frame::next_frame_len(&s.buf, RPC_SESSION_ANSWER_MAX) {
             Ok(Some(n)) if s.buf.len() >= n => return Ok(s.buf.split_to(n).freeze()),
-            Ok(_) => {}
+            // The rest of a long answer is read straight into one buffer
+            // of its length (up to a bound, past which it grows as it comes).
+            Ok(Some(n)) => s.buf.reserve((n - s.buf.len()).min(RPC_SESSION_FRAME_MAX)),
+            Ok(None) => {}
             Err(e) => return Err(format!("session answer: {e}")),
         }
         if s.io.read_buf(&mut s.buf).await.map_err(|e| format!("session read: {e}"))? == 0 {

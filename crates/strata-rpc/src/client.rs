@@ -135,7 +135,11 @@ impl RpcClient {
     /// of the live ones.
     pub async fn fetch(&self, addr: &str, partition: PartitionId, keys: &[Key]) -> Result<Vec<(Fetched, Bytes)>, RpcError> {
         let frame = message(KIND_FETCH, &FetchRequest { partition, keys: keys.iter().map(|k| k.as_bytes().to_vec()).collect() }, Vec::new());
-        let (_, states, data): (u64, Vec<Fetched>, Bytes) = self.call(addr, "/rpc/v1/fetch", KIND_FETCH, frame).await?;
+        // On a session: its answer (up to 16 MiB of records) is read into
+        // one buffer as it arrives, where a response body would be
+        // gathered from its chunks and copied again. A fetch only reads,
+        // so a reused session that broke is retried on a new one.
+        let (_, states, data): (u64, Vec<Fetched>, Bytes) = self.call_session(addr, KIND_FETCH, frame, true).await?;
         if states.len() != keys.len() {
             return Err(RpcError::Garbage(format!("{addr}: {} answers for {} keys", states.len(), keys.len())));
         }

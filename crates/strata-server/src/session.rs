@@ -189,13 +189,18 @@ async fn serve_rpc<IO: AsyncRead + AsyncWrite + Unpin>(io: IO, mut buf: BytesMut
     .await;
 }
 
+/// Parts of an answer at least this long are written on their own rather
+/// than copied into the buffer that gathers small answers.
+const DIRECT_PART_BYTES: usize = 64 << 10;
+
 /// The loop of a session: answers `101 Switching Protocols` (`head`), then
 /// takes frames until the client leaves, the connection breaks, a frame
 /// is refused (its length by `bad_len`, whose bytes are sent last; its
 /// content by `handle`), or no byte arrives for the head timeout, between
 /// requests or within one (it is evictable while it waits, like a
 /// kept-alive connection). Every whole frame that has arrived is answered
-/// in order, and the answers go out in one write.
+/// in order, and the answers go out in one write (less the parts of
+/// [`DIRECT_PART_BYTES`] or more, written as they are).
 async fn serve_frames<IO, H, F>(mut io: IO, mut buf: BytesMut, ticket: &Ticket, head: &str, max: usize, bad_len: impl Fn(String) -> Vec<u8>, mut handle: H)
 where
     IO: AsyncRead + AsyncWrite + Unpin,
@@ -220,7 +225,21 @@ where
             };
             let (answer, more) = handle(buf.split_to(len).freeze()).await;
             for part in answer {
-                out.extend_from_slice(&part);
+                if part.len() < DIRECT_PART_BYTES {
+                    out.extend_from_slice(&part);
+                    continue;
+                }
+                // A large part (a fetch's record data) goes out as it is,
+                // after what is gathered before it: no copy into `out`.
+                if !out.is_empty() {
+                    if io.write_all(&out).await.is_err() {
+                        return;
+                    }
+                    out.clear();
+                }
+                if io.write_all(&part).await.is_err() {
+                    return;
+                }
             }
             go_on = more;
         }
@@ -273,7 +292,7 @@ mod tests {
         let gate = crate::limits::Gate::new(4);
         let ticket = gate.admit().expect("a ticket");
         let head = "HTTP/1.1 101 Switching Protocols\r\n\r\n";
-        let big = Bytes::from(vec![7u8; 100_000]);
+        let big = Bytes::from(vec![7u8; DIRECT_PART_BYTES + 10]);
         let answer = big.clone();
         tokio::spawn(async move {
             serve_frames(
