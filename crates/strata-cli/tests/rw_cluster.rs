@@ -218,6 +218,14 @@ async fn a_stalled_session_is_ended_after_the_head_timeout() {
         let got = tokio::time::timeout(Duration::from_secs(20), sess.get("wide", &key)).await.expect("a large get stalled on its session").expect("large get");
         assert_eq!(got.versions, vec![(clock, value)], "{len} bytes");
     }
+    // A value within a store's limit but over a node's record limit (the
+    // test nodes' chunk size, 1 MiB, plus 1 MiB) is refused as too large.
+    let spec = serde_json::json!({ "replication": { "Nodes": 3 }, "required_reads": 1, "required_writes": 1, "value_limit": 8 << 20 });
+    c.command(1, serde_json::json!({ "RwCreateStore": { "name": "wider", "spec": spec } })).await;
+    stores_everywhere(&c, &[1], &["wider"]).await;
+    let over = sess.put("wider", b"k", bytes::Bytes::from(vec![1u8; 3 << 20]), "").await;
+    assert!(matches!(&over, Err(strata_kv_client::RwClientError::Api(e)) if e.status() == Some(413)), "{over:?}");
+    assert!(sess.get("wider", b"k").await.expect("get").versions.is_empty(), "a refused put left a value");
 }
 
 /// Spock's read-write stores on three real nodes, one per zone: (a) N

@@ -180,6 +180,9 @@ impl ApiError {
                     R::UnknownTransform(_) => (StatusCode::BAD_REQUEST, "UnknownTransform"),
                     R::Transform { .. } => (StatusCode::UNPROCESSABLE_ENTITY, "TransformFailed"),
                     R::Corrupt { .. } => (StatusCode::INTERNAL_SERVER_ERROR, "StoredVersionDamaged"),
+                    // Within the store's limit but over this node's record limit
+                    // (`--chunk-size` plus 1 MiB): still the value's size.
+                    R::Engine(strata_engine::EngineError::TooLarge { .. }) => (StatusCode::PAYLOAD_TOO_LARGE, "ValueTooLarge"),
                     R::Engine(_) => (StatusCode::INTERNAL_SERVER_ERROR, "StorageError"),
                     R::Unreachable { .. } => (StatusCode::SERVICE_UNAVAILABLE, "NodeUnreachable"),
                 }
