@@ -212,9 +212,7 @@ impl Gate {
         let limit = timeout.as_millis() as u64;
         for slot in self.lock().open.iter().flatten() {
             let since = slot.waiting_since.load(Ordering::Acquire);
-            if since != 0 && now.saturating_sub(since) > limit && slot.ended.load(Ordering::Relaxed) == 0 {
-                slot.ended.store(2, Ordering::Release);
-                slot.wake.notify_one();
+            if since != 0 && now.saturating_sub(since) > limit && slot.end(2) {
                 self.timed_out.fetch_add(1, Ordering::Relaxed);
             }
         }
@@ -235,9 +233,9 @@ impl Gate {
                 .map(|(_, s)| s.clone())?;
             // The victim closes promptly and frees its place itself; until
             // then the node is one over (the budget keeps headroom for it).
-            victim.ended.store(1, Ordering::Release);
-            victim.wake.notify_one();
-            self.evicted.fetch_add(1, Ordering::Relaxed);
+            if victim.end(1) {
+                self.evicted.fetch_add(1, Ordering::Relaxed);
+            }
         }
         let slot = Arc::new(Slot::default());
         let index = match g.free.pop() {
@@ -259,11 +257,13 @@ use std::num::NonZero;
 
 impl Slot {
     /// Tells the connection to close, for `why` (see `ended`), unless it
-    /// was told already.
-    fn end(&self, why: u64) {
-        if self.ended.compare_exchange(0, why, Ordering::AcqRel, Ordering::Acquire).is_ok() {
+    /// was told already; whether this call told it.
+    fn end(&self, why: u64) -> bool {
+        let told = self.ended.compare_exchange(0, why, Ordering::AcqRel, Ordering::Acquire).is_ok();
+        if told {
             self.wake.notify_one();
         }
+        told
     }
 }
 
