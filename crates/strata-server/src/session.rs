@@ -216,13 +216,10 @@ where
         while go_on {
             let len = match strata_format::frame::next_frame_len(&buf, max) {
                 Ok(Some(n)) if buf.len() >= n => n,
-                // The rest of a long frame is read into room for all of it
-                // at once, not into a buffer that grows (and copies) as it comes.
-                Ok(Some(n)) => {
-                    buf.reserve(n - buf.len());
-                    break;
-                }
-                Ok(None) => break,
+                // The buffer grows as bytes arrive, never ahead of them: a
+                // client announcing long frames and sending nothing holds
+                // no memory for them.
+                Ok(_) => break,
                 Err(e) => {
                     out.extend(bad_len(e.to_string()));
                     go_on = false;
