@@ -204,8 +204,8 @@ async fn a_stalled_session_is_ended_after_the_head_timeout() {
     // Frames larger than a socket's buffers cross sessions whole, both
     // ways: the client's put and the get's answer on its session, and the
     // coordinator's puts and gets on its replica RPC sessions to the other
-    // nodes. (TLS writers buffer what the socket does not take at once; a
-    // frame's tail left there until the next write stalled its session.)
+    // nodes. (Whether a TLS writer's unflushed tail stalls a session
+    // depends on timing here; `session::tests` holds the flush itself.)
     let spec = serde_json::json!({ "replication": { "Nodes": 3 }, "required_reads": 3, "required_writes": 3, "value_limit": 2_000_000 });
     c.command(1, serde_json::json!({ "RwCreateStore": { "name": "wide", "spec": spec } })).await;
     stores_everywhere(&c, &[1, 2, 3], &["wide"]).await;
