@@ -242,14 +242,24 @@ async fn used_bytes(c: &Client) -> BTreeMap<u64, u64> {
         .collect()
 }
 
-/// The write path's engine counters summed over every node (records,
-/// group-commit batches, fsyncs and seconds in them), to say where a PUT
-/// phase's time went.
-async fn write_path(nodes: &Nodes) -> [f64; 4] {
-    let mut out = [0f64; 4];
+/// The write path's counters summed over every node (engine records,
+/// group-commit batches, fsyncs and seconds in them; bytes pull
+/// replication copied, puts a replica already had from it), to say where a
+/// PUT phase's time went.
+async fn write_path(nodes: &Nodes) -> [f64; 7] {
+    const NAMES: [&str; 7] = [
+        "strata_engine_records",
+        "strata_engine_batches",
+        "strata_engine_fsyncs",
+        "strata_engine_fsync_seconds",
+        "strata_replication_bytes_intra_zone",
+        "strata_replication_bytes_inter_zone",
+        "strata_router_put_replication_races",
+    ];
+    let mut out = [0f64; 7];
     for i in 0..nodes.addrs.len() {
         let Ok(text) = nodes.client(i).get_text("/metrics").await else { continue };
-        for (k, name) in ["strata_engine_records", "strata_engine_batches", "strata_engine_fsyncs", "strata_engine_fsync_seconds"].iter().enumerate() {
+        for (k, name) in NAMES.iter().enumerate() {
             out[k] += text
                 .lines()
                 .filter(|l| l.strip_prefix(name).is_some_and(|rest| rest.trim_start_matches("_total").starts_with(['{', ' '])))
@@ -281,6 +291,11 @@ struct Row {
     fsyncs_per_s: f64,
     /// Mean time of one fsync, ms.
     fsync_ms: f64,
+    /// Bytes pull replication copied while the PUTs ran: blobs whose
+    /// pushed copy had not arrived yet when a replica looked.
+    pulled_during_put_bytes: f64,
+    /// Pushed copies a replica already had, from pull replication.
+    put_races: f64,
 }
 
 #[derive(serde::Serialize)]
@@ -360,7 +375,7 @@ pub async fn run(a: BenchClusterArgs) -> Result<()> {
             .await?
         };
         let written = write_path(&nodes).await;
-        let [records, _, fsyncs, fsync_secs] = std::array::from_fn(|k| written[k] - written_before[k]);
+        let [records, _, fsyncs, fsync_secs, pulled_intra, pulled_inter, races] = std::array::from_fn(|k| written[k] - written_before[k]);
         sampling.store(0, Ordering::Relaxed);
         let _ = sampler.await;
         // Time for replication to drain once the load stops.
@@ -411,6 +426,8 @@ pub async fn run(a: BenchClusterArgs) -> Result<()> {
             records_per_fsync: records / fsyncs.max(1.0),
             fsyncs_per_s: fsyncs / put_secs,
             fsync_ms: fsync_secs * 1000.0 / fsyncs.max(1.0),
+            pulled_during_put_bytes: pulled_intra + pulled_inter,
+            put_races: races,
         });
         // Catch-up: wipe the last node (not the metadata member) and let its
         // replicas bootstrap from their peers.
@@ -477,12 +494,12 @@ pub async fn run(a: BenchClusterArgs) -> Result<()> {
     );
     println!();
     println!(
-        "| nodes | replicas | PUT MB/s | PUT ops/s | PUT p50/p99 ms | GET MB/s | GET ops/s | GET p50/p99 ms | repl. lag max (bytes, s) | drain s | PUT: records/fsync, fsyncs/s, ms each |"
+        "| nodes | replicas | PUT MB/s | PUT ops/s | PUT p50/p99 ms | GET MB/s | GET ops/s | GET p50/p99 ms | repl. lag max (bytes, s) | drain s | PUT: records/fsync, fsyncs/s, ms each | PUT: pulled MB, races |"
     );
-    println!("|---|---|---|---|---|---|---|---|---|---|---|");
+    println!("|---|---|---|---|---|---|---|---|---|---|---|---|");
     for r in &rows {
         println!(
-            "| {} | {} | {:.1} | {:.0} | {:.1} / {:.1} | {:.1} | {:.0} | {:.1} / {:.1} | {:.2} MB, {:.2} | {:.2} | {:.1}, {:.0}, {:.2} |",
+            "| {} | {} | {:.1} | {:.0} | {:.1} / {:.1} | {:.1} | {:.0} | {:.1} / {:.1} | {:.2} MB, {:.2} | {:.2} | {:.1}, {:.0}, {:.2} | {:.0}, {:.0} |",
             r.nodes,
             r.replicas,
             r.put_mbps,
@@ -498,7 +515,9 @@ pub async fn run(a: BenchClusterArgs) -> Result<()> {
             r.drain_seconds,
             r.records_per_fsync,
             r.fsyncs_per_s,
-            r.fsync_ms
+            r.fsync_ms,
+            r.pulled_during_put_bytes / MB,
+            r.put_races
         );
     }
     if let Some(c) = catch_up {

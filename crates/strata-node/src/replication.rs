@@ -11,6 +11,22 @@
 //! run on separate thread pools with separate periods; partitions that lag
 //! most are processed first.
 //!
+//! A put the peer wrote less than [`PUSH_GRACE_MS`] ago and this replica
+//! lacks is not fetched yet: the router pushes every put to every replica
+//! as it writes it, so that copy is almost always on its way (queued in
+//! this node's writer, or crossing the network), and fetching it too sent
+//! each such blob twice and wrote it twice (6-7% of the bytes of a 3- and
+//! 6-node `strata bench-cluster` PUT phase were pulled copies of pushes in
+//! flight). The token stops before the first such put; the next round looks
+//! again, and fetches whatever is still missing once it is old enough.
+//! Only replicas that pushes reach wait so: a serving replica of a blob
+//! partition pulling from a peer in its zone. A move's new replica before
+//! its promotion, a tract row's, and inter-zone pulls fetch at once (under
+//! steady load, a waiting new replica would never catch up and promote).
+//! Ages come from this node's own sightings of the peer's sequence numbers
+//! (no clocks compared between nodes); entries it has no sighting to date
+//! are fetched at once, so a node that starts or catches up never waits.
+//!
 //! Tokens live in `<replica dir>/replication.tokens` (a frame: peer node →
 //! peer incarnation and sequence number). A token names the peer replica's
 //! incarnation: when the peer's log was recreated, the token starts over.
@@ -23,7 +39,7 @@ use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
-use strata_cluster::NodeId;
+use strata_cluster::{NodeId, PartitionKind};
 use strata_engine::{EngineError, KeyState, Replica, WriteOp};
 use strata_format::RecordKind;
 use strata_format::frame::{decode_frame, encode_frame};
@@ -43,6 +59,11 @@ const FETCH_KEYS: usize = 128;
 /// Fetches one peer's task keeps in flight: the next batches cross the
 /// network while one is appended and fsync'd here.
 const FETCHES_IN_FLIGHT: usize = 3;
+/// How old a put must be on the peer before this replica fetches it when
+/// it lacks it: longer than a pushed copy takes to arrive under load (PUT
+/// p99 is 30-70 ms in `strata bench-cluster`), short beside the lag a
+/// replica that missed a push can live with.
+pub const PUSH_GRACE_MS: u64 = 1_000;
 /// How soon a peer's task looks again when the map gives this node
 /// replicas to pull from the peer but none is open yet.
 const OPENING_RETRY: Duration = Duration::from_millis(10);
@@ -118,6 +139,48 @@ impl PairLag {
     }
 }
 
+/// When this node saw which of a peer replica's sequence numbers: the
+/// answers of its last journal rounds, as (time received here, the peer's
+/// last sequence number then), oldest first, for one incarnation.
+#[derive(Debug, Default)]
+struct Sightings {
+    incarnation: [u8; 16],
+    seen: VecDeque<(u64, u64)>,
+}
+
+impl Sightings {
+    /// Books an answer received at `now_ms` in which the peer's last
+    /// sequence number was `last_lsn`, keeping only what [`Self::young_above`]
+    /// can still need.
+    fn saw(&mut self, incarnation: [u8; 16], now_ms: u64, last_lsn: u64, grace_ms: u64) {
+        if incarnation != self.incarnation {
+            self.incarnation = incarnation;
+            self.seen.clear();
+        }
+        self.seen.push_back((now_ms, last_lsn));
+        // The newest sighting at least the grace old is the one that
+        // counts; older ones never will again.
+        let cutoff = now_ms.saturating_sub(grace_ms);
+        while self.seen.len() > 1 && self.seen[1].0 <= cutoff {
+            self.seen.pop_front();
+        }
+    }
+
+    /// The sequence number above which the peer's records are known to be
+    /// younger than `grace_ms` at `now_ms`: what it held at the newest
+    /// sighting that old, or, without one, at the oldest sighting (the
+    /// records after it came since, less than the grace ago). `None`: no
+    /// sighting of this incarnation, so no age is known.
+    fn young_above(&self, incarnation: [u8; 16], now_ms: u64, grace_ms: u64) -> Option<u64> {
+        if incarnation != self.incarnation {
+            return None;
+        }
+        let cutoff = now_ms.saturating_sub(grace_ms);
+        let old_enough = self.seen.iter().rev().find(|(t, _)| *t <= cutoff);
+        old_enough.or(self.seen.front()).map(|&(_, lsn)| lsn)
+    }
+}
+
 /// Replication state of a node: lag per pair and counters.
 pub struct Replication {
     clock: Arc<dyn Clock>,
@@ -130,6 +193,12 @@ pub struct Replication {
     /// catching up from several peers fetches each blob once, from
     /// whichever peer gets to it first.
     inflight: Mutex<HashMap<PartitionId, BTreeSet<Key>>>,
+    /// Each pair's sightings of the peer's sequence numbers, to age its
+    /// records ([`PUSH_GRACE_MS`]).
+    sightings: Mutex<HashMap<(PartitionId, NodeId), Sightings>>,
+    /// Puts left for a later round because they were younger than
+    /// [`PUSH_GRACE_MS`] (their pushed copy was on its way).
+    pub deferred: AtomicU64,
     /// Bytes of blob data copied from peers in this zone.
     pub bytes_intra: AtomicU64,
     /// Bytes of blob data copied from peers in other zones.
@@ -146,6 +215,8 @@ impl Replication {
             tokens: Mutex::new(HashMap::new()),
             token_writes: AtomicU64::new(0),
             inflight: Mutex::new(HashMap::new()),
+            sightings: Mutex::new(HashMap::new()),
+            deferred: AtomicU64::new(0),
             bytes_intra: AtomicU64::new(0),
             bytes_inter: AtomicU64::new(0),
             records: AtomicU64::new(0),
@@ -222,6 +293,14 @@ impl Replication {
     /// The pair of this node's replica of `partition` and `peer`'s.
     pub fn pair(&self, partition: PartitionId, peer: NodeId) -> Option<PairLag> {
         self.lag.lock().unwrap_or_else(|p| p.into_inner()).get(&(partition, peer)).cloned()
+    }
+
+    fn young_above(&self, partition: PartitionId, peer: NodeId, incarnation: [u8; 16], now_ms: u64) -> Option<u64> {
+        self.sightings.lock().unwrap_or_else(|p| p.into_inner()).get(&(partition, peer))?.young_above(incarnation, now_ms, PUSH_GRACE_MS)
+    }
+
+    fn saw(&self, partition: PartitionId, peer: NodeId, incarnation: [u8; 16], now_ms: u64, last_lsn: u64) {
+        self.sightings.lock().unwrap_or_else(|p| p.into_inner()).entry((partition, peer)).or_default().saw(incarnation, now_ms, last_lsn, PUSH_GRACE_MS);
     }
 
     fn lag_of(&self, partition: PartitionId, peer: NodeId) -> u64 {
@@ -306,6 +385,7 @@ pub(crate) fn spawn(node: &Arc<ClusterNode>) {
         let me = node.config.node_id;
         // Pairs this node no longer pulls (a move ended) leave the status.
         node.replication.lag.lock().unwrap_or_else(|p| p.into_inner()).retain(|(p, peer), _| sources(&map, *p, me).contains(peer));
+        node.replication.sightings.lock().unwrap_or_else(|p| p.into_inner()).retain(|(p, peer), _| sources(&map, *p, me).contains(peer));
         if let Some(my_zone) = map.nodes.get(&me).map(|n| n.zone.clone()) {
             for peer in peers_of(&map, me) {
                 if running.insert(peer) {
@@ -336,7 +416,7 @@ fn sources(map: &strata_cluster::ClusterMap, p: PartitionId, me: NodeId) -> Vec<
     if !holders.iter().any(|r| r.node == me) {
         return Vec::new();
     }
-    if part.kind == strata_cluster::PartitionKind::Tract && part.moving.is_none_or(|m| m.to.node != me) {
+    if part.kind == PartitionKind::Tract && part.moving.is_none_or(|m| m.to.node != me) {
         return Vec::new();
     }
     if let Some(m) = part.moving {
@@ -399,12 +479,20 @@ async fn poll_peer(node: Arc<ClusterNode>, peer: NodeId, prev_poll_ms: Arc<Atomi
         }
     };
     let mut more = false;
+    // This node's replicas that routers push puts to: a serving replica of
+    // a blob partition. Of those, the puts a peer in this zone has and this
+    // replica lacks are mostly on their way ([`PUSH_GRACE_MS`]). A move's
+    // new replica before its promotion, a tract row's, or a put another
+    // zone took (its routers push in their zone) gets none: those pull at once.
+    let pushed = |p: PartitionId| {
+        intra && map.partitions.get(&p).is_some_and(|part| part.kind == PartitionKind::Blob && part.replicas.iter().any(|r| r.node == me && map.serves(*r)))
+    };
     let by_partition: HashMap<PartitionId, Arc<Replica>> = shared.into_iter().collect();
     let prev = prev_poll_ms.load(Ordering::Relaxed);
     for a in answers {
         let Some(replica) = by_partition.get(&a.partition) else { continue };
         match a.result {
-            Ok(chunk) => match apply_chunk(&node, replica, peer, &addr, intra, chunk, prev).await {
+            Ok(chunk) => match apply_chunk(&node, replica, Source { peer, addr: &addr, intra, pushed: pushed(a.partition) }, chunk, prev).await {
                 Ok(behind) => {
                     more |= behind;
                     rep.record(a.partition, peer, intra, |l| l.answer_epoch = epoch);
@@ -418,17 +506,20 @@ async fn poll_peer(node: Arc<ClusterNode>, peer: NodeId, prev_poll_ms: Arc<Atomi
     Ok(if more { Next::Now } else { Next::After(period) })
 }
 
+/// The peer a replica pulls from, as one round sees it.
+struct Source<'a> {
+    peer: NodeId,
+    addr: &'a str,
+    /// The peer is in this node's zone.
+    intra: bool,
+    /// Routers push puts to this replica (see `pushed` in [`poll_peer`]).
+    pushed: bool,
+}
+
 /// Applies what the peer has after the token; returns whether the peer has
 /// more right away.
-async fn apply_chunk(
-    node: &ClusterNode,
-    replica: &Arc<Replica>,
-    peer: NodeId,
-    addr: &str,
-    intra: bool,
-    chunk: JournalChunk,
-    prev_poll_ms: u64,
-) -> Result<bool, String> {
+async fn apply_chunk(node: &ClusterNode, replica: &Arc<Replica>, source: Source<'_>, chunk: JournalChunk, prev_poll_ms: u64) -> Result<bool, String> {
+    let Source { peer, addr, intra, pushed } = source;
     let rep = &node.replication;
     let partition = replica.partition();
     let token = rep.token(replica, peer);
@@ -438,7 +529,12 @@ async fn apply_chunk(
         rep.set_token(replica, peer, Token { incarnation: chunk.incarnation, lsn: 0 }).map_err(|e| e.to_string())?;
         return Ok(true);
     }
-    // Keep what this replica lacks.
+    // Keep what this replica lacks, up to the first put it lacks that is
+    // younger than the grace (its pushed copy is on its way).
+    let now_ms = node.clock().now_ms();
+    let young_above = if pushed && !chunk.from_index { rep.young_above(partition, peer, chunk.incarnation, now_ms) } else { None };
+    let mut deferred_from: Option<u64> = None;
+    let mut deferred = 0u64;
     let mut fetch: Vec<(Key, u32)> = Vec::new();
     let mut deletes: Vec<Key> = Vec::new();
     let mut seen = BTreeSet::new();
@@ -454,6 +550,14 @@ async fn apply_chunk(
             3 => RecordKind::TtlUpdate,
             k => return Err(format!("peer {peer} sent record kind {k}")),
         };
+        let young_missing_put = kind == RecordKind::Put && state == KeyState::Missing && young_above.is_some_and(|above| e.lsn > above);
+        if young_missing_put {
+            deferred_from.get_or_insert(e.lsn);
+            deferred += 1;
+        }
+        if deferred_from.is_some() {
+            continue;
+        }
         match (kind, state) {
             (RecordKind::Put, KeyState::Missing) if seen.insert(key.clone()) => {
                 if rep.claim(partition, &key) {
@@ -561,9 +665,18 @@ async fn apply_chunk(
             return Err(format!("a put another peer's task was fetching did not arrive ({key:?}); retrying"));
         }
     }
-    // Everything is durable here: the token may move.
+    // Everything is durable here: the token may move (up to the first
+    // deferred put).
     let peer_last = chunk.next_lsn.saturating_sub(1);
-    let new_lsn = if chunk.from_index { peer_last } else { chunk.entries.last().map_or(token.lsn, |e| e.lsn) };
+    let new_lsn = match deferred_from {
+        _ if chunk.from_index => peer_last,
+        Some(lsn) => lsn - 1,
+        None => chunk.entries.last().map_or(token.lsn, |e| e.lsn),
+    };
+    if !chunk.from_index {
+        rep.saw(partition, peer, chunk.incarnation, now_ms, peer_last);
+    }
+    rep.deferred.fetch_add(deferred, Ordering::Relaxed);
     let persisted = rep.set_token(replica, peer, Token { incarnation: chunk.incarnation, lsn: new_lsn }).map_err(|e| format!("persisting the token: {e}"))?;
     let counter = if intra { &rep.bytes_intra } else { &rep.bytes_inter };
     counter.fetch_add(bytes, Ordering::Relaxed);
@@ -582,13 +695,44 @@ async fn apply_chunk(
         l.lag_seconds = waited;
         l.error = None;
     });
-    Ok(behind > 0)
+    // Deferred puts wait for the next round, a period away; anything else
+    // left behind is fetched now.
+    Ok(behind > 0 && deferred_from.is_none())
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use strata_types::ManualClock;
+
+    #[test]
+    fn puts_are_young_only_past_what_a_sighting_a_grace_ago_saw() {
+        let (inc, other) = ([1; 16], [2; 16]);
+        let mut s = Sightings::default();
+        // No sighting: no age known, nothing is young.
+        assert_eq!(s.young_above(inc, 10_000, 1_000), None);
+        // One sighting less than the grace ago: what came after it is young.
+        s.saw(inc, 10_000, 40, 1_000);
+        assert_eq!(s.young_above(inc, 10_500, 1_000), Some(40));
+        s.saw(inc, 10_600, 55, 1_000);
+        assert_eq!(s.young_above(inc, 10_700, 1_000), Some(40), "the oldest sighting bounds the young");
+        // Once a sighting is the grace old, it is the bound.
+        s.saw(inc, 11_700, 90, 1_000);
+        assert_eq!(s.young_above(inc, 11_700, 1_000), Some(55), "what the peer had at 10.6 s is a second old at 11.7 s");
+        assert_eq!(s.young_above(inc, 12_700, 1_000), Some(90));
+        // Sightings too old to matter are dropped as new ones come.
+        for t in 0..100 {
+            s.saw(inc, 12_000 + t * 100, 100 + t, 1_000);
+        }
+        assert!(s.seen.len() <= 12, "{} sightings kept", s.seen.len());
+        assert_eq!(s.young_above(inc, 12_000 + 99 * 100, 1_000), Some(100 + 89));
+        // Another incarnation's records have no known age; its first
+        // sighting starts the history over.
+        assert_eq!(s.young_above(other, 30_000, 1_000), None);
+        s.saw(other, 30_000, 3, 1_000);
+        assert_eq!(s.young_above(other, 30_100, 1_000), Some(3));
+        assert_eq!(s.seen.len(), 1);
+    }
 
     #[test]
     fn tokens_are_written_at_most_once_a_second_and_never_left_behind() {

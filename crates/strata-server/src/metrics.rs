@@ -549,6 +549,12 @@ impl Collector for ClusterCollector {
         counter(&mut encoder, "strata_replication_records", "Records applied by replication", rep.records.load(Ordering::Relaxed) as f64)?;
         counter(
             &mut encoder,
+            "strata_replication_deferred_puts",
+            "Missing puts a round left for later because the peer wrote them less than the push grace ago (their pushed copy was on its way)",
+            rep.deferred.load(Ordering::Relaxed) as f64,
+        )?;
+        counter(
+            &mut encoder,
             "strata_replication_token_writes",
             "Writes of replicas' replication tokens files (at most one a second per replica)",
             rep.token_writes.load(Ordering::Relaxed) as f64,
