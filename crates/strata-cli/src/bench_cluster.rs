@@ -156,6 +156,25 @@ impl Nodes {
         Ok(nodes)
     }
 
+    /// Waits until every node's tail cache has faulted in, as `strata
+    /// bench` and `strata bench s3` wait for theirs: on a VM each fresh
+    /// page is a host fault that no guest priority holds back, and six
+    /// nodes' 256 MiB each took seconds of a PUT phase's CPU.
+    pub(crate) async fn wait_for_tail_caches(&self) -> Result<()> {
+        for i in 0..self.addrs.len() {
+            let client = self.client(i);
+            let gauge = |text: &str, name: &str| -> u64 {
+                text.lines().find_map(|l| l.strip_prefix(name).and_then(|v| v.trim().parse::<f64>().ok())).unwrap_or(0.0) as u64
+            };
+            crate::bench::wait_for_tail_cache(&format!("node {}", i + 1), || async {
+                let text = client.get_text("/metrics").await.with_context(|| format!("node {}: reading /metrics", i + 1))?;
+                Ok((gauge(&text, "strata_engine_tail_cache_ready_bytes "), gauge(&text, "strata_engine_tail_cache_bytes ")))
+            })
+            .await?;
+        }
+        Ok(())
+    }
+
     pub(crate) fn client(&self, i: usize) -> Client {
         Client::with_options(&format!("https://{}", self.addrs[i]), &self.opts)
     }
@@ -333,6 +352,7 @@ pub async fn run(a: BenchClusterArgs) -> Result<()> {
             bail!("--nodes takes cluster sizes from 1 to 50, not {n}");
         }
         let mut nodes = Nodes::start(&a.data_dir, n, a.partitions_per_node).await?;
+        nodes.wait_for_tail_caches().await?;
         let mut payload = vec![0u8; a.size as usize];
         rand::rng().fill_bytes(&mut payload);
         let payload = Bytes::from(payload);
