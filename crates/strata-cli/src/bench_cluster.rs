@@ -168,7 +168,10 @@ impl Nodes {
             };
             crate::bench::wait_for_tail_cache(&format!("node {}", i + 1), || async {
                 let text = client.get_text("/metrics").await.with_context(|| format!("node {}: reading /metrics", i + 1))?;
-                Ok((gauge(&text, "strata_engine_tail_cache_ready_bytes "), gauge(&text, "strata_engine_tail_cache_bytes ")))
+                let (ready, size) = (gauge(&text, "strata_engine_tail_cache_ready_bytes "), gauge(&text, "strata_engine_tail_cache_bytes "));
+                // No tail cache yet: the node has not opened its disk's
+                // store (every node here runs with one of 256 MiB).
+                Ok(if size == 0 { (0, 1) } else { (ready, size) })
             })
             .await?;
         }

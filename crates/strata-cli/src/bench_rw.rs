@@ -326,6 +326,7 @@ async fn start_strata(root: &Path, n: usize) -> Result<(crate::bench_cluster::No
     std::fs::create_dir_all(root)?;
     // Addresses of its own: `bench-cluster`'s and `bench-kv-push`'s are 127.0.10x.*.
     let nodes = crate::bench_cluster::Nodes::start_on(120 + n as u8, root, n, n, 0, 3, &[]).await?;
+    nodes.wait_for_tail_caches().await?;
     let c0 = nodes.client(0);
     crate::bench_cluster::command(&c0, json!({ "KvInitRing": { "partitions": 16 } })).await?;
     let q = (n / 2 + 1) as u32;

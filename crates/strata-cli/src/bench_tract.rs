@@ -99,6 +99,7 @@ async fn start(a: &BenchTractArgs, n: usize, run: usize) -> Result<Cluster> {
     std::fs::create_dir_all(&root)?;
     // Own addresses: other benchmarks use 127.0.10x, 127.0.12x and 127.0.200.
     let nodes = Nodes::start_on(140 + n as u8, &root, n, n, 0, 3, &FAST).await?;
+    nodes.wait_for_tail_caches().await?;
     // A row of every node leaves the dead one's place nowhere to go: one fewer.
     let replicas = 3.min(n as u32 - 1);
     let init = json!({ "TractInit": { "tract_bytes": a.tract_size, "replicas": replicas, "scatter": a.scatter, "capacity_bytes": 16u64 << 30, "seed": 1 + run as u64 } });

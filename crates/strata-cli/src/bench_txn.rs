@@ -344,6 +344,7 @@ pub async fn run(a: BenchTxnArgs) -> Result<()> {
     std::fs::create_dir_all(a.data_dir.join("strata"))?;
     // Own addresses: other benchmarks use 127.0.10x, 12x, 14x and 127.0.200.
     let nodes = Nodes::start_on(160, &a.data_dir.join("strata"), a.nodes, a.nodes, 0, 3, &[]).await?;
+    nodes.wait_for_tail_caches().await?;
     command(&nodes.client(0), json!({ "TractInit": { "tract_bytes": 64 << 10, "replicas": 3, "scatter": 8, "capacity_bytes": 16u64 << 30, "seed": 1 } }))
         .await?;
     let seeds: Vec<String> = (0..a.nodes).map(|i| format!("https://{}", nodes.addr_of(i))).collect();
