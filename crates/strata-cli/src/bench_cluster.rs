@@ -163,12 +163,9 @@ impl Nodes {
     pub(crate) async fn wait_for_tail_caches(&self) -> Result<()> {
         for i in 0..self.addrs.len() {
             let client = self.client(i);
-            let gauge = |text: &str, name: &str| -> u64 {
-                text.lines().find_map(|l| l.strip_prefix(name).and_then(|v| v.trim().parse::<f64>().ok())).unwrap_or(0.0) as u64
-            };
             crate::bench::wait_for_tail_cache(&format!("node {}", i + 1), || async {
                 let text = client.get_text("/metrics").await.with_context(|| format!("node {}: reading /metrics", i + 1))?;
-                let (ready, size) = (gauge(&text, "strata_engine_tail_cache_ready_bytes "), gauge(&text, "strata_engine_tail_cache_bytes "));
+                let (ready, size) = crate::bench::tail_cache_gauges(&text);
                 // No tail cache yet: the node has not opened its disk's
                 // store (every node here runs with one of 256 MiB).
                 Ok(if size == 0 { (0, 1) } else { (ready, size) })

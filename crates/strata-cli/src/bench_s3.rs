@@ -295,11 +295,9 @@ async fn warmed_up(t: &Target) -> Result<()> {
     let Some(admin) = &t.admin else { return Ok(()) };
     let opts = strata_client::ClientOptions { credentials: Some(t.client.creds.clone()), ..Default::default() };
     let client = strata_client::Client::with_options(admin, &opts);
-    let gauge =
-        |text: &str, name: &str| -> u64 { text.lines().find_map(|l| l.strip_prefix(name).and_then(|v| v.trim().parse::<f64>().ok())).unwrap_or(0.0) as u64 };
     crate::bench::wait_for_tail_cache(t.name, || async {
         let text = client.get_text("/metrics").await.with_context(|| format!("{}: reading /metrics", t.name))?;
-        Ok((gauge(&text, "strata_engine_tail_cache_ready_bytes "), gauge(&text, "strata_engine_tail_cache_bytes ")))
+        Ok(crate::bench::tail_cache_gauges(&text))
     })
     .await
 }

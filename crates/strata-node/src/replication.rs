@@ -15,7 +15,7 @@
 //! lacks is not fetched yet: the router pushes every put to every replica
 //! as it writes it, so that copy is almost always on its way (queued in
 //! this node's writer, or crossing the network), and fetching it too sent
-//! each such blob twice and wrote it twice (6-7% of the bytes of a 3- and
+//! each such blob twice and wrote it twice (5-7% of the bytes of a 3- and
 //! 6-node `strata bench-cluster` PUT phase were pulled copies of pushes in
 //! flight). The token stops before the first such put; the next round looks
 //! again, and fetches whatever is still missing once it is old enough.

@@ -147,6 +147,13 @@ where
     Ok((all.len() as u64, elapsed, all))
 }
 
+/// A node's tail cache as its `/metrics` text says: (bytes faulted in,
+/// size), the two gauges [`wait_for_tail_cache`] compares.
+pub(crate) fn tail_cache_gauges(metrics: &str) -> (u64, u64) {
+    let gauge = |name: &str| -> u64 { metrics.lines().find_map(|l| l.strip_prefix(name).and_then(|v| v.trim().parse::<f64>().ok())).unwrap_or(0.0) as u64 };
+    (gauge("strata_engine_tail_cache_ready_bytes "), gauge("strata_engine_tail_cache_bytes "))
+}
+
 /// Waits until a freshly started node has faulted its tail cache in
 /// (`poll` answers the ready bytes and the cache's size), at most 120 s,
 /// printing progress. The node faults the cache in on an idle-priority
