@@ -520,14 +520,14 @@ pub async fn rebalance(a: RebalanceArgs) -> Result<()> {
         // yet), and again once every node routes by the new map (what was
         // written meanwhile), and once more a moment later (puts that were
         // under way then).
-        let copied = crate::kv_rw::copy_for_ring(&base, &map, &next).await.context("copying read-write store data")?;
+        let copied = crate::kv_rw::copy_for_ring(&base, &map, &next, true).await.context("copying read-write store data")?;
         // 2. The map changes; 3. once everyone has it, every node keeps its exact share.
         let out = crate::cluster::propose(&a.common, json!({ "KvSetRing": { "owners": next } })).await?;
         let epoch = out["Applied"]["epoch"].as_u64().unwrap_or(map.epoch + 1);
         map_everywhere(&base, &map, epoch).await?;
         let mut rw_copied = copied;
         for _ in 0..2 {
-            rw_copied += crate::kv_rw::copy_for_ring(&base, &map, &next).await.context("copying read-write store data after the ring change")?;
+            rw_copied += crate::kv_rw::copy_for_ring(&base, &map, &next, false).await.context("copying read-write store data after the ring change")?;
             tokio::time::sleep(std::time::Duration::from_millis(500)).await;
         }
         let newmap = fetch_map(&base).await?;

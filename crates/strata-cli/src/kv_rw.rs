@@ -212,7 +212,13 @@ async fn entries_of(c: &Client, store: &str, partitions: Option<&BTreeSet<u32>>)
 /// whose preference lists gain a node is copied to that node from every
 /// node that held it (each may lack some versions: a put needs only its
 /// required writes). Returns the versions written.
-pub(crate) async fn copy_for_ring(base: &Client, map: &ClusterMap, next: &[NodeId]) -> Result<u64> {
+///
+/// With `fresh` (the copy before the map changes, when the gaining nodes
+/// take no writes of those partitions yet), a gaining node first drops
+/// what it still holds of them from an earlier time in their preference
+/// lists: left there, an old value whose delete the replicas have since
+/// reclaimed would come back with the partition.
+pub(crate) async fn copy_for_ring(base: &Client, map: &ClusterMap, next: &[NodeId], fresh: bool) -> Result<u64> {
     let mut after = map.clone();
     after.kv.ring = next.to_vec();
     let mut written = 0;
@@ -225,6 +231,19 @@ pub(crate) async fn copy_for_ring(base: &Client, map: &ClusterMap, next: &[NodeI
                 for holder in was {
                     pairs.entry((*gainer, *holder)).or_default().insert(p as u32);
                 }
+            }
+        }
+        if fresh {
+            let mut gained: BTreeMap<u32, BTreeSet<u32>> = BTreeMap::new();
+            for ((gainer, _), partitions) in &pairs {
+                gained.entry(*gainer).or_default().extend(partitions);
+            }
+            for (gainer, partitions) in gained {
+                let list: Vec<String> = partitions.iter().map(u32::to_string).collect();
+                node_client(base, map, u64::from(gainer))?
+                    .send(http::Method::POST, &format!("/admin/rw/{store}/truncate?partitions={}", list.join(",")), &[], strata_client::full(""))
+                    .await
+                    .with_context(|| format!("dropping node {gainer}'s earlier copy of {store}'s partitions {list:?}"))?;
             }
         }
         for ((gainer, holder), partitions) in pairs {

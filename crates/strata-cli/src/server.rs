@@ -178,6 +178,12 @@ pub struct ServerArgs {
     /// pushes at once).
     #[arg(long, default_value_t = 10)]
     pub rw_hint_interval_secs: u64,
+    /// Cluster mode: how long a read-write store delete is kept before it
+    /// may be reclaimed (once every replica of its key holds it), ms; hints
+    /// undelivered after half of it are dropped (`POST
+    /// /admin/rw/deletes/reclaim` reclaims at once).
+    #[arg(long, default_value_t = strata_rwstore::DELETE_GRACE_MS)]
+    pub rw_delete_grace_ms: u64,
     /// Where the S3 API listens (`off` to disable). Default: 127.0.0.1:8081 on a
     /// single node; off on a cluster node. A cluster node outside the
     /// metadata group that serves S3 follows the group's log as a learner.
@@ -291,6 +297,7 @@ impl ServerArgs {
             intra_replication_ms: 100,
             inter_replication_ms: 500,
             rw_hint_interval_secs: 10,
+            rw_delete_grace_ms: strata_rwstore::DELETE_GRACE_MS,
             s3_listen: Some("off".into()),
             s3_domains: vec!["localhost".into()],
             s3_region: "us-east-1".into(),
@@ -477,6 +484,7 @@ async fn run_cluster(args: ServerArgs, node_id: u64) -> Result<()> {
         max_moves: args.max_moves.max(1),
         recovery_placement: args.recovery_placement,
         hint_period: Duration::from_secs(args.rw_hint_interval_secs.max(1)),
+        delete_grace: Duration::from_millis(args.rw_delete_grace_ms.max(2)),
     };
     let workers = strata_node::Workers::new();
     let node = strata_node::ClusterNode::start(config, clock.clone(), workers.clone()).await?;

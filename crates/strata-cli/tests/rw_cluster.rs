@@ -468,7 +468,8 @@ async fn read_write_stores_count_hand_off_repair_and_keep_siblings() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn read_write_stores_follow_a_rebalance_while_writers_run() {
     let _serial = SERIAL.lock().await;
-    let mut c = Cluster::start_zones(73, 1, 1, &[]).await;
+    // Deletes may be reclaimed 3 s after they are written (hints live 1.5 s).
+    let mut c = Cluster::start_zones(73, 1, 1, &["--rw-delete-grace-ms", "3000"]).await;
     c.command(1, serde_json::json!({ "KvInitRing": { "partitions": 16 } })).await;
     let spec = serde_json::json!({ "replication": { "Nodes": 3 }, "required_reads": 2, "required_writes": 2, "value_limit": 1024 });
     c.command(1, serde_json::json!({ "RwCreateStore": { "name": "users", "spec": spec } })).await;
@@ -533,6 +534,61 @@ async fn read_write_stores_follow_a_rebalance_while_writers_run() {
         let values: Vec<String> = got.versions.iter().map(|(_, v)| String::from_utf8_lossy(v).into_owned()).collect();
         assert!(values.contains(value) || values.iter().any(|v| later.contains(v)), "{key}: acknowledged {value:?}, read {values:?}");
     }
+
+    // Deletes, some of keys node 4 joined: kept through the grace, then
+    // reclaimed from every replica of their keys, which read as absent.
+    let deleted: Vec<&String> = acked.keys().step_by(acked.len() / 6).take(6).collect();
+    for key in &deleted {
+        let got = reader.get("users", key.as_bytes()).await.unwrap();
+        reader.delete("users", key.as_bytes(), &got.clock).await.unwrap_or_else(|e| panic!("delete {key}: {e}"));
+    }
+    for key in &deleted {
+        for n in map.rw_route("users", key.as_bytes()).unwrap() {
+            let deadline = Instant::now() + Duration::from_secs(10);
+            while rw_local(&c, n as u8, "users", key.as_bytes()).await != vec![None] {
+                assert!(Instant::now() < deadline, "{key}: node {n} never held the delete alone");
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+        }
+    }
+    let reclaim = |n: u8| {
+        let client = c.client(n);
+        async move { client.post_json("/admin/rw/deletes/reclaim", &serde_json::json!({})).await.expect("reclaim") }
+    };
+    let early = reclaim(1).await;
+    assert_eq!(early["reclaimed"], 0, "within the grace: {early}");
+    tokio::time::sleep(Duration::from_millis(3200)).await;
+    // Each node's worker reclaims on its own every second here; a pass
+    // asked for now finishes what is left.
+    let mut reclaimed = 0;
+    for n in 1..=4u8 {
+        reclaim(n).await;
+        reclaimed += c.client(n).json(http::Method::GET, "/admin/rw").await.unwrap()["deletes_reclaimed"].as_u64().unwrap();
+    }
+    let copies: usize = deleted.iter().map(|k| map.rw_route("users", k.as_bytes()).unwrap().len()).sum();
+    assert_eq!(reclaimed as usize, copies, "deletes reclaimed, of the copies the keys' replicas held");
+    for key in &deleted {
+        for n in map.rw_route("users", key.as_bytes()).unwrap() {
+            assert!(rw_local(&c, n as u8, "users", key.as_bytes()).await.is_empty(), "{key}: node {n} still holds a version");
+        }
+        assert!(reader.get("users", key.as_bytes()).await.unwrap().versions.is_empty(), "{key} came back");
+    }
+    let metrics = String::from_utf8(
+        c.client(1).send(http::Method::GET, "/metrics", &[], strata_client::full(bytes::Bytes::new())).await.unwrap().bytes().await.unwrap().to_vec(),
+    )
+    .unwrap();
+    assert!(metrics.lines().any(|l| l.starts_with("strata_rw_deletes_reclaimed") && !l.ends_with(" 0")), "strata_rw_deletes_reclaimed");
+
+    // A node given back partitions it held before drops what it still
+    // holds of them first: the truncate a rebalance sends it, by partition.
+    let key = acked.keys().find(|k| !deleted.contains(k)).unwrap();
+    let holder = map.rw_route("users", key.as_bytes()).unwrap()[0] as u8;
+    let partition = map.rw_partition_of(key.as_bytes());
+    let other = (0..16).find(|p| *p != partition).unwrap();
+    c.client(holder).post_json(&format!("/admin/rw/users/truncate?partitions={other}"), &serde_json::json!({})).await.expect("truncate one partition");
+    assert!(!rw_local(&c, holder, "users", key.as_bytes()).await.is_empty(), "another partition's truncate took {key}");
+    c.client(holder).post_json(&format!("/admin/rw/users/truncate?partitions={partition}"), &serde_json::json!({})).await.expect("truncate its partition");
+    assert!(rw_local(&c, holder, "users", key.as_bytes()).await.is_empty(), "{key} stayed on node {holder}");
 }
 
 /// Kill -9 of each node in turn while writers put fresh keys of a

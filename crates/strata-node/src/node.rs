@@ -50,6 +50,9 @@ pub struct ClusterConfig {
     pub recovery_placement: strata_cluster::RecoveryPlacement,
     /// How often read-write store hints are pushed to their nodes.
     pub hint_period: Duration,
+    /// How long a read-write store delete is kept before it may be
+    /// reclaimed; hints live half of it.
+    pub delete_grace: Duration,
 }
 
 /// Errors of cluster operations.
@@ -160,6 +163,7 @@ impl ClusterNode {
         node.start_mover();
         let hint_period = node.config.hint_period;
         node.clone().spawn_hint_pusher(hint_period);
+        node.clone().spawn_delete_reclaimer();
         Ok(node)
     }
 

@@ -97,6 +97,7 @@ impl RwService {
     pub(crate) fn new(me: Weak<ClusterNode>, node: &ClusterNode, local: Arc<LocalStore>, slop: Arc<LocalStore>) -> Self {
         let transport = RpcTransport { node: me.clone(), rpc: node.rpc().clone() };
         let coordinator = Coordinator::new(node.id(), local, slop, Arc::new(transport), node.clock().clone());
+        coordinator.set_delete_grace_ms(u64::try_from(node.config.delete_grace.as_millis()).unwrap_or(u64::MAX));
         Self { node: me, coordinator, tables: Default::default() }
     }
 
@@ -157,11 +158,22 @@ impl RwService {
         self.coordinator.local().put_many(store, entries).await
     }
 
-    /// Deletes every version of `store` this node's replica holds.
-    pub async fn truncate(&self, store: &str) -> Result<usize, RwError> {
+    /// Deletes every version of `store` this node's replica holds, of the
+    /// ring partitions `partitions` (all when `None`): a truncate, or the
+    /// leftovers of partitions this node held before and is given again.
+    pub async fn truncate(&self, store: &str, partitions: Option<std::collections::BTreeSet<u32>>) -> Result<usize, RwError> {
+        let map = self.map()?;
         let local = self.coordinator.local().clone();
         let name = store.to_string();
-        tokio::task::spawn_blocking(move || local.truncate(&name)).await.map_err(|e| RwError::Invalid(e.to_string()))?
+        tokio::task::spawn_blocking(move || local.truncate(&name, |k| partitions.as_ref().is_none_or(|p| p.contains(&map.rw_partition_of(k)))))
+            .await
+            .map_err(|e| RwError::Invalid(e.to_string()))?
+    }
+
+    /// Reclaims the deletes every replica of their key holds, older than
+    /// the delete grace ([`Coordinator::reclaim_deletes`]).
+    pub async fn reclaim_deletes(&self) -> Result<strata_rwstore::ReclaimReport, RwError> {
+        self.coordinator.reclaim_deletes(&|store, key| self.route(store, key).ok().map(|(_, pref)| pref)).await
     }
 
     /// The current versions of a key (deletes included), coordinated here.
@@ -277,6 +289,27 @@ impl ClusterNode {
         slop.set_reclaim_horizon(u64::MAX);
         let _ = self.rw.set(RwService::new(me, self, Arc::new(LocalStore::new(replica)), Arc::new(LocalStore::new(slop))));
         self.rw.get()
+    }
+
+    /// Reclaims the deletes of read-write stores that every replica holds,
+    /// as the worker `rw-deletes`: a pass walks the replica's whole index,
+    /// so it runs every eighth of the delete grace (at least every second,
+    /// at most every hour).
+    pub(crate) fn spawn_delete_reclaimer(self: Arc<Self>) {
+        let grace = self.config.delete_grace;
+        let period = (grace / 8).clamp(std::time::Duration::from_secs(1), std::time::Duration::from_secs(3600));
+        let me = self.clone();
+        self.workers.spawn("rw-deletes", crate::worker::Next::After(period), move || {
+            let me = me.clone();
+            async move {
+                let holds = me.rw.get().is_some() || me.disks.get(0).is_some_and(|s| s.replica(RW_PARTITION).is_some());
+                let Some(rw) = me.rw().filter(|_| holds) else { return Ok(crate::worker::Next::After(period)) };
+                match rw.reclaim_deletes().await {
+                    Ok(_) => Ok(crate::worker::Next::After(period)),
+                    Err(e) => Err(crate::worker::PassFailed::new(e.to_string(), period)),
+                }
+            }
+        });
     }
 
     /// Pushes the hints of read-write store puts to their nodes every

@@ -33,6 +33,10 @@ use strata_types::Clock;
 /// digits, '-' and '_').
 pub const SLOP_STORE: &str = "~slop";
 
+/// How long a delete is kept before it may be reclaimed, by default
+/// (Cassandra's `gc_grace_seconds` plays the same part): a day.
+pub const DELETE_GRACE_MS: u64 = 24 * 3_600_000;
+
 /// What a coordinator needs of a store's definition.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct StorePolicy {
@@ -70,6 +74,25 @@ pub struct RwStats {
     /// Hints held, as of the last push pass plus those written since
     /// (0 after a restart until the first pass).
     pub hints_pending: AtomicU64,
+    /// Hints dropped undelivered, older than the hint lifetime.
+    pub hints_expired: AtomicU64,
+    /// Deletes reclaimed: every replica held the delete (or nothing),
+    /// past the delete grace.
+    pub deletes_reclaimed: AtomicU64,
+}
+
+/// A key's preference list, by store and key (`None` for a store that is gone).
+pub type Route<'a> = dyn Fn(&str, &[u8]) -> Option<Vec<u64>> + Send + Sync + 'a;
+
+/// What a pass of delete reclaiming did.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct ReclaimReport {
+    /// Keys whose only version here was a delete older than the grace.
+    pub examined: u64,
+    /// Deletes reclaimed here.
+    pub reclaimed: u64,
+    /// Kept: a replica did not answer, or held another version.
+    pub kept: u64,
 }
 
 /// What a pass of hint pushing did.
@@ -79,6 +102,8 @@ pub struct HintReport {
     pub pushed: u64,
     /// Failed, kept.
     pub failed: u64,
+    /// Dropped undelivered: older than the hint lifetime.
+    pub expired: u64,
     /// Left after the pass.
     pub pending: u64,
 }
@@ -90,6 +115,9 @@ struct Inner {
     slop: Arc<LocalStore>,
     /// Whether `local` was checked for hints an earlier version wrote there.
     legacy_hints_moved: std::sync::atomic::AtomicBool,
+    /// How long a delete is kept before it may be reclaimed; hints live
+    /// half of it.
+    delete_grace_ms: AtomicU64,
     transport: Arc<dyn Transport>,
     clock: Arc<dyn Clock>,
     stats: RwStats,
@@ -138,7 +166,34 @@ impl Coordinator {
     /// The coordinator of node `node`, whose replica is `local` and whose
     /// hints are kept in `slop` (another replica).
     pub fn new(node: u64, local: Arc<LocalStore>, slop: Arc<LocalStore>, transport: Arc<dyn Transport>, clock: Arc<dyn Clock>) -> Self {
-        Self(Arc::new(Inner { node, local, slop, legacy_hints_moved: Default::default(), transport, clock, stats: RwStats::default() }))
+        Self(Arc::new(Inner {
+            node,
+            local,
+            slop,
+            legacy_hints_moved: Default::default(),
+            delete_grace_ms: AtomicU64::new(DELETE_GRACE_MS),
+            transport,
+            clock,
+            stats: RwStats::default(),
+        }))
+    }
+
+    /// Sets how long a delete is kept before it may be reclaimed (at least
+    /// 2 ms); hints live half of it.
+    pub fn set_delete_grace_ms(&self, ms: u64) {
+        self.0.delete_grace_ms.store(ms.max(2), Ordering::Relaxed);
+    }
+
+    /// How long a delete is kept before it may be reclaimed.
+    pub fn delete_grace_ms(&self) -> u64 {
+        self.0.delete_grace_ms.load(Ordering::Relaxed)
+    }
+
+    /// How long a hint is kept undelivered: half the delete grace, so every
+    /// hint of a version older than a delete is gone before the delete may
+    /// be reclaimed (with half a grace to spare for clocks that disagree).
+    pub fn hint_lifetime_ms(&self) -> u64 {
+        self.delete_grace_ms() / 2
     }
 
     /// This node.
@@ -385,12 +440,22 @@ impl Coordinator {
         let slop = self.0.slop.clone();
         let hints = blocking(move || slop.entries(SLOP_STORE)).await?;
         let mut report = HintReport::default();
+        let (now, lifetime) = (self.0.clock.now_ms(), self.hint_lifetime_ms());
         for (hk, versions) in hints {
             let Some((target, store, key)) = parse_hint_key(&hk) else {
                 tracing::warn!("a hint with a malformed key; dropped");
                 continue;
             };
             for v in versions {
+                if now.saturating_sub(v.clock.timestamp_ms) > lifetime {
+                    // Too old to deliver: a delete that followed it may be
+                    // reclaimed soon, and this copy would bring the value back.
+                    let (slop, hk, clock) = (self.0.slop.clone(), hk.clone(), v.clock.clone());
+                    blocking(move || slop.remove(SLOP_STORE, &hk, &clock)).await?;
+                    report.expired += 1;
+                    self.0.stats.hints_expired.fetch_add(1, Ordering::Relaxed);
+                    continue;
+                }
                 let delivered = match self.0.transport.put(target, &store, &key, &v).await {
                     Ok(_) => true,
                     Err(e) if e.is_obsolete() => true,
@@ -419,6 +484,54 @@ impl Coordinator {
     pub async fn hints_pending(&self) -> Result<u64> {
         let slop = self.0.slop.clone();
         Ok(blocking(move || slop.entries(SLOP_STORE)).await?.iter().map(|(_, v)| v.len() as u64).sum())
+    }
+
+    /// Reclaims the deletes held here that are older than the delete grace
+    /// and that every replica of their key holds too: for each key whose
+    /// only version here is such a delete, every other node of its
+    /// preference list (`route`; `None` for a store that is gone) is asked
+    /// what it holds, and the delete goes from this replica only if each
+    /// answers with that delete alone or with nothing (a replica that
+    /// reclaimed it already). A node that does not answer, or holds an
+    /// older value, a sibling or a newer version, keeps it here: it is
+    /// still needed to refuse or replace what that replica holds.
+    ///
+    /// Why nothing older comes back afterwards: replicas hold nothing
+    /// older (checked); hints live half the grace and are dropped
+    /// undelivered after that, and a hint of an older version was written
+    /// before the delete existed; puts in flight end long before a grace.
+    pub async fn reclaim_deletes(&self, route: &Route<'_>) -> Result<ReclaimReport> {
+        let mut report = ReclaimReport::default();
+        let Some(before) = self.0.clock.now_ms().checked_sub(self.delete_grace_ms()) else { return Ok(report) };
+        let local = self.0.local.clone();
+        let candidates = blocking(move || local.sole_deletes(before)).await?;
+        report.examined = candidates.len() as u64;
+        let checks = candidates.into_iter().filter_map(|(store, key, clock)| {
+            let others: Vec<u64> = route(&store, &key)?.into_iter().filter(|&n| n != self.0.node).collect();
+            Some(async move {
+                let answers = futures_util::future::join_all(others.iter().map(|&n| self.0.transport.get(n, &store, &key))).await;
+                let settled = answers.iter().all(|a| match a {
+                    Ok(held) => held.is_empty() || matches!(&held[..], [v] if v.value.is_none() && v.clock.compare(&clock) == Occurred::Equal),
+                    Err(_) => false,
+                });
+                (store, key, clock, settled)
+            })
+        });
+        let mut checks = futures_util::stream::iter(checks).buffer_unordered(16);
+        while let Some((store, key, clock, settled)) = checks.next().await {
+            if !settled {
+                report.kept += 1;
+                continue;
+            }
+            let local = self.0.local.clone();
+            if blocking(move || local.reclaim_delete(&store, &key, &clock)).await? {
+                report.reclaimed += 1;
+                self.0.stats.deletes_reclaimed.fetch_add(1, Ordering::Relaxed);
+            } else {
+                report.kept += 1;
+            }
+        }
+        Ok(report)
     }
 
     /// Moves hints that a version before the slop replica kept in the data

@@ -28,7 +28,7 @@ pub mod transform;
 pub mod value;
 
 pub use clock::{ClockError, Occurred, VectorClock};
-pub use coordinator::{Coordinator, HintReport, RwStats, SLOP_STORE, StorePolicy, Transport, resolve};
+pub use coordinator::{Coordinator, DELETE_GRACE_MS, HintReport, ReclaimReport, Route, RwStats, SLOP_STORE, StorePolicy, Transport, resolve};
 pub use error::{Result, RwError};
 pub use local::{LocalStore, PutOutcome};
 pub use transform::Transform;

@@ -29,6 +29,9 @@ pub struct PutOutcome {
 /// the check of a later put must see them as held.
 type InFlight = std::collections::HashMap<(String, Bytes), Vec<VectorClock>>;
 
+/// Versions held, by (store, version group, key).
+type Held = std::collections::BTreeMap<(String, Vec<u8>, Bytes), Vec<Versioned>>;
+
 /// Read-write store data in one engine replica.
 pub struct LocalStore {
     replica: Arc<Replica>,
@@ -216,7 +219,14 @@ impl LocalStore {
     /// and for rebalancing. Costs a walk of the whole index; each record is
     /// read once.
     pub fn entries(&self, store: &str) -> Result<Vec<(Bytes, Vec<Versioned>)>> {
-        let mut out: std::collections::BTreeMap<(Vec<u8>, Bytes), Vec<Versioned>> = std::collections::BTreeMap::new();
+        Ok(self.walk(Some(store))?.into_iter().map(|((_, _, key), versions)| (key, versions)).collect())
+    }
+
+    /// Every version held here of `store` (of every store when `None`), by
+    /// (store, version group, key): a walk of the whole index, each live
+    /// record read once.
+    fn walk(&self, store: Option<&str>) -> Result<Held> {
+        let mut out = Held::new();
         for (k, state) in self.replica.keys()? {
             if k.kind() != strata_types::KeyKind::KvValue || !matches!(state, strata_engine::KeyState::Live { .. }) {
                 continue;
@@ -228,18 +238,61 @@ impl LocalStore {
                 Err(e) => return Err(e.into()),
             };
             let stored = value::decode(&rec.data).map_err(|e| RwError::Corrupt { key: k.to_string(), detail: e.to_string() })?;
-            if stored.store == store {
-                out.entry((group, stored.key)).or_default().push(stored.versioned);
+            if store.is_none_or(|s| stored.store == s) {
+                out.entry((stored.store, group, stored.key)).or_default().push(stored.versioned);
             }
         }
-        Ok(out.into_iter().map(|((_, key), versions)| (key, versions)).collect())
+        Ok(out)
     }
 
-    /// Deletes every version of `store` held here (truncate), in shared
-    /// group commits. Returns how many versions went.
-    pub fn truncate(&self, store: &str) -> Result<usize> {
+    /// The keys whose only version held here is a delete written at or
+    /// before `before_ms` (its clock's time): the candidates for
+    /// reclaiming, as (store, key, the delete's clock). Hints (the slop
+    /// store) are not among them. A walk of the whole index.
+    pub fn sole_deletes(&self, before_ms: u64) -> Result<Vec<(String, Bytes, VectorClock)>> {
+        Ok(self
+            .walk(None)?
+            .into_iter()
+            .filter(|((store, _, _), _)| store != crate::coordinator::SLOP_STORE)
+            .filter_map(|((store, _, key), mut versions)| match versions.pop() {
+                Some(v) if versions.is_empty() && v.value.is_none() && v.clock.timestamp_ms <= before_ms => Some((store, key, v.clock)),
+                _ => None,
+            })
+            .collect())
+    }
+
+    /// Reclaims the delete of `key` with `clock` if it is still the only
+    /// version held here and no put of the key is on its way to the disk:
+    /// deletes its record (whose tombstone compaction then reclaims).
+    /// Returns whether it went. Blocks until the deletion is durable.
+    pub fn reclaim_delete(&self, store: &str, key: &[u8], clock: &VectorClock) -> Result<bool> {
+        let inflight = self.stripe(store, key);
+        if inflight.contains_key(&(store.to_string(), Bytes::copy_from_slice(key))) {
+            return Ok(false);
+        }
+        let held = self.get(store, key)?;
+        let sole = matches!(&held[..], [v] if v.value.is_none() && v.clock.compare(clock) == Occurred::Equal);
+        if !sole {
+            return Ok(false);
+        }
+        let pending = self.replica.submit(WriteOp::Delete { key: value::engine_key(store, key, clock) });
+        drop(inflight);
+        match pending.wait() {
+            Ok(_) => Ok(true),
+            Err(EngineError::NotFound | EngineError::Deleted) => Ok(false),
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    /// Deletes every version of `store` held here (truncate), of the keys
+    /// `which` selects, in shared group commits. Returns how many versions
+    /// went.
+    pub fn truncate(&self, store: &str, which: impl Fn(&[u8]) -> bool) -> Result<usize> {
         let mut pending = Vec::new();
         for (key, versions) in self.entries(store)? {
+            if !which(&key) {
+                continue;
+            }
             let _guard = self.stripe(store, &key);
             pending.extend(versions.iter().map(|v| self.replica.submit(WriteOp::Delete { key: value::engine_key(store, &key, &v.clock) })));
         }

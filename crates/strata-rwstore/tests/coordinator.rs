@@ -59,6 +59,11 @@ struct Cluster {
 }
 
 fn cluster(n: u64) -> Cluster {
+    cluster_on(n, Arc::new(SystemClock))
+}
+
+/// A cluster whose nodes all read `clock`.
+fn cluster_on(n: u64, clock: Arc<dyn strata_types::Clock>) -> Cluster {
     let net = Arc::new(Net::default());
     let (mut dirs, mut stores, mut nodes) = (Vec::new(), Vec::new(), Vec::new());
     for id in 1..=n {
@@ -68,7 +73,7 @@ fn cluster(n: u64) -> Cluster {
         let local = Arc::new(LocalStore::new(store.create_replica(1).unwrap()));
         let slop = Arc::new(LocalStore::new(store.create_replica(2).unwrap()));
         net.stores.lock().unwrap().insert(id, local.clone());
-        nodes.push(Coordinator::new(id, local, slop, Arc::new(Link { from: id, net: net.clone() }), Arc::new(SystemClock)));
+        nodes.push(Coordinator::new(id, local, slop, Arc::new(Link { from: id, net: net.clone() }), clock.clone()));
         dirs.push(dir);
         stores.push(store);
     }
@@ -231,7 +236,7 @@ async fn hinted_handoff_and_read_repair_bring_a_replica_up_to_date() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn hints_kept_with_the_data_by_an_earlier_version_are_moved_and_delivered() {
     let c = cluster(3);
-    let v = Versioned::value(&b"v1"[..], VectorClock::new().incremented(1, 0));
+    let v = Versioned::value(&b"v1"[..], VectorClock::new().incremented(1, strata_types::Clock::now_ms(&SystemClock)));
     // The slop store's key of a hint: target node, store, key.
     let mut hk = 3u64.to_be_bytes().to_vec();
     hk.push(8);
@@ -294,4 +299,128 @@ async fn transforms_run_on_the_server() {
     assert!(e.to_string().contains("does not apply to puts"), "{e}");
     let e = c.nodes[0].put_transformed(&pol, &[1, 2, 3], Bytes::from_static(b"list"), Bytes::from_static(b"5"), "nope").await.unwrap_err();
     assert!(matches!(e, RwError::UnknownTransform(_)));
+}
+
+/// Waits until node `n` (1-based) holds exactly `want` of `key`.
+async fn holds(c: &Cluster, n: usize, key: &[u8], want: &[Versioned]) {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+    while c.nodes[n - 1].local().get("counters", key).unwrap() != want {
+        assert!(std::time::Instant::now() < deadline, "node {n} holds {:?}, want {want:?}", c.nodes[n - 1].local().get("counters", key).unwrap());
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
+}
+
+const GRACE_MS: u64 = 10_000;
+
+fn grace_cluster() -> (Cluster, strata_types::ManualClock) {
+    let clock = strata_types::ManualClock::new(1_000_000);
+    let c = cluster_on(3, Arc::new(clock.clone()));
+    for n in &c.nodes {
+        n.set_delete_grace_ms(GRACE_MS);
+    }
+    (c, clock)
+}
+
+fn route(_: &str, _: &[u8]) -> Option<Vec<u64>> {
+    Some(vec![1, 2, 3])
+}
+
+/// A delete is kept for the grace, and after it while any replica cannot
+/// confirm it holds the delete (or nothing); then each node reclaims its
+/// copy, and the key reads as never written.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn deletes_are_reclaimed_past_the_grace_once_every_replica_holds_them() {
+    let (c, clock) = grace_cluster();
+    let client = Client { c: &c, via: 1, pref: vec![1, 2, 3], policy: policy(2, 2) };
+    let c1 = client.put("s", b"k", Some(Bytes::from_static(b"v1")), &VectorClock::new()).await.unwrap();
+    client.put("s", b"kept", Some(Bytes::from_static(b"live")), &VectorClock::new()).await.unwrap();
+    let c2 = client.put("s", b"k", None, &c1).await.unwrap();
+    for n in 1..=3 {
+        holds(&c, n, b"k", &[Versioned::deleted(c2.clone())]).await;
+    }
+    let r = c.nodes[0].reclaim_deletes(&route).await.unwrap();
+    assert_eq!((r.examined, r.reclaimed), (0, 0), "within the grace");
+    clock.advance(GRACE_MS + 1);
+    // A replica that does not answer cannot confirm it holds the delete.
+    c.net.down.lock().unwrap().insert(3);
+    let r = c.nodes[0].reclaim_deletes(&route).await.unwrap();
+    assert_eq!((r.examined, r.reclaimed, r.kept), (1, 0, 1));
+    holds(&c, 1, b"k", &[Versioned::deleted(c2.clone())]).await;
+    c.net.down.lock().unwrap().clear();
+    for n in 0..3 {
+        let r = c.nodes[n].reclaim_deletes(&route).await.unwrap();
+        assert_eq!((r.examined, r.reclaimed), (1, 1), "node {}", n + 1);
+        assert_eq!(c.nodes[n].stats().deletes_reclaimed.load(std::sync::atomic::Ordering::Relaxed), 1);
+    }
+    for n in 1..=3 {
+        holds(&c, n, b"k", &[]).await;
+        assert_eq!(c.nodes[n - 1].local().get("counters", b"kept").unwrap().len(), 1, "a live value is not touched");
+    }
+    assert!(client.get("s", b"k").await.unwrap().is_empty());
+    // The key takes new writes as a fresh one.
+    client.put("s", b"k", Some(Bytes::from_static(b"again")), &VectorClock::new()).await.unwrap();
+    assert_eq!(client.get("s", b"k").await.unwrap().iter().map(|v| v.value.clone()).collect::<Vec<_>>(), vec![Some(Bytes::from_static(b"again"))]);
+}
+
+/// A replica that missed the delete still holds the old value: the others
+/// keep the delete (it must still replace that value), read repair brings
+/// it there, and only then does it go everywhere.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_delete_is_kept_while_a_replica_holds_an_older_value() {
+    let (c, clock) = grace_cluster();
+    let client = Client { c: &c, via: 1, pref: vec![1, 2, 3], policy: policy(2, 2) };
+    let c1 = client.put("s", b"k", Some(Bytes::from_static(b"v1")), &VectorClock::new()).await.unwrap();
+    holds(&c, 3, b"k", &[Versioned::value(&b"v1"[..], c1.clone())]).await;
+    c.net.down.lock().unwrap().insert(3);
+    let c2 = client.put("s", b"k", None, &c1).await.unwrap();
+    c.net.down.lock().unwrap().clear();
+    // Its hint is dropped: node 3 is left to read repair.
+    tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    clock.advance(GRACE_MS + 1);
+    let r = c.nodes[0].push_hints().await.unwrap();
+    assert_eq!((r.expired, r.pushed), (1, 0), "a hint older than half the grace is not delivered");
+    for n in 0..2 {
+        let r = c.nodes[n].reclaim_deletes(&route).await.unwrap();
+        assert_eq!((r.examined, r.reclaimed, r.kept), (1, 0, 1), "node {}: node 3 still holds v1", n + 1);
+    }
+    holds(&c, 3, b"k", &[Versioned::value(&b"v1"[..], c1.clone())]).await;
+    // A get reads all three and repairs node 3.
+    let reader = Client { c: &c, via: 2, pref: vec![1, 2, 3], policy: policy(2, 2) };
+    assert_eq!(reader.get("s", b"k").await.unwrap(), vec![Versioned::deleted(c2.clone())]);
+    holds(&c, 3, b"k", &[Versioned::deleted(c2.clone())]).await;
+    for n in 0..3 {
+        assert_eq!(c.nodes[n].reclaim_deletes(&route).await.unwrap().reclaimed, 1, "node {}", n + 1);
+    }
+    for n in 1..=3 {
+        holds(&c, n, b"k", &[]).await;
+    }
+}
+
+/// A hint of a value older than a delete is dropped before the delete
+/// may be reclaimed: delivered after it, it would bring the value back.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_old_hint_does_not_bring_back_a_reclaimed_delete() {
+    let (c, clock) = grace_cluster();
+    let client = Client { c: &c, via: 1, pref: vec![1, 2, 3], policy: policy(2, 2) };
+    c.net.down.lock().unwrap().insert(3);
+    let c1 = client.put("s", b"k", Some(Bytes::from_static(b"v1")), &VectorClock::new()).await.unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+    while c.nodes[0].hints_pending().await.unwrap() != 1 {
+        assert!(std::time::Instant::now() < deadline, "no hint for node 3");
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
+    // Node 3 is back and takes the delete; the hint of v1 is not pushed yet.
+    c.net.down.lock().unwrap().clear();
+    let c2 = client.put("s", b"k", None, &c1).await.unwrap();
+    for n in 1..=3 {
+        holds(&c, n, b"k", &[Versioned::deleted(c2.clone())]).await;
+    }
+    clock.advance(GRACE_MS + 1);
+    for n in 0..3 {
+        assert_eq!(c.nodes[n].reclaim_deletes(&route).await.unwrap().reclaimed, 1, "node {}", n + 1);
+    }
+    let r = c.nodes[0].push_hints().await.unwrap();
+    assert_eq!((r.pushed, r.expired, r.pending), (0, 1, 0));
+    holds(&c, 3, b"k", &[]).await;
+    assert!(client.get("s", b"k").await.unwrap().is_empty(), "the old value came back");
 }

@@ -531,6 +531,13 @@ impl Collector for ClusterCollector {
             counter(&mut encoder, "strata_rw_hints_pushed", "Hints delivered to their nodes", l(&s.hints_pushed))?;
             counter(&mut encoder, "strata_rw_hints_failed", "Hint pushes that failed (the hint is kept)", l(&s.hints_failed))?;
             gauge(&mut encoder, "strata_rw_hints_pending", "Hints this node holds (as of the last push pass, plus those written since)", l(&s.hints_pending))?;
+            counter(&mut encoder, "strata_rw_hints_expired", "Hints dropped undelivered, older than half the delete grace", l(&s.hints_expired))?;
+            counter(
+                &mut encoder,
+                "strata_rw_deletes_reclaimed",
+                "Read-write store deletes reclaimed once every replica held them, past the delete grace",
+                l(&s.deletes_reclaimed),
+            )?;
             counter(&mut encoder, "strata_rw_obsolete_puts", "Read-write store puts refused as obsolete (the optimistic lock)", l(&s.obsolete))?;
         }
         let rep = &node.replication;

@@ -58,6 +58,7 @@ pub(crate) fn routes() -> Router<Arc<AppState>> {
         .route("/rw/{store}/{key}", get(get_key).put(put_key).delete(delete_key))
         .route("/admin/rw", get(status))
         .route("/admin/rw/hints/push", post(push_hints))
+        .route("/admin/rw/deletes/reclaim", post(reclaim_deletes))
         .route("/admin/rw/local/{store}/{key}", get(local_versions))
         .route("/admin/rw/{store}/entries", get(export_entries).post(import_entries))
         .route("/admin/rw/{store}/truncate", post(truncate))
@@ -183,6 +184,9 @@ async fn status(State(st): S) -> Result<Response, ApiError> {
         "hints_written": s.hints_written.load(Ordering::Relaxed),
         "hints_pushed": s.hints_pushed.load(Ordering::Relaxed),
         "hints_failed": s.hints_failed.load(Ordering::Relaxed),
+        "hints_expired": s.hints_expired.load(Ordering::Relaxed),
+        "deletes_reclaimed": s.deletes_reclaimed.load(Ordering::Relaxed),
+        "delete_grace_ms": rw.coordinator().delete_grace_ms(),
         "read_repairs": s.read_repairs.load(Ordering::Relaxed),
         "obsolete": s.obsolete.load(Ordering::Relaxed),
     }))
@@ -191,7 +195,12 @@ async fn status(State(st): S) -> Result<Response, ApiError> {
 
 async fn push_hints(State(st): S) -> Result<Response, ApiError> {
     let r = service(&st)?.coordinator().push_hints().await?;
-    Ok(Json(serde_json::json!({ "pushed": r.pushed, "failed": r.failed, "pending": r.pending })).into_response())
+    Ok(Json(serde_json::json!({ "pushed": r.pushed, "failed": r.failed, "expired": r.expired, "pending": r.pending })).into_response())
+}
+
+async fn reclaim_deletes(State(st): S) -> Result<Response, ApiError> {
+    let r = service(&st)?.reclaim_deletes().await?;
+    Ok(Json(serde_json::json!({ "examined": r.examined, "reclaimed": r.reclaimed, "kept": r.kept })).into_response())
 }
 
 async fn local_versions(State(st): S, Path((store, key)): Path<(String, String)>) -> Result<Response, ApiError> {
@@ -210,17 +219,20 @@ async fn local_versions(State(st): S, Path((store, key)): Path<(String, String)>
     Ok(Json(serde_json::json!({ "versions": out })).into_response())
 }
 
-async fn export_entries(State(st): S, Path(store): Path<String>, Query(q): Query<HashMap<String, String>>) -> Result<Response, ApiError> {
-    let partitions = match q.get("partitions") {
-        None => None,
-        Some(list) => Some(
+/// The ring partitions a `partitions=1,2,3` query names (all when absent).
+fn partitions_of(q: &HashMap<String, String>) -> Result<Option<std::collections::BTreeSet<u32>>, ApiError> {
+    q.get("partitions")
+        .map(|list| {
             list.split(',')
                 .filter(|s| !s.is_empty())
                 .map(|s| s.parse::<u32>().map_err(|e| ApiError::BadRequest(format!("partition {s:?}: {e}"))))
-                .collect::<Result<std::collections::BTreeSet<u32>, _>>()?,
-        ),
-    };
-    let entries = service(&st)?.entries(&store, partitions).await?;
+                .collect::<Result<std::collections::BTreeSet<u32>, _>>()
+        })
+        .transpose()
+}
+
+async fn export_entries(State(st): S, Path(store): Path<String>, Query(q): Query<HashMap<String, String>>) -> Result<Response, ApiError> {
+    let entries = service(&st)?.entries(&store, partitions_of(&q)?).await?;
     let mut body = String::new();
     for (k, v) in &entries {
         body.push_str(&strata_rwstore::value::entry_line(k, v));
@@ -246,7 +258,7 @@ async fn import_entries(State(st): S, Path(store): Path<String>, body: Bytes) ->
     Ok(Json(serde_json::json!({ "written": written, "skipped": skipped })).into_response())
 }
 
-async fn truncate(State(st): S, Path(store): Path<String>) -> Result<Response, ApiError> {
-    let deleted = service(&st)?.truncate(&store).await?;
+async fn truncate(State(st): S, Path(store): Path<String>, Query(q): Query<HashMap<String, String>>) -> Result<Response, ApiError> {
+    let deleted = service(&st)?.truncate(&store, partitions_of(&q)?).await?;
     Ok(Json(serde_json::json!({ "deleted": deleted })).into_response())
 }
