@@ -10,7 +10,7 @@ use bytes::Bytes;
 use futures_util::future::BoxFuture;
 use std::sync::{Arc, Weak};
 use strata_cluster::{ClusterMap, NodeId, NodeState};
-use strata_rpc::{RpcClient, RpcError, RwCoordinateRequest, RwFuture, RwGetRequest, RwHost, RwPutRequest, WireError, WireVersion};
+use strata_rpc::{RpcClient, RpcError, RwCoordinateRequest, RwFuture, RwGetManyRequest, RwGetRequest, RwHost, RwPutRequest, WireError, WireVersion};
 use strata_rwstore::{Coordinator, LocalStore, PutOutcome, RwError, StorePolicy, Transport, VectorClock, Versioned};
 
 /// The engine partition holding a node's read-write store data.
@@ -80,6 +80,26 @@ impl Transport for RpcTransport {
         Box::pin(async move {
             let got = rpc.rw_get(&addr?, &req).await.map_err(|e| from_rpc(node, e))?;
             got.into_iter().map(from_wire).collect()
+        })
+    }
+    fn get_many(&self, node: u64, store: &str, keys: Vec<Bytes>) -> BoxFuture<'static, Result<Vec<Vec<Versioned>>, RwError>> {
+        let (rpc, addr) = (self.rpc.clone(), addr_of(&self.node, node));
+        let req = RwGetManyRequest { store: store.into(), keys: keys.iter().map(|k| k.to_vec()).collect() };
+        Box::pin(async move {
+            let addr = addr?;
+            let got = match rpc.rw_get_many(&addr, &req).await {
+                Ok(got) => got,
+                // A node of a release before rw-get-many: key by key.
+                Err(RpcError::Remote(WireError::Invalid(m))) if m.contains("unknown message kind") => {
+                    let asked = req.keys.into_iter().map(|key| {
+                        let (rpc, addr, store) = (rpc.clone(), addr.clone(), req.store.clone());
+                        async move { rpc.rw_get(&addr, &RwGetRequest { store, key }).await }
+                    });
+                    futures_util::future::join_all(asked).await.into_iter().collect::<Result<Vec<_>, _>>().map_err(|e| from_rpc(node, e))?
+                }
+                Err(e) => return Err(from_rpc(node, e)),
+            };
+            got.into_iter().map(|versions| versions.into_iter().map(from_wire).collect()).collect()
         })
     }
     fn put(&self, node: u64, store: &str, key: &Bytes, v: &Versioned) -> BoxFuture<'static, Result<PutOutcome, RwError>> {
@@ -182,6 +202,22 @@ impl RwService {
         self.coordinator.get(&policy, &pref, key).await
     }
 
+    /// The current versions of each of `keys` of `store`, coordinated
+    /// here with one request per node ([`Coordinator::get_many`]).
+    pub async fn get_many(&self, store: &str, keys: Vec<Bytes>) -> Result<Vec<Vec<Versioned>>, RwError> {
+        let mut policy = None;
+        let mut routed = Vec::with_capacity(keys.len());
+        for key in keys {
+            let (p, pref) = self.route(store, &key)?;
+            policy.get_or_insert(p);
+            routed.push((key, pref));
+        }
+        match policy {
+            Some(policy) => self.coordinator.get_many(&policy, routed).await,
+            None => Ok(Vec::new()),
+        }
+    }
+
     /// A put (or a delete, `value` `None`), coordinated by the key's
     /// pseudo-master: this node if it is the first of the preference list
     /// that is up, else that node (the next one if it cannot be reached).
@@ -232,6 +268,12 @@ impl RwHost for RwService {
     fn rw_get(&self, req: RwGetRequest) -> RwFuture<'_, Vec<WireVersion>> {
         let local = self.coordinator.local().clone();
         Box::pin(async move { Ok(local.get(&req.store, &req.key).map_err(wire_error)?.iter().map(to_wire).collect()) })
+    }
+    fn rw_get_many(&self, req: RwGetManyRequest) -> RwFuture<'_, Vec<Vec<WireVersion>>> {
+        let local = self.coordinator.local().clone();
+        Box::pin(async move {
+            req.keys.iter().map(|k| Ok(local.get(&req.store, k).map_err(wire_error)?.iter().map(to_wire).collect())).collect::<Result<Vec<_>, WireError>>()
+        })
     }
     fn rw_put(&self, req: RwPutRequest) -> RwFuture<'_, u32> {
         let local = self.coordinator.local().clone();

@@ -94,6 +94,17 @@ impl RpcClient {
         Ok(self.call_session(addr, KIND_RW_GET, frame, true).await?.1)
     }
 
+    /// Every version of each of several read-write store keys `addr`'s
+    /// replica holds, in the order asked.
+    pub async fn rw_get_many(&self, addr: &str, req: &RwGetManyRequest) -> Result<Vec<Vec<WireVersion>>, RpcError> {
+        let frame = message(KIND_RW_GET_MANY, req, Vec::new());
+        let answer: Vec<Vec<WireVersion>> = self.call_session(addr, KIND_RW_GET_MANY, frame, true).await?.1;
+        if answer.len() != req.keys.len() {
+            return Err(RpcError::Remote(WireError::Invalid(format!("{} answers to a read of {} keys", answer.len(), req.keys.len()))));
+        }
+        Ok(answer)
+    }
+
     /// Writes one version to `addr`'s replica of a read-write store.
     pub async fn rw_put(&self, addr: &str, req: &RwPutRequest) -> Result<u32, RpcError> {
         let frame = message(KIND_RW_PUT, req, Vec::new());

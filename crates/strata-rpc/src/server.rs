@@ -42,6 +42,8 @@ pub type RwFuture<'a, T> = std::pin::Pin<Box<dyn std::future::Future<Output = Re
 pub trait RwHost: Send + Sync {
     /// Every version of a key this node's replica holds.
     fn rw_get(&self, req: RwGetRequest) -> RwFuture<'_, Vec<WireVersion>>;
+    /// Every version of each of several keys this node's replica holds, in order.
+    fn rw_get_many(&self, req: RwGetManyRequest) -> RwFuture<'_, Vec<Vec<WireVersion>>>;
     /// Writes one version to this node's replica; how many it replaced.
     fn rw_put(&self, req: RwPutRequest) -> RwFuture<'_, u32>;
     /// Coordinates a put as the key's pseudo-master; the clock written.
@@ -107,13 +109,17 @@ pub async fn serve(host: &dyn ReplicaHost, body: Bytes) -> Vec<Bytes> {
                 Err(e) => message(KIND_FETCH, &Answer::<Vec<Fetched>> { epoch, result: Err(e) }, Vec::new()),
             }
         }
-        KIND_RW_GET | KIND_RW_PUT | KIND_RW_COORDINATE => {
+        KIND_RW_GET | KIND_RW_GET_MANY | KIND_RW_PUT | KIND_RW_COORDINATE => {
             let Some(rw) = host.rw() else {
                 return message(kind, &Answer::<()> { epoch, result: Err(WireError::Invalid("this node serves no read-write stores".into())) }, Vec::new());
             };
             match kind {
                 KIND_RW_GET => match decode_message::<RwGetRequest>(kind, &body) {
                     Ok((req, _)) => message(kind, &Answer { epoch, result: rw.rw_get(req).await }, Vec::new()),
+                    Err(e) => garbage(kind, e),
+                },
+                KIND_RW_GET_MANY => match decode_message::<RwGetManyRequest>(kind, &body) {
+                    Ok((req, _)) => message(kind, &Answer { epoch, result: rw.rw_get_many(req).await }, Vec::new()),
                     Err(e) => garbage(kind, e),
                 },
                 KIND_RW_PUT => match decode_message::<RwPutRequest>(kind, &body) {

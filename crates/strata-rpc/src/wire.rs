@@ -24,6 +24,9 @@ pub const KIND_RW_GET: u16 = 0x25;
 pub const KIND_RW_PUT: u16 = 0x26;
 /// Frame kind of a put handed to the key's pseudo-master to coordinate.
 pub const KIND_RW_COORDINATE: u16 = 0x27;
+/// Frame kind of a read of several keys of a read-write store on one
+/// replica (a multi-get's share of one node).
+pub const KIND_RW_GET_MANY: u16 = 0x28;
 
 /// A read of a read-write store key on one replica.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -32,6 +35,15 @@ pub struct RwGetRequest {
     pub store: String,
     /// Key.
     pub key: Vec<u8>,
+}
+
+/// A read of several keys of a read-write store on one replica.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RwGetManyRequest {
+    /// Store.
+    pub store: String,
+    /// Keys.
+    pub keys: Vec<Vec<u8>>,
 }
 
 /// One version of a read-write store key: its clock's byte form and its

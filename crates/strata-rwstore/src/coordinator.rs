@@ -56,6 +56,12 @@ pub trait Transport: Send + Sync + 'static {
     fn get(&self, node: u64, store: &str, key: &Bytes) -> BoxFuture<'static, Result<Vec<Versioned>>>;
     /// Writes `v` on node `node`'s replica (its own checks apply).
     fn put(&self, node: u64, store: &str, key: &Bytes, v: &Versioned) -> BoxFuture<'static, Result<PutOutcome>>;
+    /// Every version of each of `keys` node `node` holds, in order: one
+    /// request where the transport can (this default asks key by key).
+    fn get_many(&self, node: u64, store: &str, keys: Vec<Bytes>) -> BoxFuture<'static, Result<Vec<Vec<Versioned>>>> {
+        let asked: Vec<_> = keys.iter().map(|k| self.get(node, store, k)).collect();
+        Box::pin(async move { futures_util::future::join_all(asked).await.into_iter().collect() })
+    }
 }
 
 /// Counters for `/metrics`.
@@ -158,6 +164,14 @@ fn parse_hint_key(b: &[u8]) -> Option<(u64, String, Bytes)> {
     Some((target, store, Bytes::copy_from_slice(&b[9 + n..])))
 }
 
+/// An error of node `n`'s answer, naming the node once.
+fn from_node(n: u64, e: &RwError) -> String {
+    match e {
+        RwError::Unreachable { node, .. } if *node == n => e.to_string(),
+        e => format!("node {n}: {e}"),
+    }
+}
+
 async fn blocking<T: Send + 'static>(f: impl FnOnce() -> Result<T> + Send + 'static) -> Result<T> {
     tokio::task::spawn_blocking(f).await.map_err(|e| RwError::Invalid(format!("a blocking task failed: {e}")))?
 }
@@ -221,6 +235,15 @@ impl Coordinator {
         }
     }
 
+    fn ask_get_many(&self, node: u64, store: &str, keys: Vec<Bytes>) -> BoxFuture<'static, Result<Vec<Vec<Versioned>>>> {
+        if node == self.0.node {
+            let (local, store) = (self.0.local.clone(), store.to_string());
+            Box::pin(async move { keys.iter().map(|k| local.get(&store, k)).collect() })
+        } else {
+            self.0.transport.get_many(node, store, keys)
+        }
+    }
+
     fn ask_put(&self, node: u64, store: &str, key: &Bytes, v: &Versioned) -> BoxFuture<'static, Result<PutOutcome>> {
         if node == self.0.node {
             let (local, store, key, v) = (self.0.local.clone(), store.to_string(), key.clone(), v.clone());
@@ -246,7 +269,7 @@ impl Coordinator {
         while answers.len() < policy.required_reads as usize {
             match pending.next().await {
                 Some((n, Ok(v))) => answers.push((n, v)),
-                Some((n, Err(e))) => errors.push(format!("node {n}: {e}")),
+                Some((n, Err(e))) => errors.push(from_node(n, &e)),
                 None => break,
             }
         }
@@ -274,6 +297,75 @@ impl Coordinator {
                 }
             }
             this.read_repair(&store, &key, answers).await;
+        });
+        Ok(resolved)
+    }
+
+    /// [`Coordinator::get`] of many keys, each with its preference list,
+    /// with one request per node for all the keys it holds (Spock's
+    /// getAll): each key's answer waits for its required reads, and what
+    /// came back stale is repaired in the background as a get's is. Fails
+    /// if any key misses its required reads.
+    pub async fn get_many(&self, policy: &StorePolicy, keys: Vec<(Bytes, Vec<u64>)>) -> Result<Vec<Vec<Versioned>>> {
+        let mut by_node: std::collections::BTreeMap<u64, Vec<usize>> = std::collections::BTreeMap::new();
+        for (i, (_, pref)) in keys.iter().enumerate() {
+            for &n in pref {
+                by_node.entry(n).or_default().push(i);
+            }
+        }
+        let mut pending: FuturesUnordered<_> = by_node
+            .into_iter()
+            .map(|(n, which)| {
+                let f = self.ask_get_many(n, &policy.name, which.iter().map(|&i| keys[i].0.clone()).collect());
+                async move { (n, which, f.await) }
+            })
+            .collect();
+        let mut answers: Vec<Vec<(u64, Vec<Versioned>)>> = vec![Vec::new(); keys.len()];
+        let mut errors: Vec<Vec<String>> = vec![Vec::new(); keys.len()];
+        let need = policy.required_reads as usize;
+        while answers.iter().any(|a| a.len() < need) {
+            match pending.next().await {
+                Some((n, which, Ok(held))) => {
+                    for (i, h) in which.into_iter().zip(held) {
+                        answers[i].push((n, h));
+                    }
+                }
+                Some((n, which, Err(e))) => {
+                    for i in which {
+                        errors[i].push(from_node(n, &e));
+                    }
+                }
+                None => break,
+            }
+        }
+        if let Some(i) = answers.iter().position(|a| a.len() < need) {
+            return Err(RwError::InsufficientReplicas {
+                op: "get",
+                store: policy.name.clone(),
+                got: answers[i].len() as u32,
+                required: policy.required_reads,
+                errors: errors[i].join("; "),
+            });
+        }
+        let resolved: Vec<Vec<Versioned>> = answers.iter().map(|a| resolve(a.iter().flat_map(|(_, v)| v.iter().cloned()))).collect();
+        let stale = |held: &[Versioned], newest: &[Versioned]| newest.iter().any(|r| !held.iter().any(|h| h.clock.compare(&r.clock) == Occurred::Equal));
+        let any_stale = answers.iter().zip(&resolved).any(|(a, r)| a.iter().any(|(_, held)| stale(held, r)));
+        if pending.is_empty() && !any_stale {
+            return Ok(resolved);
+        }
+        let this = self.clone();
+        let store = policy.name.clone();
+        tokio::spawn(async move {
+            while let Some((n, which, r)) = pending.next().await {
+                if let Ok(held) = r {
+                    for (i, h) in which.into_iter().zip(held) {
+                        answers[i].push((n, h));
+                    }
+                }
+            }
+            for ((key, _), answers) in keys.into_iter().zip(answers) {
+                this.read_repair(&store, &key, answers).await;
+            }
         });
         Ok(resolved)
     }
@@ -354,7 +446,7 @@ impl Coordinator {
                     Some((_, Ok(_))) => acks += 1,
                     Some((_, Err(e))) if e.is_obsolete() => acks += 1,
                     Some((n, Err(e))) => {
-                        errors.push(format!("node {n}: {e}"));
+                        errors.push(from_node(n, &e));
                         missed.push(n);
                     }
                     None if own_done => break,

@@ -17,6 +17,8 @@ struct Net {
     down: Mutex<HashSet<u64>>,
     /// Nodes cut off: they reach nobody and nobody reaches them.
     cut: Mutex<HashSet<u64>>,
+    /// Requests sent to each node: single-key gets and many-key gets.
+    gets: Mutex<HashMap<u64, (u64, u64)>>,
 }
 
 impl Net {
@@ -41,8 +43,15 @@ struct Link {
 impl Transport for Link {
     fn get(&self, node: u64, store: &str, key: &Bytes) -> futures_util::future::BoxFuture<'static, Result<Vec<Versioned>, RwError>> {
         let r = self.net.reach(self.from, node);
+        self.net.gets.lock().unwrap().entry(node).or_default().0 += 1;
         let (store, key) = (store.to_string(), key.clone());
         Box::pin(async move { tokio::task::spawn_blocking(move || r?.get(&store, &key)).await.unwrap() })
+    }
+    fn get_many(&self, node: u64, store: &str, keys: Vec<Bytes>) -> futures_util::future::BoxFuture<'static, Result<Vec<Vec<Versioned>>, RwError>> {
+        let r = self.net.reach(self.from, node);
+        self.net.gets.lock().unwrap().entry(node).or_default().1 += 1;
+        let store = store.to_string();
+        Box::pin(async move { tokio::task::spawn_blocking(move || r.and_then(|l| keys.iter().map(|k| l.get(&store, k)).collect())).await.unwrap() })
     }
     fn put(&self, node: u64, store: &str, key: &Bytes, v: &Versioned) -> futures_util::future::BoxFuture<'static, Result<PutOutcome, RwError>> {
         let r = self.net.reach(self.from, node);
@@ -423,4 +432,59 @@ async fn an_old_hint_does_not_bring_back_a_reclaimed_delete() {
     assert_eq!((r.pushed, r.expired, r.pending), (0, 1, 0));
     holds(&c, 3, b"k", &[]).await;
     assert!(client.get("s", b"k").await.unwrap().is_empty(), "the old value came back");
+}
+
+/// A multi-get sends each node one request for all the keys it holds,
+/// answers as key-by-key gets do, in order, repairs what it finds stale,
+/// and fails when a key misses its required reads.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_multi_get_asks_each_node_once_and_answers_as_gets_do() {
+    let c = cluster(3);
+    let pol = policy(2, 2);
+    let prefs = [vec![1, 2, 3], vec![2, 3, 1], vec![3, 1, 2]];
+    let mut written = Vec::new();
+    for i in 0..30u64 {
+        let pref = prefs[i as usize % 3].clone();
+        let key = Bytes::from(format!("k{i}"));
+        let master = &c.nodes[pref[0] as usize - 1];
+        master.put(&pol, &pref, key.clone(), Some(Bytes::from(format!("v{i}"))), &VectorClock::new()).await.unwrap();
+        written.push((key, pref));
+    }
+    written.push((Bytes::from_static(b"never"), vec![1, 2, 3]));
+    for (key, _) in &written[..30] {
+        for n in 1..=3 {
+            let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+            while c.nodes[n - 1].local().get("counters", key).unwrap().is_empty() {
+                assert!(std::time::Instant::now() < deadline, "node {n} never got {key:?}");
+                tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+            }
+        }
+    }
+    // Node 3 misses a newer version of k0, written to the others only.
+    let old = c.nodes[0].local().get("counters", b"k0").unwrap();
+    let newer = Versioned::value(&b"v0-new"[..], old[0].clock.incremented(1, 1));
+    for n in [0, 1] {
+        c.nodes[n].local().put("counters", b"k0", &newer).await.unwrap();
+    }
+    c.net.gets.lock().unwrap().clear();
+    let got = c.nodes[0].get_many(&pol, written.clone()).await.unwrap();
+    let asked = c.net.gets.lock().unwrap().clone();
+    assert_eq!(asked.get(&2), Some(&(0, 1)), "node 2: one request for every key: {asked:?}");
+    assert_eq!(asked.get(&3), Some(&(0, 1)), "node 3: one request for every key: {asked:?}");
+    assert_eq!(got.len(), written.len());
+    // Repaired by the multi-get itself (before any single get reads k0).
+    holds(&c, 3, b"k0", std::slice::from_ref(&newer)).await;
+    for (i, ((key, pref), versions)) in written.iter().zip(&got).enumerate() {
+        let one = c.nodes[0].get(&pol, pref, key.clone()).await.unwrap();
+        assert_eq!(versions, &one, "{key:?}");
+        match i {
+            0 => assert_eq!(versions, &vec![newer.clone()]),
+            30 => assert!(versions.is_empty()),
+            _ => assert_eq!(versions.iter().map(|v| v.value.clone()).collect::<Vec<_>>(), vec![Some(Bytes::from(format!("v{i}")))]),
+        }
+    }
+    // Two nodes down: no key meets two required reads.
+    c.net.down.lock().unwrap().extend([2, 3]);
+    let e = c.nodes[0].get_many(&pol, written[..3].to_vec()).await.unwrap_err();
+    assert!(matches!(e, RwError::InsufficientReplicas { got: 1, required: 2, .. }), "{e}");
 }

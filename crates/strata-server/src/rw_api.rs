@@ -150,20 +150,16 @@ struct MultiGet {
 
 /// Keys one multi-get may name.
 const MULTI_GET_KEYS_MAX: usize = 1000;
-/// Keys of one multi-get coordinated at a time.
-const MULTI_GET_CONCURRENCY: usize = 32;
 
 async fn multi_get(State(st): S, Path(store): Path<String>, body: Bytes) -> Result<Response, ApiError> {
-    use futures_util::{StreamExt, TryStreamExt};
     let req: MultiGet = serde_json::from_slice(&body).map_err(|e| ApiError::BadRequest(format!("bad JSON body: {e}")))?;
     if req.keys.len() > MULTI_GET_KEYS_MAX {
         return Err(ApiError::BadRequest(format!("a multi-get names at most {MULTI_GET_KEYS_MAX} keys, not {}", req.keys.len())));
     }
     let keys = req.keys.iter().map(|k| decode_key(k)).collect::<Result<Vec<_>, _>>()?;
     let rw = service(&st)?;
-    // The keys are coordinated side by side, the answers kept in order.
-    let answers: Vec<Vec<Versioned>> =
-        futures_util::stream::iter(keys.into_iter().map(|k| rw.get(&store, k))).buffered(MULTI_GET_CONCURRENCY).try_collect().await?;
+    // One request per node for all the keys it holds; answers in order.
+    let answers: Vec<Vec<Versioned>> = rw.get_many(&store, keys).await?;
     let mut results = Vec::with_capacity(answers.len());
     for (k, versions) in req.keys.iter().zip(&answers) {
         let mut v = versions_json(versions, None)?;
