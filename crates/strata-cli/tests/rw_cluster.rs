@@ -330,6 +330,14 @@ async fn read_write_stores_count_hand_off_repair_and_keep_siblings() {
         assert!(matches!(&refused, Err(e) if e.status() == Some(400)), "{refused:?}");
     }
 
+    // The Rust client's multi-get, routed by a node and routing itself.
+    for client in [client_via(3), strata_kv_client::RwClient::connect(&[url(1)], vec!["z1".into()], &opts).await.expect("bootstrap")] {
+        let many = client.get_many("counters", &[b"hits", b"never-written"]).await.expect("get_many");
+        assert_eq!(many.len(), 2);
+        assert_eq!(many[0], client.get("counters", b"hits").await.unwrap());
+        assert!(many[1].versions.is_empty());
+    }
+
     // Sessions (connections upgraded to strata-rw/1) answer as HTTP does.
     sessions_answer_as_http_does(&c, &url(1)).await;
 

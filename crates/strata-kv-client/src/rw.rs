@@ -239,11 +239,18 @@ async fn call_http(c: &strata_client::Client, store: &str, key: &[u8], op: &Op<'
     let get = method == http::Method::GET;
     let b = c.send(method, &path, &headers, strata_client::full(body)).await?.bytes().await?;
     let v: serde_json::Value = serde_json::from_slice(&b).map_err(|e| strata_client::ClientError::Protocol(e.to_string()))?;
+    if !get {
+        let clock = v["clock"].as_str().ok_or_else(|| strata_client::ClientError::Protocol("answer without clock".into()))?;
+        return Ok(Reply::Written(clock.to_string()));
+    }
+    Ok(Reply::Versions(versions_of(&v)?))
+}
+
+/// A get's answer as the HTTP API gives it: the covering clock and each
+/// live version's clock and value (base64).
+fn versions_of(v: &serde_json::Value) -> Result<RwVersions, strata_client::ClientError> {
     let bad = |what: &str| strata_client::ClientError::Protocol(format!("answer without {what}"));
     let clock = v["clock"].as_str().ok_or_else(|| bad("clock"))?.to_string();
-    if !get {
-        return Ok(Reply::Written(clock));
-    }
     let mut out = RwVersions { clock, versions: Vec::new() };
     for e in v["versions"].as_array().ok_or_else(|| bad("versions"))? {
         let clock = e["clock"].as_str().ok_or_else(|| bad("a version's clock"))?.to_string();
@@ -252,7 +259,7 @@ async fn call_http(c: &strata_client::Client, store: &str, key: &[u8], op: &Op<'
             .map_err(|e| strata_client::ClientError::Protocol(e.to_string()))?;
         out.versions.push((clock, Bytes::from(value)));
     }
-    Ok(Reply::Versions(out))
+    Ok(out)
 }
 
 impl RwClient {
@@ -347,6 +354,33 @@ impl RwClient {
             Reply::Versions(v) => Ok(v),
             Reply::Written(_) => Err(RwClientError::Protocol("a get answered with a written clock".into())),
         }
+    }
+
+    /// Every concurrent version of each of `keys` (Spock's getAll), in
+    /// order: one request to a node, which asks each replica once for all
+    /// the keys it holds; failing over to the next node when one cannot be
+    /// reached.
+    pub async fn get_many(&self, store: &str, keys: &[&[u8]]) -> Result<Vec<RwVersions>, RwClientError> {
+        let Some(first) = keys.first() else { return Ok(Vec::new()) };
+        let body = serde_json::json!({ "keys": keys.iter().map(|k| b64url(k)).collect::<Vec<_>>() });
+        let mut errors = Vec::new();
+        for node in &self.targets(store, first, false).await {
+            let c = &node.client;
+            let v = match c.post_json(&format!("/rw/{store}/multi-get"), &body).await {
+                Ok(v) => v,
+                Err(e @ strata_client::ClientError::Transport(_)) => {
+                    errors.push(format!("{}: {e}", c.base()));
+                    continue;
+                }
+                Err(e) => return Err(RwClientError::Api(e)),
+            };
+            let results = v["results"].as_array().ok_or_else(|| RwClientError::Protocol("a multi-get answer without results".into()))?;
+            if results.len() != keys.len() {
+                return Err(RwClientError::Protocol(format!("{} results for {} keys", results.len(), keys.len())));
+            }
+            return results.iter().map(|r| versions_of(r).map_err(|e| RwClientError::Protocol(e.to_string()))).collect();
+        }
+        Err(RwClientError::Unreachable(errors.join("; ")))
     }
 
     /// Puts `value` over what was read with `clock`; the clock written.
