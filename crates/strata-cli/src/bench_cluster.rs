@@ -5,7 +5,7 @@
 //! through replication, beside the disk's fsync'd write bandwidth and the
 //! loopback TCP bandwidth measured in the same run.
 
-use crate::bench::{MB, disk_read_limit, disk_write_limit, loopback_limit, percentile, phase};
+use crate::bench::{MB, disk_read_limit, disk_write_bytes, disk_write_limit, loopback_limit, percentile, phase};
 use crate::size::{format_size, parse_size};
 use anyhow::{Context, Result, bail};
 use bytes::Bytes;
@@ -329,6 +329,10 @@ struct CatchUp {
     mbps: f64,
     disk_write_mbps: f64,
     ratio_to_disk: f64,
+    /// The disk's fsync'd write rate for as many bytes as the catch-up
+    /// copied, measured right before the wipe, and the ratio to it.
+    disk_write_now_mbps: f64,
+    ratio_to_disk_now: f64,
     /// The O_DIRECT read rate of the same disk.
     disk_read_mbps: f64,
     /// Over the rate of copying from this disk to itself, reading and
@@ -455,6 +459,7 @@ pub async fn run(a: BenchClusterArgs) -> Result<()> {
             let victim = n - 1;
             let before = used_bytes(&nodes.client(victim)).await;
             let before_total: u64 = before.values().sum();
+            let disk_now = disk_write_bytes(&a.data_dir, before_total)?;
             nodes.kill(victim);
             std::fs::remove_dir_all(&nodes.dirs[victim])?;
             std::fs::create_dir_all(&nodes.dirs[victim])?;
@@ -489,6 +494,8 @@ pub async fn run(a: BenchClusterArgs) -> Result<()> {
                 mbps,
                 disk_write_mbps,
                 ratio_to_disk: mbps / disk_write_mbps,
+                disk_write_now_mbps: disk_now,
+                ratio_to_disk_now: mbps / disk_now,
                 disk_read_mbps,
                 ratio_to_disk_copy: mbps / copy_mbps,
             });
@@ -543,7 +550,7 @@ pub async fn run(a: BenchClusterArgs) -> Result<()> {
     if let Some(c) = catch_up {
         println!();
         println!(
-            "catch-up of a wiped node ({} nodes): {:.0} MB in {:.2} s (healthy after {:.2} s, first record after {:.2} s) = {:.1} MB/s, {:.2}x the disk's fsync'd write bandwidth ({:.0} MB/s), {:.2}x its rate copying to itself ({:.0} MB/s read with O_DIRECT)",
+            "catch-up of a wiped node ({} nodes): {:.0} MB in {:.2} s (healthy after {:.2} s, first record after {:.2} s) = {:.1} MB/s, {:.2}x the disk's fsync'd write bandwidth ({:.0} MB/s at the start; {:.2}x the {:.0} MB/s of writing as many bytes right before the wipe), {:.2}x its rate copying to itself ({:.0} MB/s read with O_DIRECT)",
             c.nodes,
             c.bytes as f64 / MB,
             c.seconds,
@@ -552,6 +559,8 @@ pub async fn run(a: BenchClusterArgs) -> Result<()> {
             c.mbps,
             c.ratio_to_disk,
             c.disk_write_mbps,
+            c.ratio_to_disk_now,
+            c.disk_write_now_mbps,
             c.ratio_to_disk_copy,
             c.disk_read_mbps
         );

@@ -76,6 +76,32 @@ pub(crate) fn disk_write_limit(dir: &Path, secs: f64, streams: usize) -> Result<
     Ok(total as f64 / t.elapsed().as_secs_f64() / MB)
 }
 
+/// The rate of writing `bytes` now, as [`disk_write_limit`] writes (1 MiB
+/// writes, an fdatasync after every 16 MiB, one stream): the limit of a
+/// phase that writes that much, measured next to it.
+pub(crate) fn disk_write_bytes(dir: &Path, bytes: u64) -> Result<f64> {
+    let block = 1 << 20;
+    let mut buf = vec![0u8; block];
+    rand::rng().fill_bytes(&mut buf);
+    let path = dir.join("disk-probe-now");
+    let t = Instant::now();
+    let written = (|| -> std::io::Result<u64> {
+        let mut f = std::fs::File::create(&path)?;
+        let mut written = 0u64;
+        while written < bytes.max(16 << 20) {
+            for _ in 0..16 {
+                f.write_all(&buf)?;
+                written += buf.len() as u64;
+            }
+            f.sync_data()?;
+        }
+        Ok(written)
+    })();
+    let secs = t.elapsed().as_secs_f64();
+    let _ = std::fs::remove_file(&path);
+    Ok(written? as f64 / secs / MB)
+}
+
 /// O_DIRECT sequential read of the probe file: the device's read rate,
 /// bypassing the page cache.
 pub(crate) fn disk_read_limit(dir: &Path) -> Result<f64> {

@@ -6,7 +6,7 @@
 mod limits;
 mod load;
 
-pub(crate) use limits::{MB, disk_direct_limit, disk_limits, disk_read_limit, disk_write_limit, loopback_for, loopback_limit};
+pub(crate) use limits::{MB, disk_direct_limit, disk_limits, disk_read_limit, disk_write_bytes, disk_write_limit, loopback_for, loopback_limit};
 pub(crate) use load::{RawGetter, percentile, phase, tail_cache_gauges, wait_for_tail_cache};
 
 use crate::server::{ServerArgs, open_node};
