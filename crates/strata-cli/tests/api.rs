@@ -62,6 +62,53 @@ async fn get_after_other_request(node: &Node, id: &str) -> Vec<u8> {
     resp
 }
 
+/// A recent large blob is read from the tail cache, in memory: the
+/// connection loop writes it itself (no hyper), with the answer the
+/// regular path gives.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn recent_large_blobs_are_answered_from_memory() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let node = Node::start(&tmp.path().join("n"), &["--tail-cache", "16MiB"]).await;
+    let c = &node.client;
+    let counter = |name: &'static str| async move {
+        let m = c.send(Method::GET, "/metrics", &[], full(Bytes::new())).await.expect("metrics").bytes().await.expect("body");
+        String::from_utf8_lossy(&m).lines().find_map(|l| l.strip_prefix(name)?.strip_prefix(' ')?.parse::<f64>().ok()).unwrap_or(0.0)
+    };
+    // The tail cache takes records once it has faulted in its memory.
+    for _ in 0..500 {
+        if counter("strata_engine_tail_cache_ready_bytes").await >= 16.0 * 1024.0 * 1024.0 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let args = PutArgs { meta: vec![("color".into(), "blue".into())], ..PutArgs::default() };
+    let data = content(3, 1 << 20);
+    let id = c.put_bytes(data.clone(), &args).await.expect("put").id;
+    let reader = node.client.to(&node.url);
+    let (memory, sendfile) = (counter("strata_http_memory_responses_total").await, counter("strata_http_sendfile_responses_total").await);
+    for _ in 0..3 {
+        let got = reader.get(&id, None).await.expect("get");
+        assert_eq!(got.head.status, 200);
+        assert_eq!(got.head.headers["x-strata-meta-color"], "blue", "the in-memory path sends the regular headers");
+        assert_eq!(got.head.headers["content-length"], (1 << 20).to_string());
+        assert_eq!(&got.bytes().await.expect("body")[..], &data[..]);
+    }
+    // Counted after the last byte left: wait for the count.
+    let mut now = counter("strata_http_memory_responses_total").await;
+    for _ in 0..50 {
+        if now >= memory + 3.0 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        now = counter("strata_http_memory_responses_total").await;
+    }
+    assert_eq!(now, memory + 3.0, "plain GETs of a blob in the tail cache are answered from memory by the connection loop");
+    assert_eq!(counter("strata_http_sendfile_responses_total").await, sendfile, "not with sendfile");
+    let ranged = reader.get(&id, Some("bytes=5-9")).await.expect("range");
+    assert_eq!(ranged.head.status, 206);
+    assert_eq!(&ranged.bytes().await.expect("body")[..], &data[5..10]);
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn operations_and_bad_input() {
     let tmp = tempfile::tempdir().expect("tempdir");

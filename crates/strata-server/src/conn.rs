@@ -1,6 +1,7 @@
 //! Connections. A plain `GET /{id}` of a simple blob stored locally is
 //! answered here with `sendfile(2)`: the bytes go from the page cache to the
-//! socket without passing through user space. Every other request (and any
+//! socket without passing through user space (or, for a blob the engine
+//! serves from memory, the tail cache's, with one vectored write). Every other request (and any
 //! GET the fast path does not fully handle, including all errors) goes to
 //! hyper and the axum handlers, with the bytes already read replayed first,
 //! so both paths give the same answers. A connection stays on the fast path
@@ -511,7 +512,10 @@ async fn fast_kv(stream: &mut TcpStream, state: &AppState, store: &str, key: &st
     Fast::Served
 }
 
-/// Serves a GET of a simple, locally stored blob with `sendfile(2)`.
+/// Serves a GET of a simple blob: with `sendfile(2)` from its segment
+/// file when it is stored here, or with one vectored write of head and
+/// bytes when the engine answered from memory (the tail cache holds a
+/// recent large blob, and then gives no file range).
 async fn fast_get(stream: &mut TcpStream, state: &AppState, id: &str) -> Fast {
     let t = Instant::now();
     let Ok(id) = BlobId::parse(id) else { return Fast::NotApplicable };
@@ -519,10 +523,11 @@ async fn fast_get(stream: &mut TcpStream, state: &AppState, id: &str) -> Fast {
         return Fast::NotApplicable;
     }
     let Ok(body) = state.router.get(id, None).await else { return Fast::NotApplicable };
-    let BlobData::Whole(_, Some(range)) = body.data else { return Fast::NotApplicable };
+    let BlobData::Whole(bytes, range) = body.data else { return Fast::NotApplicable };
+    let len = range.as_ref().map_or(bytes.len() as u64, |r| r.len);
     let mut headers = http::HeaderMap::new();
     set_blob_headers(&mut headers, &body.info);
-    let mut head = format!("HTTP/1.1 200 OK\r\ncontent-length: {}\r\n", range.len).into_bytes();
+    let mut head = format!("HTTP/1.1 200 OK\r\ncontent-length: {len}\r\n").into_bytes();
     for (k, v) in &headers {
         head.extend_from_slice(k.as_str().as_bytes());
         head.extend_from_slice(b": ");
@@ -530,6 +535,15 @@ async fn fast_get(stream: &mut TcpStream, state: &AppState, id: &str) -> Fast {
         head.extend_from_slice(b"\r\n");
     }
     head.extend_from_slice(b"\r\n");
+    let Some(range) = range else {
+        if write_both(stream, &head, &bytes).await.is_err() {
+            return Fast::Broken;
+        }
+        state.metrics.bytes_sent.inc_by(len);
+        state.metrics.memory_responses.inc();
+        state.metrics.observe("get", 200, t.elapsed().as_secs_f64());
+        return Fast::Served;
+    };
     if stream.write_all(&head).await.is_err() {
         return Fast::Broken;
     }
@@ -555,6 +569,25 @@ async fn fast_get(stream: &mut TcpStream, state: &AppState, id: &str) -> Fast {
     state.metrics.sendfile_responses.inc();
     state.metrics.observe("get", 200, t.elapsed().as_secs_f64());
     Fast::Served
+}
+
+/// Writes `head` then `body` with vectored writes (the head does not go
+/// out as a segment of its own).
+async fn write_both(stream: &mut TcpStream, head: &[u8], body: &[u8]) -> io::Result<()> {
+    let mut done = 0usize;
+    let total = head.len() + body.len();
+    while done < total {
+        let n = if done < head.len() {
+            stream.write_vectored(&[io::IoSlice::new(&head[done..]), io::IoSlice::new(body)]).await?
+        } else {
+            stream.write(&body[done - head.len()..]).await?
+        };
+        if n == 0 {
+            return Err(io::ErrorKind::WriteZero.into());
+        }
+        done += n;
+    }
+    Ok(())
 }
 
 /// Replays bytes already read from a connection before reading more.

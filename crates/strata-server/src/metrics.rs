@@ -47,6 +47,9 @@ pub struct Metrics {
     pub bytes_sent: Counter,
     /// GETs answered with sendfile(2) on the fast path.
     pub sendfile_responses: Counter,
+    /// GETs answered on the fast path from bytes in memory (the tail
+    /// cache, or a remote replica's answer).
+    pub memory_responses: Counter,
     /// Read-write store sessions opened (connections upgraded to `strata-rw/1`).
     pub rw_sessions: Counter,
     /// TLS handshakes refused (a client without a trusted certificate, a
@@ -90,6 +93,7 @@ impl Metrics {
         let bytes_received = Counter::default();
         let bytes_sent = Counter::default();
         let sendfile_responses = Counter::default();
+        let memory_responses = Counter::default();
         let rw_sessions = Counter::default();
         let tls_handshake_failures = Counter::default();
         let auth_refusals = Family::<[(&'static str, &'static str); 1], Counter>::default();
@@ -98,6 +102,11 @@ impl Metrics {
         registry.register("strata_http_blob_bytes_received", "Blob bytes received in put bodies", bytes_received.clone());
         registry.register("strata_http_blob_bytes_sent", "Blob bytes sent in get bodies", bytes_sent.clone());
         registry.register("strata_http_sendfile_responses", "GETs answered with sendfile(2), bypassing user space", sendfile_responses.clone());
+        registry.register(
+            "strata_http_memory_responses",
+            "GETs answered by the connection loop from bytes in memory (the tail cache), bypassing the HTTP stack",
+            memory_responses.clone(),
+        );
         registry.register("strata_rw_sessions", "Read-write store sessions opened (connections upgraded to strata-rw/1)", rw_sessions.clone());
         registry.register("strata_tls_handshake_failures", "TLS handshakes refused on the node's ports", tls_handshake_failures.clone());
         registry.register("strata_auth_refusals", "Requests of the HTTP port refused by authentication or authorization, by code", auth_refusals.clone());
@@ -125,6 +134,7 @@ impl Metrics {
             bytes_received,
             bytes_sent,
             sendfile_responses,
+            memory_responses,
             rw_sessions,
             tls_handshake_failures,
             auth_refusals,
