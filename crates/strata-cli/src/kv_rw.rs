@@ -1,7 +1,8 @@
 //! `strata kv rw ...`: Spock's read-write stores on a cluster (Spock §3.1,
 //! the administrative service of §3.1.6): define and drop a store in the
 //! map, put, get and delete through any node, truncate a store on every
-//! node, stream a store's entries out and in (JSON Lines), and the copy
+//! node, stream a store's entries out and in (JSON Lines), push hints and
+//! reclaim deletes on every node now, and the copy
 //! `strata kv rebalance` makes of read-write data for the ring partitions
 //! it moves.
 
@@ -35,6 +36,17 @@ pub enum RwCmd {
     Export(StoreArgs),
     /// Reads entries as `export` writes them from stdin onto each key's preference list.
     Import(StoreArgs),
+    /// Pushes every node's hinted-handoff hints to their nodes now.
+    PushHints(NodesArgs),
+    /// Reclaims, on every node, the deletes that every replica of their key
+    /// holds and that are older than the delete grace, now.
+    ReclaimDeletes(NodesArgs),
+}
+
+#[derive(clap::Args, Debug)]
+pub struct NodesArgs {
+    #[command(flatten)]
+    pub common: Common,
 }
 
 #[derive(clap::Args, Debug)]
@@ -118,6 +130,18 @@ pub async fn run(cmd: RwCmd) -> Result<()> {
                 deleted += r.with_context(|| format!("truncating on node {id}"))?["deleted"].as_u64().unwrap_or(0);
             }
             println!("truncated {}: {deleted} versions deleted on {} nodes", a.store, map.nodes.len());
+        }
+        RwCmd::PushHints(a) => {
+            let per_node = on_every_node(&a.common, "/admin/rw/hints/push").await?;
+            for (id, r) in &per_node {
+                println!("node {id}: {} hints pushed, {} expired, {} failed, {} pending", r["pushed"], r["expired"], r["failed"], r["pending"]);
+            }
+        }
+        RwCmd::ReclaimDeletes(a) => {
+            let per_node = on_every_node(&a.common, "/admin/rw/deletes/reclaim").await?;
+            for (id, r) in &per_node {
+                println!("node {id}: {} deletes past the grace, {} reclaimed, {} kept", r["examined"], r["reclaimed"], r["kept"]);
+            }
         }
         RwCmd::Put(a) => {
             let key = key_bytes(&a.key)?;
@@ -205,6 +229,27 @@ async fn entries_of(c: &Client, store: &str, partitions: Option<&BTreeSet<u32>>)
         .filter(|l| !l.is_empty())
         .map(|l| strata_rwstore::value::parse_entry_line(l).map_err(|e| anyhow::anyhow!("{}: {e}", c.base())))
         .collect()
+}
+
+/// POSTs `path` to every node of the map; each node's answer. A node that
+/// fails is named, after the others have been asked.
+async fn on_every_node(common: &Common, path: &str) -> Result<Vec<(NodeId, serde_json::Value)>> {
+    let base = common.client()?;
+    let map = crate::kv_ring::fetch_map(&base).await?;
+    let (mut out, mut failed) = (Vec::new(), Vec::new());
+    for id in map.nodes.keys() {
+        match node_client(&base, &map, *id)?.post_json(path, &json!({})).await {
+            Ok(v) => out.push((*id, v)),
+            Err(e) => failed.push(format!("node {id}: {e}")),
+        }
+    }
+    if !failed.is_empty() {
+        for (id, _) in &out {
+            eprintln!("node {id}: done");
+        }
+        bail!("{path} failed on {} of {} nodes: {}", failed.len(), map.nodes.len(), failed.join("; "));
+    }
+    Ok(out)
 }
 
 /// Before and after a ring change (`next`: the new owner of every ring

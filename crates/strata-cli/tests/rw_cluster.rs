@@ -376,6 +376,9 @@ async fn read_write_stores_count_hand_off_repair_and_keep_siblings() {
         tokio::time::sleep(Duration::from_millis(300)).await;
     }
     rw_until(&c, victim, "counters", b"handoff", &["v1"], "hinted handoff").await;
+    // The CLI pushes every node's hints (none left now).
+    let (ok, out) = c.cli(2, &["kv", "rw", "push-hints"]);
+    assert!(ok && c.nodes().iter().all(|n| out.contains(&format!("node {n}: 0 hints pushed"))), "{out}");
 
     // Read repair: the victim misses v2 (its hint is not pushed), and a get
     // through the master brings it there.
@@ -567,10 +570,11 @@ async fn read_write_stores_follow_a_rebalance_while_writers_run() {
     assert_eq!(early["reclaimed"], 0, "within the grace: {early}");
     tokio::time::sleep(Duration::from_millis(3200)).await;
     // Each node's worker reclaims on its own every second here; a pass
-    // asked for now finishes what is left.
+    // asked for now on every node (the CLI) finishes what is left.
+    let (ok, out) = c.cli(2, &["kv", "rw", "reclaim-deletes"]);
+    assert!(ok && out.matches(" reclaimed, ").count() == 4, "{out}");
     let mut reclaimed = 0;
     for n in 1..=4u8 {
-        reclaim(n).await;
         reclaimed += c.client(n).json(http::Method::GET, "/admin/rw").await.unwrap()["deletes_reclaimed"].as_u64().unwrap();
     }
     let copies: usize = deleted.iter().map(|k| map.rw_route("users", k.as_bytes()).unwrap().len()).sum();
