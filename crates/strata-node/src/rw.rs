@@ -13,6 +13,9 @@ use strata_cluster::{ClusterMap, NodeId, NodeState};
 use strata_rpc::{RpcClient, RpcError, RwCoordinateRequest, RwFuture, RwGetManyRequest, RwGetRequest, RwHost, RwPutRequest, WireError, WireVersion};
 use strata_rwstore::{Coordinator, LocalStore, PutOutcome, RwError, StorePolicy, Transport, VectorClock, Versioned};
 
+/// One pass of a read-write store worker.
+type RwPass = for<'a> fn(&'a RwService) -> BoxFuture<'a, Result<(), RwError>>;
+
 /// The engine partition holding a node's read-write store data.
 pub const RW_PARTITION: u64 = 1 << 40;
 /// The replica holding this node's hints for other nodes (Spock's slop
@@ -338,36 +341,28 @@ impl ClusterNode {
     /// so it runs every eighth of the delete grace (at least every second,
     /// at most every hour).
     pub(crate) fn spawn_delete_reclaimer(self: Arc<Self>) {
-        let grace = self.config.delete_grace;
-        let period = (grace / 8).clamp(std::time::Duration::from_secs(1), std::time::Duration::from_secs(3600));
-        let me = self.clone();
-        self.workers.spawn("rw-deletes", crate::worker::Next::After(period), move || {
-            let me = me.clone();
-            async move {
-                let holds = me.rw.get().is_some() || me.disks.get(0).is_some_and(|s| s.replica(RW_PARTITION).is_some());
-                let Some(rw) = me.rw().filter(|_| holds) else { return Ok(crate::worker::Next::After(period)) };
-                match rw.reclaim_deletes().await {
-                    Ok(_) => Ok(crate::worker::Next::After(period)),
-                    Err(e) => Err(crate::worker::PassFailed::new(e.to_string(), period)),
-                }
-            }
-        });
+        let period = (self.config.delete_grace / 8).clamp(std::time::Duration::from_secs(1), std::time::Duration::from_secs(3600));
+        self.spawn_rw_worker("rw-deletes", period, |rw| Box::pin(async move { rw.reclaim_deletes().await.map(drop) }));
     }
 
     /// Pushes the hints of read-write store puts to their nodes every
     /// `period` (Spock's slop pusher), as the worker `rw-hints`.
     pub(crate) fn spawn_hint_pusher(self: Arc<Self>, period: std::time::Duration) {
+        self.spawn_rw_worker("rw-hints", period, |rw| Box::pin(async move { rw.coordinator().push_hints().await.map(drop) }));
+    }
+
+    /// Runs `pass` on the read-write stores every `period` as the worker
+    /// `name`. Only a node that holds read-write data runs it: the worker
+    /// never creates the replica (it would show in the partition listings).
+    fn spawn_rw_worker(self: Arc<Self>, name: &'static str, period: std::time::Duration, pass: RwPass) {
         let me = self.clone();
-        self.workers.spawn("rw-hints", crate::worker::Next::After(period), move || {
+        self.workers.spawn(name, crate::worker::Next::After(period), move || {
             let me = me.clone();
             async move {
-                // Only a node that holds read-write data can hold hints: the
-                // pusher never creates the replica (it shows in the
-                // partition listings).
                 let holds = me.rw.get().is_some() || me.disks.get(0).is_some_and(|s| s.replica(RW_PARTITION).is_some());
                 let Some(rw) = me.rw().filter(|_| holds) else { return Ok(crate::worker::Next::After(period)) };
-                match rw.coordinator().push_hints().await {
-                    Ok(_) => Ok(crate::worker::Next::After(period)),
+                match pass(rw).await {
+                    Ok(()) => Ok(crate::worker::Next::After(period)),
                     Err(e) => Err(crate::worker::PassFailed::new(e.to_string(), period)),
                 }
             }
