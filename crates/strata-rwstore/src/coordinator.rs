@@ -34,8 +34,10 @@ use strata_types::Clock;
 pub const SLOP_STORE: &str = "~slop";
 
 /// How long a delete is kept before it may be reclaimed, by default
-/// (Cassandra's `gc_grace_seconds` plays the same part): a day.
-pub const DELETE_GRACE_MS: u64 = 24 * 3_600_000;
+/// (Cassandra's `gc_grace_seconds` plays the same part, with the same ten
+/// days): hints live half of it, so a node may be down five days and still
+/// get every put it missed by hinted handoff.
+pub const DELETE_GRACE_MS: u64 = 10 * 24 * 3_600_000;
 
 /// What a coordinator needs of a store's definition.
 #[derive(Debug, Clone, PartialEq, Eq)]
