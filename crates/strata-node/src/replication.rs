@@ -196,9 +196,10 @@ pub struct Replication {
     /// Each pair's sightings of the peer's sequence numbers, to age its
     /// records ([`PUSH_GRACE_MS`]).
     sightings: Mutex<HashMap<(PartitionId, NodeId), Sightings>>,
-    /// Puts left for a later round because they were younger than
-    /// [`PUSH_GRACE_MS`] (their pushed copy was on its way).
-    pub deferred: AtomicU64,
+    /// Rounds that stopped at a missing put younger than
+    /// [`PUSH_GRACE_MS`] (its pushed copy was on its way), leaving it and
+    /// what follows for a later round.
+    pub deferred_rounds: AtomicU64,
     /// Bytes of blob data copied from peers in this zone.
     pub bytes_intra: AtomicU64,
     /// Bytes of blob data copied from peers in other zones.
@@ -216,7 +217,7 @@ impl Replication {
             token_writes: AtomicU64::new(0),
             inflight: Mutex::new(HashMap::new()),
             sightings: Mutex::new(HashMap::new()),
-            deferred: AtomicU64::new(0),
+            deferred_rounds: AtomicU64::new(0),
             bytes_intra: AtomicU64::new(0),
             bytes_inter: AtomicU64::new(0),
             records: AtomicU64::new(0),
@@ -534,7 +535,6 @@ async fn apply_chunk(node: &ClusterNode, replica: &Arc<Replica>, source: Source<
     let now_ms = node.clock().now_ms();
     let young_above = if pushed && !chunk.from_index { rep.young_above(partition, peer, chunk.incarnation, now_ms) } else { None };
     let mut deferred_from: Option<u64> = None;
-    let mut deferred = 0u64;
     let mut fetch: Vec<(Key, u32)> = Vec::new();
     let mut deletes: Vec<Key> = Vec::new();
     let mut seen = BTreeSet::new();
@@ -550,13 +550,10 @@ async fn apply_chunk(node: &ClusterNode, replica: &Arc<Replica>, source: Source<
             3 => RecordKind::TtlUpdate,
             k => return Err(format!("peer {peer} sent record kind {k}")),
         };
-        let young_missing_put = kind == RecordKind::Put && state == KeyState::Missing && young_above.is_some_and(|above| e.lsn > above);
-        if young_missing_put {
-            deferred_from.get_or_insert(e.lsn);
-            deferred += 1;
-        }
-        if deferred_from.is_some() {
-            continue;
+        if kind == RecordKind::Put && state == KeyState::Missing && young_above.is_some_and(|above| e.lsn > above) {
+            // Nothing past it is looked at: the token stops here.
+            deferred_from = Some(e.lsn);
+            break;
         }
         match (kind, state) {
             (RecordKind::Put, KeyState::Missing) if seen.insert(key.clone()) => {
@@ -676,7 +673,9 @@ async fn apply_chunk(node: &ClusterNode, replica: &Arc<Replica>, source: Source<
     if !chunk.from_index {
         rep.saw(partition, peer, chunk.incarnation, now_ms, peer_last);
     }
-    rep.deferred.fetch_add(deferred, Ordering::Relaxed);
+    if deferred_from.is_some() {
+        rep.deferred_rounds.fetch_add(1, Ordering::Relaxed);
+    }
     let persisted = rep.set_token(replica, peer, Token { incarnation: chunk.incarnation, lsn: new_lsn }).map_err(|e| format!("persisting the token: {e}"))?;
     let counter = if intra { &rep.bytes_intra } else { &rep.bytes_inter };
     counter.fetch_add(bytes, Ordering::Relaxed);

@@ -566,9 +566,9 @@ impl Collector for ClusterCollector {
         counter(&mut encoder, "strata_replication_records", "Records applied by replication", rep.records.load(Ordering::Relaxed) as f64)?;
         counter(
             &mut encoder,
-            "strata_replication_deferred_puts",
-            "Missing puts a round left for later because the peer wrote them less than the push grace ago (their pushed copy was on its way)",
-            rep.deferred.load(Ordering::Relaxed) as f64,
+            "strata_replication_deferred_rounds",
+            "Replication rounds that stopped at a missing put the peer wrote less than the push grace ago (its pushed copy on its way), leaving the rest for a later round",
+            rep.deferred_rounds.load(Ordering::Relaxed) as f64,
         )?;
         counter(
             &mut encoder,
