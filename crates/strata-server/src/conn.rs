@@ -1,10 +1,10 @@
 //! Connections. A plain `GET /{id}` of a simple blob stored locally is
 //! answered here with `sendfile(2)`: the bytes go from the page cache to the
 //! socket without passing through user space (or, for a blob the engine
-//! serves from memory, the tail cache's, with one vectored write). Every other request (and any
-//! GET the fast path does not fully handle, including all errors) goes to
-//! hyper and the axum handlers, with the bytes already read replayed first,
-//! so both paths give the same answers. A connection stays on the fast path
+//! serves from memory, from the tail cache with vectored writes). Every
+//! other request (and any GET the fast path does not fully handle,
+//! including all errors) goes to hyper and the axum handlers, with the
+//! bytes already read replayed first, so both paths give the same answers. A connection stays on the fast path
 //! while its requests are plain GETs; the first other request hands it to
 //! hyper for the rest of its life (hyper cannot hand a kept-alive connection
 //! back), so clients that mix puts and gets on one pooled connection are
@@ -536,7 +536,9 @@ async fn fast_get(stream: &mut TcpStream, state: &AppState, id: &str) -> Fast {
     }
     head.extend_from_slice(b"\r\n");
     let Some(range) = range else {
-        if write_both(stream, &head, &bytes).await.is_err() {
+        // Head and bytes in vectored writes: the head does not go out as
+        // a segment of its own.
+        if stream.write_all_buf(&mut Buf::chain(head.as_slice(), &bytes[..])).await.is_err() {
             return Fast::Broken;
         }
         state.metrics.bytes_sent.inc_by(len);
@@ -569,25 +571,6 @@ async fn fast_get(stream: &mut TcpStream, state: &AppState, id: &str) -> Fast {
     state.metrics.sendfile_responses.inc();
     state.metrics.observe("get", 200, t.elapsed().as_secs_f64());
     Fast::Served
-}
-
-/// Writes `head` then `body` with vectored writes (the head does not go
-/// out as a segment of its own).
-async fn write_both(stream: &mut TcpStream, head: &[u8], body: &[u8]) -> io::Result<()> {
-    let mut done = 0usize;
-    let total = head.len() + body.len();
-    while done < total {
-        let n = if done < head.len() {
-            stream.write_vectored(&[io::IoSlice::new(&head[done..]), io::IoSlice::new(body)]).await?
-        } else {
-            stream.write(&body[done - head.len()..]).await?
-        };
-        if n == 0 {
-            return Err(io::ErrorKind::WriteZero.into());
-        }
-        done += n;
-    }
-    Ok(())
 }
 
 /// Replays bytes already read from a connection before reading more.
