@@ -55,18 +55,7 @@ pub(crate) fn disk_write_limit(dir: &Path, secs: f64, streams: usize) -> Result<
     let handles: Vec<_> = (0..streams)
         .map(|i| {
             let (path, buf) = (dir.join(format!("disk-probe-{i}")), buf.clone());
-            std::thread::spawn(move || -> std::io::Result<u64> {
-                let mut f = std::fs::File::create(&path)?;
-                let mut written = 0u64;
-                while Instant::now() < deadline {
-                    for _ in 0..16 {
-                        f.write_all(&buf)?;
-                        written += buf.len() as u64;
-                    }
-                    f.sync_data()?;
-                }
-                Ok(written)
-            })
+            std::thread::spawn(move || probe_stream(&path, &buf, |_| Instant::now() < deadline))
         })
         .collect();
     let mut total = 0;
@@ -76,27 +65,30 @@ pub(crate) fn disk_write_limit(dir: &Path, secs: f64, streams: usize) -> Result<
     Ok(total as f64 / t.elapsed().as_secs_f64() / MB)
 }
 
+/// One probe stream: `buf` written to `path` 16 times between fdatasyncs
+/// while `more(bytes written)` says so; the bytes written.
+fn probe_stream(path: &Path, buf: &[u8], more: impl Fn(u64) -> bool) -> std::io::Result<u64> {
+    let mut f = std::fs::File::create(path)?;
+    let mut written = 0u64;
+    while more(written) {
+        for _ in 0..16 {
+            f.write_all(buf)?;
+            written += buf.len() as u64;
+        }
+        f.sync_data()?;
+    }
+    Ok(written)
+}
+
 /// The rate of writing `bytes` now, as [`disk_write_limit`] writes (1 MiB
 /// writes, an fdatasync after every 16 MiB, one stream): the limit of a
 /// phase that writes that much, measured next to it.
 pub(crate) fn disk_write_bytes(dir: &Path, bytes: u64) -> Result<f64> {
-    let block = 1 << 20;
-    let mut buf = vec![0u8; block];
+    let mut buf = vec![0u8; 1 << 20];
     rand::rng().fill_bytes(&mut buf);
     let path = dir.join("disk-probe-now");
     let t = Instant::now();
-    let written = (|| -> std::io::Result<u64> {
-        let mut f = std::fs::File::create(&path)?;
-        let mut written = 0u64;
-        while written < bytes.max(16 << 20) {
-            for _ in 0..16 {
-                f.write_all(&buf)?;
-                written += buf.len() as u64;
-            }
-            f.sync_data()?;
-        }
-        Ok(written)
-    })();
+    let written = probe_stream(&path, &buf, |w| w < bytes.max(16 << 20));
     let secs = t.elapsed().as_secs_f64();
     let _ = std::fs::remove_file(&path);
     Ok(written? as f64 / secs / MB)
