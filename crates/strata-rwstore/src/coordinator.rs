@@ -89,6 +89,10 @@ pub struct RwStats {
     pub deletes_reclaimed: AtomicU64,
 }
 
+/// Candidate deletes a reclaim pass checks at once (each other replica is
+/// asked for them in one request).
+const RECLAIM_KEYS: usize = 1000;
+
 /// A key's preference list, by store and key (`None` for a store that is gone).
 pub type Route<'a> = dyn Fn(&str, &[u8]) -> Option<Vec<u64>> + Send + Sync + 'a;
 
@@ -164,6 +168,12 @@ fn parse_hint_key(b: &[u8]) -> Option<(u64, String, Bytes)> {
     let n = *b.get(8)? as usize;
     let store = std::str::from_utf8(b.get(9..9 + n)?).ok()?.to_string();
     Some((target, store, Bytes::copy_from_slice(&b[9 + n..])))
+}
+
+/// Whether a replica that answered `held` lacks one of the `newest`
+/// versions (read repair writes it there).
+fn lacks_any(held: &[Versioned], newest: &[Versioned]) -> bool {
+    newest.iter().any(|r| !held.iter().any(|h| h.clock.compare(&r.clock) == Occurred::Equal))
 }
 
 /// An error of node `n`'s answer, naming the node once.
@@ -285,8 +295,7 @@ impl Coordinator {
             });
         }
         let resolved = resolve(answers.iter().flat_map(|(_, v)| v.iter().cloned()));
-        let stale = |held: &[Versioned]| resolved.iter().any(|r| !held.iter().any(|h| h.clock.compare(&r.clock) == Occurred::Equal));
-        if pending.is_empty() && !answers.iter().any(|(_, held)| stale(held)) {
+        if pending.is_empty() && !answers.iter().any(|(_, held)| lacks_any(held, &resolved)) {
             return Ok(resolved);
         }
         // The others' answers and the repairs go on without the caller.
@@ -350,8 +359,7 @@ impl Coordinator {
             });
         }
         let resolved: Vec<Vec<Versioned>> = answers.iter().map(|a| resolve(a.iter().flat_map(|(_, v)| v.iter().cloned()))).collect();
-        let stale = |held: &[Versioned], newest: &[Versioned]| newest.iter().any(|r| !held.iter().any(|h| h.clock.compare(&r.clock) == Occurred::Equal));
-        let any_stale = answers.iter().zip(&resolved).any(|(a, r)| a.iter().any(|(_, held)| stale(held, r)));
+        let any_stale = answers.iter().zip(&resolved).any(|(a, r)| a.iter().any(|(_, held)| lacks_any(held, r)));
         if pending.is_empty() && !any_stale {
             return Ok(resolved);
         }
@@ -600,30 +608,40 @@ impl Coordinator {
         let local = self.0.local.clone();
         let candidates = blocking(move || local.sole_deletes(before)).await?;
         report.examined = candidates.len() as u64;
-        let checks = candidates.into_iter().filter_map(|(store, key, clock)| {
-            let others: Vec<u64> = route(&store, &key)?.into_iter().filter(|&n| n != self.0.node).collect();
-            Some(async move {
-                let answers = futures_util::future::join_all(others.iter().map(|&n| self.0.transport.get(n, &store, &key))).await;
-                let settled = answers.iter().all(|a| match a {
-                    Ok(held) => held.is_empty() || matches!(&held[..], [v] if v.value.is_none() && v.clock.compare(&clock) == Occurred::Equal),
-                    Err(_) => false,
-                });
-                (store, key, clock, settled)
-            })
-        });
-        let mut checks = futures_util::stream::iter(checks).buffer_unordered(16);
-        while let Some((store, key, clock, settled)) = checks.next().await {
-            if !settled {
-                report.kept += 1;
-                continue;
+        for chunk in candidates.chunks(RECLAIM_KEYS) {
+            // Each other node of each key's preference list, asked once for
+            // all its keys of a store; a key is settled when every one of
+            // them answered with the delete alone or with nothing.
+            let mut asks: std::collections::BTreeMap<(&str, u64), Vec<usize>> = std::collections::BTreeMap::new();
+            let mut waiting: Vec<Option<usize>> = vec![None; chunk.len()];
+            for (i, (store, key, _)) in chunk.iter().enumerate() {
+                let Some(pref) = route(store, key) else { continue };
+                let others: Vec<u64> = pref.into_iter().filter(|&n| n != self.0.node).collect();
+                waiting[i] = Some(others.len());
+                for n in others {
+                    asks.entry((store.as_str(), n)).or_default().push(i);
+                }
             }
+            let answers = futures_util::future::join_all(asks.into_iter().map(|((store, n), which)| {
+                let f = self.0.transport.get_many(n, store, which.iter().map(|&i| chunk[i].1.clone()).collect());
+                async move { (which, f.await) }
+            }))
+            .await;
+            for (which, r) in answers {
+                let Ok(held) = r else { continue };
+                for (i, h) in which.into_iter().zip(held) {
+                    let clock = &chunk[i].2;
+                    if h.is_empty() || matches!(&h[..], [v] if v.value.is_none() && v.clock.compare(clock) == Occurred::Equal) {
+                        waiting[i] = waiting[i].map(|w| w - 1);
+                    }
+                }
+            }
+            let settled: Vec<(String, Bytes, VectorClock)> = chunk.iter().zip(&waiting).filter(|(_, w)| **w == Some(0)).map(|(c, _)| c.clone()).collect();
             let local = self.0.local.clone();
-            if blocking(move || local.reclaim_delete(&store, &key, &clock)).await? {
-                report.reclaimed += 1;
-                self.0.stats.deletes_reclaimed.fetch_add(1, Ordering::Relaxed);
-            } else {
-                report.kept += 1;
-            }
+            let reclaimed = blocking(move || local.reclaim_deletes(&settled)).await?;
+            report.reclaimed += reclaimed;
+            report.kept += chunk.len() as u64 - reclaimed;
+            self.0.stats.deletes_reclaimed.fetch_add(reclaimed, Ordering::Relaxed);
         }
         Ok(report)
     }

@@ -261,27 +261,32 @@ impl LocalStore {
             .collect())
     }
 
-    /// Reclaims the delete of `key` with `clock` if it is still the only
-    /// version held here and no put of the key is on its way to the disk:
-    /// deletes its record (whose tombstone compaction then reclaims).
-    /// Returns whether it went. Blocks until the deletion is durable.
-    pub fn reclaim_delete(&self, store: &str, key: &[u8], clock: &VectorClock) -> Result<bool> {
-        let inflight = self.stripe(store, key);
-        if inflight.contains_key(&(store.to_string(), Bytes::copy_from_slice(key))) {
-            return Ok(false);
+    /// Reclaims each delete of `deletes` (store, key, clock) that is still
+    /// the only version of its key held here, with no put of the key on
+    /// its way to the disk: deletes its record (whose tombstone compaction
+    /// then reclaims), all in shared group commits. Returns how many went.
+    /// Blocks until they are durable.
+    pub fn reclaim_deletes(&self, deletes: &[(String, Bytes, VectorClock)]) -> Result<u64> {
+        let mut pending = Vec::new();
+        for (store, key, clock) in deletes {
+            let inflight = self.stripe(store, key);
+            if inflight.contains_key(&(store.clone(), key.clone())) {
+                continue;
+            }
+            let held = self.get(store, key)?;
+            if matches!(&held[..], [v] if v.value.is_none() && v.clock.compare(clock) == Occurred::Equal) {
+                pending.push(self.replica.submit(WriteOp::Delete { key: value::engine_key(store, key, clock) }));
+            }
         }
-        let held = self.get(store, key)?;
-        let sole = matches!(&held[..], [v] if v.value.is_none() && v.clock.compare(clock) == Occurred::Equal);
-        if !sole {
-            return Ok(false);
+        let mut n = 0;
+        for p in pending {
+            match p.wait() {
+                Ok(_) => n += 1,
+                Err(EngineError::NotFound | EngineError::Deleted) => {}
+                Err(e) => return Err(e.into()),
+            }
         }
-        let pending = self.replica.submit(WriteOp::Delete { key: value::engine_key(store, key, clock) });
-        drop(inflight);
-        match pending.wait() {
-            Ok(_) => Ok(true),
-            Err(EngineError::NotFound | EngineError::Deleted) => Ok(false),
-            Err(e) => Err(e.into()),
-        }
+        Ok(n)
     }
 
     /// Deletes every version of `store` held here (truncate), of the keys
