@@ -278,15 +278,7 @@ impl LocalStore {
                 pending.push(self.replica.submit(WriteOp::Delete { key: value::engine_key(store, key, clock) }));
             }
         }
-        let mut n = 0;
-        for p in pending {
-            match p.wait() {
-                Ok(_) => n += 1,
-                Err(EngineError::NotFound | EngineError::Deleted) => {}
-                Err(e) => return Err(e.into()),
-            }
-        }
-        Ok(n)
+        deleted(pending)
     }
 
     /// Deletes every version of `store` held here (truncate), of the keys
@@ -301,14 +293,20 @@ impl LocalStore {
             let _guard = self.stripe(store, &key);
             pending.extend(versions.iter().map(|v| self.replica.submit(WriteOp::Delete { key: value::engine_key(store, &key, &v.clock) })));
         }
-        let mut n = 0;
-        for p in pending {
-            match p.wait() {
-                Ok(_) => n += 1,
-                Err(EngineError::NotFound | EngineError::Deleted) => {}
-                Err(e) => return Err(e.into()),
-            }
-        }
-        Ok(n)
+        Ok(deleted(pending)? as usize)
     }
+}
+
+/// Waits for submitted deletes (sharing group commits); how many deleted
+/// something (a version gone meanwhile is not counted).
+fn deleted(pending: Vec<PendingWrite>) -> Result<u64> {
+    let mut n = 0;
+    for p in pending {
+        match p.wait() {
+            Ok(_) => n += 1,
+            Err(EngineError::NotFound | EngineError::Deleted) => {}
+            Err(e) => return Err(e.into()),
+        }
+    }
+    Ok(n)
 }
