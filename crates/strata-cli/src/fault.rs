@@ -9,9 +9,9 @@
 //! (`--disk`, as root) the disk fills up again and again, and the workload
 //! frees it by deleting and compacting.
 //!
-//! `--broken` injects a fault that loses acknowledged data (it cuts the
-//! last acknowledged record off a log), which the checker must report: the
-//! suite's own test runs it and expects a failure.
+//! `--broken` injects a fault that loses acknowledged data (it cuts every
+//! log in half), which the checker must report: the suite's own test runs
+//! it and expects a failure.
 
 use anyhow::{Context, Result};
 use rand::{Rng, SeedableRng};
@@ -222,14 +222,15 @@ fn inject(data: &Path, rng: &mut impl Rng, counts: &mut Counts, broken: bool) ->
         return Ok(());
     }
     if broken {
-        // Loses acknowledged data on purpose: cuts every active log in the
-        // middle, as if acknowledged bytes had never reached the disk, and
-        // the fullest sealed segment too: a compaction may have just left
-        // every active log empty, or filled one with copies whose originals
-        // still serve every read, so the broken mode always loses something. And
-        // nothing else this round: a flip would excuse the blobs the cut
-        // damaged as bitrot the store reported (the checker accepts a
-        // corrupt report for a blob written before a flip).
+        // Loses acknowledged data on purpose: cuts every log, active and
+        // sealed, of every partition in the middle, as if acknowledged bytes
+        // had never reached the disk. Every log, because any one may hold
+        // nothing a read needs: a compaction may have just left an active
+        // log empty or holding only tombstones, or left a sealed one whose
+        // records were all copied on. And nothing else this round: a flip
+        // would excuse the blobs the cut damaged as bitrot the store
+        // reported (the checker accepts a corrupt report for a blob written
+        // before a flip).
         let header = strata_format::headers::SEGMENT_HEADER_BYTES;
         let cut = |path: &Path| -> Result<bool> {
             let bytes = std::fs::read(path)?;
@@ -242,11 +243,11 @@ fn inject(data: &Path, rng: &mut impl Rng, counts: &mut Counts, broken: bool) ->
             Ok(true)
         };
         let mut any = false;
-        for (_, active, _) in &parts {
-            any |= cut(active)?;
+        for (sealed, active, _) in &parts {
+            for log in sealed.iter().chain(std::iter::once(active)) {
+                any |= cut(log)?;
+            }
         }
-        let fullest = parts.iter().flat_map(|(sealed, _, _)| sealed.iter()).max_by_key(|p| std::fs::metadata(p).map_or(0, |m| m.len()));
-        any |= fullest.map(|p| cut(p)).transpose()?.unwrap_or(false);
         if !any {
             anyhow::bail!("broken mode: no log holds data to cut");
         }
