@@ -195,6 +195,17 @@ impl ClusterSecret {
         &self.cluster_id
     }
 
+    /// 32 bytes derived from the CA's private key for `purpose`
+    /// (HMAC-SHA256): a secret every node of the cluster shares, such as
+    /// the root key of the key store, without another file to hand out.
+    pub fn derive(&self, purpose: &str) -> [u8; 32] {
+        use hmac::{KeyInit, Mac};
+        let mut m = hmac::Hmac::<sha2::Sha256>::new_from_slice(self.ca_key_pem.as_bytes()).expect("HMAC takes any key length");
+        m.update(b"strata cluster secret derivation: ");
+        m.update(purpose.as_bytes());
+        m.finalize().into_bytes().into()
+    }
+
     /// The CA certificate, PEM: what clients trust (`cluster-ca.pem`).
     pub fn ca_cert_pem(&self) -> &str {
         &self.ca_cert_pem

@@ -91,6 +91,9 @@ enum Cmd {
     /// S3 buckets: list, make public.
     #[command(subcommand)]
     Bucket(s3::BucketCmd),
+    /// The key store: keys for SSE-KMS (SSE-S3 uses its own, made on first use).
+    #[command(subcommand)]
+    Kms(s3::KmsCmd),
     /// Measures PUT/GET over loopback against this machine's disk and network limits (`bench s3`: the S3 API against MinIO).
     Bench(bench::BenchArgs),
     /// Measures a cluster of 1, 3 and 6 node processes on this machine: throughput, replication lag, catch-up.
@@ -190,6 +193,7 @@ fn main() -> std::process::ExitCode {
             Cmd::Container(c) => identity::container(c).await,
             Cmd::Audit(a) => identity::audit(a).await,
             Cmd::Bucket(c) => s3::bucket(c).await,
+            Cmd::Kms(c) => s3::kms(c).await,
             Cmd::Bench(a) => bench::run(a).await,
             Cmd::BenchCluster(a) => bench_cluster::run(a).await,
             Cmd::BenchRw(a) => bench_rw::run(a).await,

@@ -47,7 +47,7 @@ pub async fn start(
     let clock: Arc<dyn Clock> = Arc::new(strata_types::SystemClock);
     let obs_state = state.clone();
     let observer: strata_s3::Observer = Arc::new(move |op, status, secs| obs_state.metrics.observe_s3(op, status, secs));
-    let opts = strata_s3::S3Options { region, domains, ..strata_s3::S3Options::default() };
+    let opts = strata_s3::S3Options { region, domains, kms_root: state.kms_root.clone(), ..strata_s3::S3Options::default() };
     let svc = strata_s3::service(state.router.clone(), names.clone(), clock.clone(), opts, Some(observer));
     strata_s3::spawn_expiry_sweeper(state.router.clone(), names, clock, std::time::Duration::from_secs(60));
     let gate = state.metrics.connection_gate(limits.max_connections);
@@ -79,6 +79,77 @@ pub struct BucketPublic {
 }
 
 use crate::identity::{print, send_json};
+
+#[derive(clap::Subcommand, Debug)]
+pub enum KmsCmd {
+    /// Lists the key store's keys (ids and states; key material never leaves the server).
+    List(Common),
+    /// Creates a key that SSE-KMS requests can name (`--sse aws:kms --sse-kms-key-id ID`).
+    Create(KmsCreate),
+    /// Enables a disabled key.
+    Enable(KmsId),
+    /// Disables a key: it seals no new object and opens none until enabled again.
+    Disable(KmsId),
+}
+
+#[derive(clap::Args, Debug)]
+pub struct KmsCreate {
+    #[command(flatten)]
+    common: Common,
+    /// Key id: 1 to 64 of A-Z, a-z, 0-9, '-', '_', '/' and '.'.
+    id: String,
+    /// A description for people.
+    #[arg(long, default_value = "")]
+    description: String,
+}
+
+#[derive(clap::Args, Debug)]
+pub struct KmsId {
+    #[command(flatten)]
+    common: Common,
+    /// Key id.
+    id: String,
+}
+
+pub async fn kms(cmd: KmsCmd) -> Result<()> {
+    let line = |k: &serde_json::Value| {
+        format!(
+            "{:<40} {:<8} {}",
+            k["id"].as_str().unwrap_or(""),
+            if k["enabled"].as_bool().unwrap_or(false) { "enabled" } else { "disabled" },
+            k["description"].as_str().unwrap_or("")
+        )
+    };
+    match cmd {
+        KmsCmd::List(c) => {
+            let v = c.client()?.json(http::Method::GET, "/admin/kms/keys").await?;
+            print(c.json, &v, |v| {
+                let mut out = format!("{:<40} {:<8} description", "key id", "state");
+                for k in v.as_array().into_iter().flatten() {
+                    out.push('\n');
+                    out.push_str(&line(k));
+                }
+                out
+            })
+        }
+        KmsCmd::Create(a) => {
+            let c = a.common.client()?;
+            let v =
+                send_json(&c, http::Method::POST, "/admin/kms/keys", json!({ "id": a.id, "description": a.description })).await.context("creating the key")?;
+            print(a.common.json, &v, |v| format!("created key {}", v["id"].as_str().unwrap_or("")))
+        }
+        KmsCmd::Enable(a) => set_enabled(a, true).await,
+        KmsCmd::Disable(a) => set_enabled(a, false).await,
+    }
+}
+
+async fn set_enabled(a: KmsId, enabled: bool) -> Result<()> {
+    let c = a.common.client()?;
+    let v = send_json(&c, http::Method::PUT, &format!("/admin/kms/keys/{}/enabled", a.id), json!({ "enabled": enabled }))
+        .await
+        .context("changing the key's state")?;
+    print(a.common.json, &v, |_| format!("key {} is {}", a.id, if enabled { "enabled" } else { "disabled" }))
+}
 
 pub async fn bucket(cmd: BucketCmd) -> Result<()> {
     match cmd {

@@ -221,6 +221,24 @@ pub struct ServerArgs {
     /// neither join nor read a replica. Required with --node-id.
     #[arg(long, env = "STRATA_CLUSTER_SECRET")]
     pub cluster_secret: Option<PathBuf>,
+    /// The key store's root key file, made on first start (mode 0600): it
+    /// seals the keys SSE-S3 and SSE-KMS objects are encrypted under, so
+    /// keep it off the data disks in production. Default: on one node
+    /// `<data>/kms-root.key`; on a cluster, derived from the cluster secret
+    /// (given, every node must be given the same file).
+    #[arg(long, env = "STRATA_KMS_ROOT_KEY")]
+    pub kms_root_key: Option<PathBuf>,
+}
+
+impl ServerArgs {
+    /// The key store's root key (see `--kms-root-key`).
+    fn kms_root(&self, secret: Option<&strata_auth::ClusterSecret>) -> Result<strata_sse::Key> {
+        match (&self.kms_root_key, secret) {
+            (Some(path), _) => Ok(strata_sse::root::load_or_create(path)?),
+            (None, Some(s)) => Ok(strata_sse::Key::from_slice(&s.derive("kms root key"))?),
+            (None, None) => Ok(strata_sse::root::load_or_create(&self.data_dir.join("kms-root.key"))?),
+        }
+    }
 }
 
 /// Parses `1=127.0.0.1:7001,2=...`.
@@ -307,6 +325,7 @@ impl ServerArgs {
             tls_key: None,
             tls_self_signed: false,
             cluster_secret: None,
+            kms_root_key: None,
         }
     }
 
@@ -521,6 +540,7 @@ async fn run_cluster(args: ServerArgs, node_id: u64) -> Result<()> {
         names: names.clone(),
         config: args.auth_config(listener.local_addr()?)?,
         audit_path: Some(args.data_dir.join("audit.log")),
+        kms_root: Some(args.kms_root(Some(&secret))?),
     };
     let state = strata_server::AppState::clustered(router, node.clone(), detector, kv, ids);
     strata_node::tracts::start_orphan_reclaimer(&node, Duration::from_secs(args.tract_orphan_interval_secs.max(1)));
@@ -567,7 +587,7 @@ async fn run_cluster(args: ServerArgs, node_id: u64) -> Result<()> {
 pub async fn bench_identities(data_dir: &std::path::Path, listen: std::net::SocketAddr) -> Result<(strata_server::Identities, strata_client::Credentials)> {
     let (names, (id, secret)) = crate::s3::open_names(data_dir).await?;
     let config = ServerArgs::for_bench(data_dir.to_owned()).auth_config(listen)?;
-    let ids = strata_server::Identities { names, config, audit_path: Some(data_dir.join("audit.log")) };
+    let ids = strata_server::Identities { names, config, audit_path: Some(data_dir.join("audit.log")), kms_root: None };
     Ok((ids, strata_client::Credentials { access_key_id: id, secret_access_key: secret }))
 }
 
@@ -614,7 +634,12 @@ pub async fn run(args: ServerArgs) -> Result<()> {
         ..Default::default()
     });
     let limits = args.limits()?;
-    let ids = strata_server::Identities { names: names.clone(), config: args.auth_config(addr)?, audit_path: Some(args.data_dir.join("audit.log")) };
+    let ids = strata_server::Identities {
+        names: names.clone(),
+        config: args.auth_config(addr)?,
+        audit_path: Some(args.data_dir.join("audit.log")),
+        kms_root: Some(args.kms_root(None)?),
+    };
     let state = strata_server::AppState::new(router, disks.clone(), kv, ids, workers.clone());
     let tls = match args.public_tls(addr)? {
         Some(identity) => Some(strata_auth::tls::server_config(Some(&identity), None)?),

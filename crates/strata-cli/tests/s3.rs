@@ -36,6 +36,7 @@ async fn boto3_and_the_aws_cli_work_unchanged() {
         .env("STRATA_BIN", env!("CARGO_BIN_EXE_strata"))
         .env("STRATA_CREDENTIALS", node.credentials())
         .env("STRATA_S3_DOMAIN", "s3.strata.test")
+        .env("STRATA_DATA", dir.path().join("data"))
         .env("AWS_ACCESS_KEY_ID", &ak)
         .env("AWS_SECRET_ACCESS_KEY", &sk)
         .env("HOME", dir.path())

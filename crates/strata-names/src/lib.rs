@@ -15,7 +15,7 @@
 //! free them through the engine's delete path.
 //!
 //! Layer rule (checked by the test command): may use strata-types,
-//! strata-format, strata-fs; never the engine, the router, the server, or
+//! strata-format, strata-fs, strata-sse; never the engine, the router, the server, or
 //! an HTTP crate.
 
 mod embedded;
@@ -26,7 +26,7 @@ mod state;
 pub use embedded::EmbeddedIndex;
 pub use list::{ListPage, ListQuery};
 pub use rights::{ALL_CONTAINERS, Account, BlobGrant, CONTAINER_NAME_MAX, Container, ContainerRef, DEFAULT, Denied, KeyRights, KvGrant, Right, valid_name};
-pub use state::{AccessKey, Bucket, ExpiryRule, Grant, NameOp, NameState, ObjectMeta, Outcome, PartMeta, Upload};
+pub use state::{AccessKey, Bucket, ExpiryRule, Grant, KmsKey, NameOp, NameState, ObjectMeta, Outcome, PartMeta, Upload};
 
 use futures_util::future::BoxFuture;
 use std::sync::RwLock;
@@ -92,6 +92,12 @@ pub enum NameError {
     /// No such container.
     #[error("no container {0:?}")]
     NoSuchContainer(String),
+    /// The KMS key exists already.
+    #[error("KMS key {0:?} exists already")]
+    KmsKeyExists(String),
+    /// No such KMS key.
+    #[error("no KMS key {0:?}")]
+    NoSuchKmsKey(String),
 }
 
 /// Orders, persists and applies name ops; reads see every op whose

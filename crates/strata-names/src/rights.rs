@@ -287,6 +287,26 @@ mod tests {
         s.apply(NameOp::CreateContainer { account: "a".into(), container: "c".into(), now_ms: 1 }).unwrap();
         s.apply(NameOp::SetKeyExpiry { id: "k".into(), expires_ms: 9 }).unwrap();
         assert_eq!(NameState::decode(&postcard::to_allocvec(&s).unwrap()).unwrap(), s);
-        assert_eq!(NameState::decode_with_lsn(&postcard::to_allocvec(&(8u64, &s)).unwrap()).unwrap(), (8, s));
+        assert_eq!(NameState::decode_with_lsn(&postcard::to_allocvec(&(8u64, &s)).unwrap()).unwrap(), (8, s.clone()));
+        // The layout before the key store: accounts and rights, no keys.
+        #[derive(serde::Serialize)]
+        struct V2<'a> {
+            buckets: &'a BTreeMap<String, crate::Bucket>,
+            keys: &'a BTreeMap<String, AccessKey>,
+            accounts: &'a BTreeMap<String, crate::Account>,
+            rights: &'a BTreeMap<String, crate::KeyRights>,
+        }
+        let v2 = V2 { buckets: &s.buckets, keys: &s.keys, accounts: &s.accounts, rights: &s.rights };
+        assert_eq!(NameState::decode(&postcard::to_allocvec(&v2).unwrap()).unwrap(), s);
+        assert_eq!(NameState::decode_with_lsn(&postcard::to_allocvec(&(9u64, &v2)).unwrap()).unwrap(), (9, s.clone()));
+        let root = strata_sse::Key::random();
+        s.apply(NameOp::CreateKmsKey { key: crate::KmsKey::generate(&root, "app", "", 1) }).unwrap();
+        assert_eq!(s.apply(NameOp::CreateKmsKey { key: crate::KmsKey::generate(&root, "app", "", 2) }), Err(NameError::KmsKeyExists("app".into())));
+        s.apply(NameOp::SetKmsKeyEnabled { id: "app".into(), enabled: false }).unwrap();
+        assert_eq!(s.apply(NameOp::SetKmsKeyEnabled { id: "nope".into(), enabled: false }), Err(NameError::NoSuchKmsKey("nope".into())));
+        assert!(!s.kms["app"].enabled);
+        assert!(s.kms["app"].open(&root).is_ok() && s.kms["app"].open(&strata_sse::Key::random()).is_err());
+        assert_eq!(NameState::decode(&postcard::to_allocvec(&s).unwrap()).unwrap(), s);
+        assert_eq!(NameState::decode_with_lsn(&postcard::to_allocvec(&(10u64, &s)).unwrap()).unwrap(), (10, s));
     }
 }

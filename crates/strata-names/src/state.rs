@@ -347,6 +347,57 @@ pub enum NameOp {
         /// Now (expired objects do not count).
         now_ms: u64,
     },
+    /// Adds a KMS key (refused if the id exists). (After
+    /// `DeleteBucketAbortingUploads`: new variants go at the end.)
+    CreateKmsKey {
+        /// The key, its material sealed under the root key.
+        key: KmsKey,
+    },
+    /// Enables or disables a KMS key: a disabled key seals no new object
+    /// and opens none (its objects read again once it is enabled).
+    SetKmsKeyEnabled {
+        /// Key id.
+        id: String,
+        /// Enabled or not.
+        enabled: bool,
+    },
+}
+
+/// A key of Strata's key store (SSE-S3 and SSE-KMS seal each object's data
+/// key under one). Its material is sealed under the root key, which is not
+/// in the names; keys are never deleted, since their objects would become
+/// unreadable (disable one instead).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct KmsKey {
+    /// Key id (what SSE-KMS requests name).
+    pub id: String,
+    /// A description for people.
+    pub description: String,
+    /// Created, ms since the epoch.
+    pub created_ms: u64,
+    /// The 32-byte key sealed under the root key with the id as context.
+    pub sealed: Vec<u8>,
+    /// Whether it seals and opens objects.
+    pub enabled: bool,
+}
+
+impl KmsKey {
+    /// A new random key, sealed under `root` (with its id as the context,
+    /// so a sealed key cannot be passed off under another id).
+    pub fn generate(root: &strata_sse::Key, id: &str, description: &str, now_ms: u64) -> Self {
+        let sealed = strata_sse::seal_key(root, id.as_bytes(), &strata_sse::Key::random());
+        Self { id: id.to_owned(), description: description.to_owned(), created_ms: now_ms, sealed, enabled: true }
+    }
+
+    /// The key, opened with `root`.
+    pub fn open(&self, root: &strata_sse::Key) -> Result<strata_sse::Key, strata_sse::SseError> {
+        strata_sse::unseal_key(root, self.id.as_bytes(), &self.sealed)
+    }
+
+    /// Whether `id` is a valid key id: 1 to 64 of `A-Z a-z 0-9 - _ / .`.
+    pub fn valid_id(id: &str) -> bool {
+        (1..=64).contains(&id.len()) && id.bytes().all(|b| b.is_ascii_alphanumeric() || b"-_/.".contains(&b))
+    }
 }
 
 /// What an op replaced or released: blobs the caller should free.
@@ -371,6 +422,23 @@ pub struct NameState {
     pub accounts: BTreeMap<String, Account>,
     /// Rights of access keys beyond bucket grants, by key id.
     pub rights: BTreeMap<String, KeyRights>,
+    /// The key store's keys by id. Added with server-side encryption.
+    pub kms: BTreeMap<String, KmsKey>,
+}
+
+/// The state as written before the key store existed.
+#[derive(Deserialize)]
+struct NameStateV2 {
+    buckets: BTreeMap<String, Bucket>,
+    keys: BTreeMap<String, AccessKey>,
+    accounts: BTreeMap<String, Account>,
+    rights: BTreeMap<String, KeyRights>,
+}
+
+impl From<NameStateV2> for NameState {
+    fn from(v: NameStateV2) -> Self {
+        Self { buckets: v.buckets, keys: v.keys, accounts: v.accounts, rights: v.rights, kms: BTreeMap::new() }
+    }
 }
 
 /// The state as written before accounts and rights existed.
@@ -382,26 +450,28 @@ struct NameStateV1 {
 
 impl NameState {
     /// Decodes postcard of a state written by this version or, failing
-    /// that, by the version before accounts and rights (which decodes as
-    /// having none). postcard has no field tags: the older layout is a
-    /// prefix of this one, so the newer is tried first.
+    /// that, by the version before the key store (none) or the one before
+    /// accounts and rights (none either). postcard has no field tags: each
+    /// older layout is a prefix of the next, so the newest is tried first.
     pub fn decode(bytes: &[u8]) -> Result<Self, postcard::Error> {
-        match postcard::from_bytes::<Self>(bytes) {
-            Ok(s) => Ok(s),
-            Err(e) => match postcard::from_bytes::<NameStateV1>(bytes) {
-                Ok(v1) => Ok(Self { buckets: v1.buckets, keys: v1.keys, ..Self::default() }),
-                Err(_) => Err(e),
-            },
-        }
+        Ok(Self::decode_with_lsn_of::<()>(bytes)?.1)
     }
 
-    /// Decodes postcard of `(lsn, state)` (the embedded snapshot), either layout.
+    /// Decodes postcard of `(lsn, state)` (the embedded snapshot), any layout.
     pub fn decode_with_lsn(bytes: &[u8]) -> Result<(u64, Self), postcard::Error> {
-        match postcard::from_bytes::<(u64, Self)>(bytes) {
+        Self::decode_with_lsn_of::<u64>(bytes)
+    }
+
+    /// Decodes postcard of `(prefix, state)` for any of the state's layouts.
+    fn decode_with_lsn_of<P: serde::de::DeserializeOwned>(bytes: &[u8]) -> Result<(P, Self), postcard::Error> {
+        match postcard::from_bytes::<(P, Self)>(bytes) {
             Ok(s) => Ok(s),
-            Err(e) => match postcard::from_bytes::<(u64, NameStateV1)>(bytes) {
-                Ok((lsn, v1)) => Ok((lsn, Self { buckets: v1.buckets, keys: v1.keys, ..Self::default() })),
-                Err(_) => Err(e),
+            Err(e) => match postcard::from_bytes::<(P, NameStateV2)>(bytes) {
+                Ok((p, v2)) => Ok((p, v2.into())),
+                Err(_) => match postcard::from_bytes::<(P, NameStateV1)>(bytes) {
+                    Ok((p, v1)) => Ok((p, Self { buckets: v1.buckets, keys: v1.keys, ..Self::default() })),
+                    Err(_) => Err(e),
+                },
             },
         }
     }
@@ -474,6 +544,16 @@ impl NameState {
                     out.parts = b.uploads.into_values().flat_map(|u| u.parts.into_values()).collect();
                 }
             }
+            NameOp::CreateKmsKey { key } => {
+                if self.kms.contains_key(&key.id) {
+                    return Err(NameError::KmsKeyExists(key.id));
+                }
+                self.kms.insert(key.id.clone(), key);
+            }
+            NameOp::SetKmsKeyEnabled { id, enabled } => match self.kms.get_mut(&id) {
+                Some(k) => k.enabled = enabled,
+                None => return Err(NameError::NoSuchKmsKey(id)),
+            },
             NameOp::SetPublic { bucket, public } => self.bucket_mut(&bucket)?.public = public,
             NameOp::SetLifecycle { bucket, rules } => {
                 // Existing objects expire as the rules now say, counted from

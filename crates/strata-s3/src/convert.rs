@@ -25,6 +25,13 @@ pub(crate) fn name_err(e: NameError) -> S3Error {
         NameError::Unavailable(_) => S3ErrorCode::ServiceUnavailable,
         // Containers are the native API's; S3 never names one.
         NameError::InvalidName(_) | NameError::ContainerExists(_) | NameError::NoSuchContainer(_) => S3ErrorCode::InvalidArgument,
+        NameError::KmsKeyExists(_) => S3ErrorCode::InvalidArgument,
+        // S3 answers an SSE-KMS request naming an unknown key so, with 400.
+        NameError::NoSuchKmsKey(_) => {
+            let mut e = S3Error::with_message(S3ErrorCode::Custom("KMS.NotFoundException".into()), msg);
+            e.set_status_code(http::StatusCode::BAD_REQUEST);
+            return e;
+        }
     };
     S3Error::with_message(code, msg)
 }

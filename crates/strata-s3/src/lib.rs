@@ -11,8 +11,8 @@
 //! without `s3s`.
 //!
 //! Layer rule (checked by the test command): may use strata-types,
-//! strata-format, strata-names, strata-router; never the engine, the node
-//! crate, the server, or the CLI.
+//! strata-format, strata-names, strata-router, strata-sse; never the
+//! engine, the node crate, the server, or the CLI.
 
 mod access;
 mod checksum;
@@ -27,6 +27,7 @@ pub use md5x::throughput as md5_throughput;
 mod ops;
 mod request_id;
 mod sse;
+pub use sse::SSE_S3_KEY;
 mod store;
 #[cfg(test)]
 mod sweep_model;
@@ -72,11 +73,14 @@ pub struct S3Options {
     pub domains: Vec<String>,
     /// Smallest part but the last of a multipart upload (S3: 5 MiB).
     pub min_part_bytes: u64,
+    /// The root key that opens the key store's keys (SSE-S3 and SSE-KMS
+    /// are refused without one; SSE-C needs none).
+    pub kms_root: Option<strata_sse::Key>,
 }
 
 impl Default for S3Options {
     fn default() -> Self {
-        Self { region: "us-east-1".into(), domains: vec![], min_part_bytes: 5 << 20 }
+        Self { region: "us-east-1".into(), domains: vec![], min_part_bytes: 5 << 20, kms_root: None }
     }
 }
 

@@ -221,6 +221,7 @@ mod attributes;
 mod lifecycle;
 mod listing;
 mod multipart;
+pub(crate) use multipart::part_sizes;
 mod reads;
 use lifecycle::{rule_out, rules_in};
 
@@ -293,7 +294,7 @@ impl StrataS3 {
 
     async fn do_put(&self, req: S3Request<PutObjectInput>) -> S3Result<S3Response<PutObjectOutput>> {
         let input = req.input;
-        crate::sse::refuse_write(&crate::sse::encryption_asked!(input))?;
+        let asked = crate::sse::encryption_asked!(input);
         let sums = Expected::new(given_checksums!(input), &req.headers, req.trailing_headers)?;
         check_key(&input.key)?;
         let tags = crate::tags::from_header(input.tagging.as_deref())?;
@@ -323,14 +324,21 @@ impl StrataS3 {
         let mut meta = meta_in(input.metadata.clone());
         crate::headers::standard_headers_in!(input).store_in(&mut meta);
         let content_type = content_type_in(input.content_type);
+        let sealing = self.seal_for_write(asked).await?;
         let opts = self.put_opts(content_type.clone(), meta.clone(), expiry_ms, now);
-        let stored = self.store(input.body, input.content_length, input.content_md5.as_deref(), &sums, opts).await?;
+        let stored = self.store(input.body, input.content_length, input.content_md5.as_deref(), &sums, opts, sealing.as_ref().map(|s| &s.0)).await?;
         let tag = hex::encode(stored.md5);
         meta.extend(crate::checksum::to_meta(stored.checksums.clone()));
         meta.extend(tags);
+        let reply = sealing.map(|(seal, entries)| {
+            meta.extend(entries);
+            seal.reply()
+        });
         let object = ObjectMeta { blob: stored.blob, size: stored.size, etag: tag.clone(), content_type, meta, modified_ms: now, expiry_ms, parts: 0 };
         self.name(input.bucket, input.key, object, guard, stored.started_ms).await?;
-        ok(with_checksums!(PutObjectOutput { e_tag: Some(etag(&tag)), expiration: expiration(expiry_ms) }, stored.checksums))
+        let mut out = with_checksums!(PutObjectOutput { e_tag: Some(etag(&tag)), expiration: expiration(expiry_ms) }, stored.checksums);
+        crate::sse::set_reply!(out, reply.unwrap_or_default());
+        ok(out)
     }
 
     /// Replaces an object's tags in place (same blob, same ETag). An
@@ -403,10 +411,12 @@ impl StrataS3 {
 
     async fn do_copy(&self, req: S3Request<CopyObjectInput>) -> S3Result<S3Response<CopyObjectOutput>> {
         let input = req.input;
-        crate::sse::refuse_write(&crate::sse::Asked {
-            copy_source_customer: input.copy_source_sse_customer_algorithm.is_some() || input.copy_source_sse_customer_key.is_some(),
-            ..crate::sse::encryption_asked!(input)
-        })?;
+        let asked = crate::sse::encryption_asked!(input);
+        let source_key = crate::sse::customer_key(
+            input.copy_source_sse_customer_algorithm.as_deref(),
+            input.copy_source_sse_customer_key.as_deref(),
+            input.copy_source_sse_customer_key_md5.as_deref(),
+        )?;
         check_key(&input.key)?;
         let (src_bucket, src_key) = self.copy_source(req.credentials.as_ref(), &input.copy_source)?;
         let replace = input.metadata_directive.as_ref().is_some_and(|d| d.as_str() == MetadataDirective::REPLACE);
@@ -414,6 +424,7 @@ impl StrataS3 {
             && !replace
             && input.storage_class.is_none()
             && input.website_redirect_location.is_none()
+            && !asked.any()
         {
             return Err(s3_error!(
                 InvalidRequest,
@@ -421,7 +432,7 @@ impl StrataS3 {
             ));
         }
         let cond = copy_conditions!(input);
-        let (src, body) = self.open_object(src_bucket, src_key, None, &cond).await.map_err(unmet_copy_condition)?;
+        let (src, _, body) = self.open_object(src_bucket, src_key, None, &cond, source_key).await.map_err(unmet_copy_condition)?;
         let now = self.now_ms();
         let expiry_ms = self.expiry(&input.bucket, &input.key, now)?;
         let new_tags = match &input.tagging_directive {
@@ -440,15 +451,25 @@ impl StrataS3 {
         if let Some(tags) = new_tags {
             meta = crate::tags::replaced(&meta, tags);
         }
+        // The copy is encrypted as this request asks (the source's
+        // encryption is not carried over, as on S3 without a bucket default).
+        crate::sse::strip(&mut meta);
+        let sealing = self.seal_for_write(asked).await?;
         let opts = self.put_opts(content_type.clone(), meta.clone(), expiry_ms, now);
-        let stored = self.store(Some(streaming(body.data)), Some(src.size as i64), None, &Expected::default(), opts).await?;
+        let stored = self.store(Some(streaming(body.data)), Some(src.size as i64), None, &Expected::default(), opts, sealing.as_ref().map(|s| &s.0)).await?;
         let tag = hex::encode(stored.md5);
+        let reply = sealing.map(|(seal, entries)| {
+            meta.extend(entries);
+            seal.reply()
+        });
         let object = ObjectMeta { blob: stored.blob, size: stored.size, etag: tag.clone(), content_type, meta, modified_ms: now, expiry_ms, parts: 0 };
         self.name(input.bucket, input.key, object, Guard::None, stored.started_ms).await?;
-        ok(CopyObjectOutput {
+        let mut out = CopyObjectOutput {
             copy_object_result: Some(CopyObjectResult { e_tag: Some(etag(&tag)), last_modified: Some(ts(now)), ..Default::default() }),
             ..Default::default()
-        })
+        };
+        crate::sse::set_reply!(out, reply.unwrap_or_default());
+        ok(out)
     }
 }
 

@@ -5,6 +5,7 @@ use crate::StrataS3;
 use crate::checksum::Expected;
 use crate::convert::router_err;
 use crate::md5x;
+use crate::sse::Seal;
 use base64::Engine;
 use bytes::Bytes;
 use futures_util::StreamExt;
@@ -106,13 +107,40 @@ const RETIRE_GRACE_MS: u64 = 10 * 60 * 1000;
 /// A body written to a blob.
 pub(crate) struct Stored {
     pub blob: BlobId,
+    /// Plaintext bytes.
     pub size: u64,
+    /// The ETag's bytes: the body's MD5, or (for SSE-C and SSE-KMS) a
+    /// tag of it under the object's data key.
     pub md5: [u8; 16],
     /// The additional checksums the request gave, checked.
     pub checksums: s3s::dto::Checksum,
     /// When writing began (the blob must be named within half the orphan
     /// grace period of it).
     pub started_ms: u64,
+}
+
+/// `body` sealed under `dek` as it streams: each frame's sealed bytes
+/// (whole segments, once more follows), then the last segment.
+fn sealing<E: std::fmt::Display + Send + 'static>(
+    body: futures_util::stream::BoxStream<'static, Result<Bytes, E>>,
+    dek: &strata_sse::Key,
+) -> futures_util::stream::BoxStream<'static, Result<Bytes, String>> {
+    let sealer = Arc::new(std::sync::Mutex::new(Some(strata_sse::StreamSealer::new(dek))));
+    let tail = sealer.clone();
+    let frames = body.map(move |frame| {
+        let b = frame.map_err(|e| e.to_string())?;
+        let mut out = Vec::with_capacity(b.len() + 64);
+        let mut g = sealer.lock().map_err(|_| "the sealer's lock is poisoned".to_owned())?;
+        g.as_mut().ok_or("the body went on after its end")?.push(&b, &mut out).map_err(|e| e.to_string())?;
+        Ok(Bytes::from(out))
+    });
+    let last = futures_util::stream::once(async move {
+        let s = tail.lock().map_err(|_| "the sealer's lock is poisoned".to_owned())?.take().ok_or("the body ended twice")?;
+        let mut out = Vec::with_capacity(strata_sse::TAG_BYTES + strata_sse::SEGMENT_BYTES);
+        s.finish(&mut out).map_err(|e| e.to_string())?;
+        Ok(Bytes::from(out))
+    });
+    frames.chain(last).boxed()
 }
 
 /// A failure reading the body: a chunk of a streaming SigV4 payload whose
@@ -127,9 +155,10 @@ fn body_err(msg: &str) -> S3Error {
 }
 
 impl StrataS3 {
-    /// Writes `body` to a new blob. With `content_md5` (base64) or
-    /// additional checksums in `sums`, a body that does not match them is
-    /// deleted again and the put fails with BadDigest.
+    /// Writes `body` to a new blob, as a sealed stream under `seal`'s data
+    /// key if given. With `content_md5` (base64) or additional checksums
+    /// in `sums`, a body that does not match them (checked on the
+    /// plaintext) is deleted again and the put fails with BadDigest.
     pub(crate) async fn store(
         &self,
         body: Option<StreamingBlob>,
@@ -137,9 +166,10 @@ impl StrataS3 {
         content_md5: Option<&str>,
         sums: &Expected,
         mut opts: PutOptions,
+        seal: Option<&Seal>,
     ) -> Result<Stored, S3Error> {
         let started_ms = self.now_ms();
-        opts.size_hint = length.and_then(|l| u64::try_from(l).ok());
+        opts.size_hint = length.and_then(|l| u64::try_from(l).ok()).map(|l| if seal.is_some() { strata_sse::sealed_len(l) } else { l });
         let want = match content_md5 {
             None => None,
             Some(b64) => {
@@ -183,7 +213,11 @@ impl StrataS3 {
                 hasher.update(&frame);
                 buf.extend_from_slice(&frame);
             }
-            let blob = self.router.put_bytes(opts, buf.freeze()).await.map_err(router_err)?;
+            let bytes = match seal {
+                None => buf.freeze(),
+                Some(s) => Bytes::from(strata_sse::StreamSealer::seal_all(&s.dek, &buf).map_err(|e| s3_error!(InternalError, "sealing: {e}"))?),
+            };
+            let blob = self.router.put_bytes(opts, bytes).await.map_err(router_err)?;
             (blob, size, hasher.finalize())
         } else {
             let size = Arc::new(AtomicU64::new(0));
@@ -199,7 +233,10 @@ impl StrataS3 {
                     frame
                 }
             });
-            let put = self.router.put_stream(opts, Box::pin(tee)).await;
+            let put = match seal {
+                None => self.router.put_stream(opts, Box::pin(tee)).await,
+                Some(s) => self.router.put_stream(opts, sealing(tee.boxed(), &s.dek)).await,
+            };
             let md5 = hasher.finish().await?;
             let size = size.load(Ordering::Relaxed);
             let put = match put {
@@ -214,6 +251,7 @@ impl StrataS3 {
             self.free(blob).await;
             return Err(s3_error!(BadDigest, "the Content-MD5 you specified did not match what we received"));
         }
+        let md5 = seal.map_or(md5, |s| s.etag_of(md5));
         let computed = extra.and_then(|e| e.lock().ok().and_then(|mut g| g.take())).map(|h| h.finalize()).unwrap_or_default();
         match sums.check(computed) {
             Ok(checksums) => Ok(Stored { blob, size, md5, checksums, started_ms }),

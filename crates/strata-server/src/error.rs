@@ -261,6 +261,8 @@ impl ApiError {
                     N::InvalidName(_) => (StatusCode::BAD_REQUEST, "InvalidName"),
                     N::ContainerExists(_) => (StatusCode::CONFLICT, "ContainerExists"),
                     N::NoSuchContainer(_) => (StatusCode::NOT_FOUND, "NoSuchContainer"),
+                    N::KmsKeyExists(_) => (StatusCode::CONFLICT, "KmsKeyExists"),
+                    N::NoSuchKmsKey(_) => (StatusCode::NOT_FOUND, "NoSuchKmsKey"),
                 }
             }
             Self::NotAMetadataMember => (StatusCode::BAD_REQUEST, "NotAMetadataMember"),

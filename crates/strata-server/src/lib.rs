@@ -13,7 +13,7 @@
 //! Layer rule (checked by the test command): may use strata-types,
 //! strata-engine, strata-router, strata-cluster, strata-rpc, strata-kv,
 //! strata-rwstore, strata-tract, strata-txn, strata-names, strata-client, strata-auth, strata-net, strata-node,
-//! strata-format; never the S3 crate or the CLI.
+//! strata-format, strata-sse; never the S3 crate or the CLI.
 
 pub mod audit;
 pub mod auth;
@@ -22,6 +22,7 @@ mod conn;
 mod error;
 mod handlers;
 mod identity_api;
+mod kms_api;
 mod kv_api;
 pub mod limits;
 mod metrics;
@@ -68,6 +69,8 @@ pub struct AppState {
     pub sweep: Arc<Sweeper>,
     /// The node's background workers (`/admin/workers`, `strata_worker_*`).
     pub workers: Arc<Workers>,
+    /// The key store's root key (see [`Identities::kms_root`]).
+    pub kms_root: Option<strata_sse::Key>,
 }
 
 /// What identifies requests: the name index's keys, how the port
@@ -79,6 +82,9 @@ pub struct Identities {
     pub config: AuthConfig,
     /// The audit log's file (`<data>/audit.log`); `None` keeps none.
     pub audit_path: Option<std::path::PathBuf>,
+    /// The root key that seals the key store's keys (`/admin/kms`);
+    /// `None` refuses to create any.
+    pub kms_root: Option<strata_sse::Key>,
 }
 
 impl AppState {
@@ -98,7 +104,8 @@ impl AppState {
             sweep: sweep.clone(),
             workers: workers.clone(),
         });
-        Arc::new(Self { router, disks, metrics, cluster: None, router_detector: None, kv, names, auth, scrub, sweep, workers })
+        let kms_root = ids.kms_root;
+        Arc::new(Self { router, disks, metrics, cluster: None, router_detector: None, kv, names, auth, scrub, sweep, workers, kms_root })
     }
 
     /// State for a cluster node, its router and the router's failure detector.
@@ -110,6 +117,7 @@ impl AppState {
         ids: Identities,
     ) -> Arc<Self> {
         let names = ids.names.clone();
+        let kms_root = ids.kms_root;
         let audit = ids.audit_path.map(audit::AuditLog::new);
         let auth = Arc::new(auth::Auth::new(names.clone(), ids.config, node.clock().clone(), audit, Some(node.id())));
         let scrub = Scrubber::new(node.disks.clone(), Some(node.clone()), node.clock().clone());
@@ -137,6 +145,7 @@ impl AppState {
             scrub,
             sweep,
             workers,
+            kms_root,
         })
     }
 }
@@ -150,6 +159,7 @@ pub fn app(state: Arc<AppState>) -> axum::Router {
         .merge(tract_api::routes())
         .merge(txn_api::routes())
         .merge(identity_api::routes())
+        .merge(kms_api::routes())
         .layer(axum::middleware::from_fn_with_state(state.clone(), auth::middleware))
         .with_state(state)
 }

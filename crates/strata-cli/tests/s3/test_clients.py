@@ -6,6 +6,7 @@ Run by crates/strata-cli/tests/s3.rs against a real `strata server`, with:
   STRATA_BIN       the strata binary (for `strata key` / `strata bucket`)
   AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY   an admin key
   STRATA_S3_DOMAIN a base domain the server takes virtual-host requests for
+  STRATA_DATA      the server's data directory (to look for plaintext on disk)
 """
 
 import base64
@@ -104,6 +105,19 @@ def aws(*args, check=True, ak=AK, sk=SK):
 
 def md5(b):
     return hashlib.md5(b).hexdigest()
+
+
+def data_holds(needle):
+    """Whether any file of the server's data directory holds `needle`."""
+    for root, _, files in os.walk(os.environ["STRATA_DATA"]):
+        for name in files:
+            try:
+                with open(os.path.join(root, name), "rb") as f:
+                    if needle in f.read():
+                        return True
+            except OSError:
+                pass
+    return False
 
 
 class Buckets(unittest.TestCase):
@@ -306,40 +320,113 @@ class Objects(unittest.TestCase):
         self.assertEqual(error_of(s3.head_object, Bucket=b, Key="cond-del")[1], 404)
         self.assertEqual(error_of(s3.delete_object, Bucket=b, Key="cond-del", IfMatch=tag), ("NoSuchKey", 404))
 
-    def test_server_side_encryption_is_refused_not_ignored(self):
-        # Strata does not encrypt objects yet: a request that asks for it
-        # must fail and store nothing, never store the object in the clear.
+    def test_sse_c_objects_are_encrypted_at_rest_and_need_their_key(self):
+        s3, b = self.s3, "objects"
+        key, other = os.urandom(32), os.urandom(32)
+        marker = b"SSE-C-PLAINTEXT-" + os.urandom(8).hex().encode()
+        body = marker * 40000  # 960 KB: several sealed segments
+        ck = dict(SSECustomerAlgorithm="AES256", SSECustomerKey=key)
+        r = s3.put_object(Bucket=b, Key="sse/c", Body=body, **ck)
+        self.assertEqual(r["SSECustomerAlgorithm"], "AES256")
+        self.assertEqual(r["SSECustomerKeyMD5"], base64.b64encode(hashlib.md5(key).digest()).decode())
+        self.assertNotEqual(r["ETag"].strip('"'), md5(body), "an SSE-C ETag must not be the plaintext's MD5")
+        self.assertFalse(data_holds(marker), "the plaintext of an SSE-C object is on disk")
+        self.assertEqual(s3.get_object(Bucket=b, Key="sse/c", **ck)["Body"].read(), body)
+        got = s3.get_object(Bucket=b, Key="sse/c", Range="bytes=65530-200000", **ck)
+        self.assertEqual(got["Body"].read(), body[65530:200001])
+        self.assertEqual(got["SSECustomerKeyMD5"], r["SSECustomerKeyMD5"])
+        # Without its key, or with another, nothing is read.
+        self.assertEqual(error_of(s3.get_object, Bucket=b, Key="sse/c"), ("InvalidRequest", 400))
+        self.assertEqual(error_of(s3.head_object, Bucket=b, Key="sse/c")[1], 400)
+        self.assertEqual(error_of(s3.get_object, Bucket=b, Key="sse/c", SSECustomerAlgorithm="AES256", SSECustomerKey=other), ("AccessDenied", 403))
+        self.assertEqual(s3.head_object(Bucket=b, Key="sse/c", **ck)["ContentLength"], len(body))
+        # Bad keys: S3's errors, and nothing stored.
+        bad = [
+            (dict(SSECustomerAlgorithm="AES256", SSECustomerKey=os.urandom(16)), ("InvalidArgument", 400)),
+            # (Given an MD5, boto3 sends the key as given: base64 already.)
+            (dict(SSECustomerAlgorithm="AES256", SSECustomerKey=base64.b64encode(key).decode(), SSECustomerKeyMD5=base64.b64encode(hashlib.md5(other).digest()).decode()), ("InvalidArgument", 400)),
+            (dict(SSECustomerAlgorithm="AES128", SSECustomerKey=key), ("InvalidEncryptionAlgorithmError", 400)),
+        ]
+        for ask, want in bad:
+            self.assertEqual(error_of(s3.put_object, Bucket=b, Key="sse/bad", Body=b"x", **ask), want, ask)
+        self.assertEqual(error_of(s3.head_object, Bucket=b, Key="sse/bad")[1], 404)
+        # A plain object refuses a customer key.
+        s3.put_object(Bucket=b, Key="sse/plain", Body=b"plain")
+        self.assertEqual(error_of(s3.get_object, Bucket=b, Key="sse/plain", **ck), ("InvalidRequest", 400))
+        # Copy: the source's key opens it, the copy is encrypted as asked.
+        self.assertEqual(error_of(s3.copy_object, Bucket=b, Key="sse/copy", CopySource={"Bucket": b, "Key": "sse/c"})[1], 400)
+        s3.copy_object(Bucket=b, Key="sse/copy", CopySource={"Bucket": b, "Key": "sse/c"}, CopySourceSSECustomerAlgorithm="AES256", CopySourceSSECustomerKey=key, SSECustomerAlgorithm="AES256", SSECustomerKey=other)
+        self.assertEqual(s3.get_object(Bucket=b, Key="sse/copy", SSECustomerAlgorithm="AES256", SSECustomerKey=other)["Body"].read(), body)
+        self.assertEqual(error_of(s3.get_object, Bucket=b, Key="sse/copy", **ck), ("AccessDenied", 403))
+
+    def test_sse_c_multipart_uploads(self):
         s3, b = self.s3, "objects"
         key = os.urandom(32)
-        asks = [
-            dict(ServerSideEncryption="AES256"),
-            dict(ServerSideEncryption="aws:kms", SSEKMSKeyId="a-key"),
-            dict(SSECustomerAlgorithm="AES256", SSECustomerKey=key),
-        ]
-        for ask in asks:
-            self.assertEqual(error_of(s3.put_object, Bucket=b, Key="sse/secret", Body=b"plaintext", **ask), ("NotImplemented", 501), ask)
-            self.assertEqual(error_of(s3.create_multipart_upload, Bucket=b, Key="sse/secret", **ask), ("NotImplemented", 501), ask)
-        s3.put_object(Bucket=b, Key="sse/plain", Body=b"plain")
-        self.assertEqual(
-            error_of(s3.copy_object, Bucket=b, Key="sse/secret", CopySource={"Bucket": b, "Key": "sse/plain"}, ServerSideEncryption="AES256"),
-            ("NotImplemented", 501),
-        )
-        up = s3.create_multipart_upload(Bucket=b, Key="sse/secret")["UploadId"]
-        part = dict(Bucket=b, Key="sse/secret", UploadId=up, PartNumber=1, Body=b"p" * 100)
-        self.assertEqual(error_of(s3.upload_part, SSECustomerAlgorithm="AES256", SSECustomerKey=key, **part), ("NotImplemented", 501))
-        self.assertEqual(s3.list_parts(Bucket=b, Key="sse/secret", UploadId=up).get("Parts", []), [])
-        s3.abort_multipart_upload(Bucket=b, Key="sse/secret", UploadId=up)
-        # A read that supplies a customer key: the object is not encrypted with it.
-        self.assertEqual(error_of(s3.get_object, Bucket=b, Key="sse/plain", SSECustomerAlgorithm="AES256", SSECustomerKey=key), ("InvalidRequest", 400))
-        self.assertEqual(error_of(s3.get_object, Bucket=b, Key="sse/missing", SSECustomerAlgorithm="AES256", SSECustomerKey=key), ("NoSuchKey", 404))
-        # The aws CLI's --sse fails too, and nothing was stored by any of it.
+        ck = dict(SSECustomerAlgorithm="AES256", SSECustomerKey=key)
+        up = s3.create_multipart_upload(Bucket=b, Key="sse/mp", **ck)["UploadId"]
+        p1, p2 = os.urandom(5 * 1024 * 1024 + 3), os.urandom(70000)
+        part = dict(Bucket=b, Key="sse/mp", UploadId=up)
+        self.assertEqual(error_of(s3.upload_part, PartNumber=1, Body=p1, **part)[1], 400)
+        e1 = s3.upload_part(PartNumber=1, Body=p1, **part, **ck)["ETag"]
+        # A part copied from a plain object is sealed under the upload's key.
+        s3.put_object(Bucket=b, Key="sse/src", Body=p2)
+        e2 = s3.upload_part_copy(PartNumber=2, CopySource={"Bucket": b, "Key": "sse/src"}, **part, **ck)["CopyPartResult"]["ETag"]
+        s3.complete_multipart_upload(MultipartUpload={"Parts": [{"ETag": e1, "PartNumber": 1}, {"ETag": e2, "PartNumber": 2}]}, **part)
+        whole = p1 + p2
+        self.assertEqual(s3.get_object(Bucket=b, Key="sse/mp", **ck)["Body"].read(), whole)
+        edge = len(p1)
+        self.assertEqual(s3.get_object(Bucket=b, Key="sse/mp", Range=f"bytes={edge - 100}-{edge + 99}", **ck)["Body"].read(), whole[edge - 100 : edge + 100])
+        self.assertEqual(s3.get_object(Bucket=b, Key="sse/mp", PartNumber=2, **ck)["Body"].read(), p2)
+        self.assertEqual(error_of(s3.get_object, Bucket=b, Key="sse/mp")[1], 400)
+        self.assertFalse(data_holds(p1[1000:1064]), "an SSE-C part is on disk in the clear")
+        # The aws CLI's SSE-C options round-trip too.
+        with tempfile.TemporaryDirectory() as d:
+            src, out, keyfile = os.path.join(d, "src"), os.path.join(d, "out"), os.path.join(d, "key")
+            with open(src, "wb") as f:
+                f.write(whole[:300000])
+            with open(keyfile, "wb") as f:
+                f.write(key)
+            aws("s3", "cp", src, f"s3://{b}/sse/cli-c", "--sse-c", "AES256", "--sse-c-key", f"fileb://{keyfile}")
+            self.assertNotEqual(aws("s3", "cp", f"s3://{b}/sse/cli-c", out, check=False).returncode, 0)
+            aws("s3", "cp", f"s3://{b}/sse/cli-c", out, "--sse-c", "AES256", "--sse-c-key", f"fileb://{keyfile}")
+            with open(out, "rb") as f:
+                self.assertEqual(f.read(), whole[:300000])
+
+    def test_sse_s3_and_sse_kms(self):
+        s3, b = self.s3, "objects"
+        marker = b"SSE-S3-PLAINTEXT-" + os.urandom(8).hex().encode()
+        body = marker * 5000
+        r = s3.put_object(Bucket=b, Key="sse/s3", Body=body, ServerSideEncryption="AES256")
+        self.assertEqual(r["ServerSideEncryption"], "AES256")
+        self.assertEqual(r["ETag"].strip('"'), md5(body), "an SSE-S3 object's ETag is its MD5, as on S3")
+        got = s3.get_object(Bucket=b, Key="sse/s3")
+        self.assertEqual((got["Body"].read(), got["ServerSideEncryption"]), (body, "AES256"))
+        self.assertEqual(s3.head_object(Bucket=b, Key="sse/s3")["ServerSideEncryption"], "AES256")
+        self.assertFalse(data_holds(marker), "the plaintext of an SSE-S3 object is on disk")
+        # SSE-KMS with a key of the key store, made and listed by `strata kms`.
+        kid = "app-" + os.urandom(3).hex()
+        self.assertEqual(error_of(s3.put_object, Bucket=b, Key="sse/kms", Body=b"x", ServerSideEncryption="aws:kms", SSEKMSKeyId=kid), ("KMS.NotFoundException", 400))
+        self.assertEqual(error_of(s3.head_object, Bucket=b, Key="sse/kms")[1], 404)
+        strata("kms", "create", kid, "--description", "test key")
+        self.assertIn(kid, strata("kms", "list"))
+        self.assertIn("strata-sse-s3", strata("kms", "list"), "SSE-S3's key is made on first use")
+        r = s3.put_object(Bucket=b, Key="sse/kms", Body=body, ServerSideEncryption="aws:kms", SSEKMSKeyId=kid)
+        self.assertEqual((r["ServerSideEncryption"], r["SSEKMSKeyId"]), ("aws:kms", kid))
+        self.assertNotEqual(r["ETag"].strip('"'), md5(body))
+        self.assertEqual(s3.get_object(Bucket=b, Key="sse/kms")["Body"].read(), body)
+        # A disabled key opens nothing until it is enabled again.
+        strata("kms", "disable", kid)
+        self.assertEqual(error_of(s3.get_object, Bucket=b, Key="sse/kms"), ("KMS.DisabledException", 400))
+        strata("kms", "enable", kid)
+        self.assertEqual(s3.get_object(Bucket=b, Key="sse/kms")["Body"].read(), body)
+        self.assertEqual(error_of(s3.put_object, Bucket=b, Key="sse/bad", Body=b"x", ServerSideEncryption="AES512"), ("InvalidArgument", 400))
+        # The aws CLI's --sse.
         with tempfile.NamedTemporaryFile() as f:
-            f.write(b"plaintext")
+            f.write(body)
             f.flush()
-            r = aws("s3", "cp", f.name, f"s3://{b}/sse/cli", "--sse", "AES256", check=False)
-            self.assertNotEqual(r.returncode, 0, r.stdout)
-        keys = [o["Key"] for o in s3.list_objects_v2(Bucket=b, Prefix="sse/").get("Contents", [])]
-        self.assertEqual(keys, ["sse/plain"])
+            aws("s3", "cp", f.name, f"s3://{b}/sse/cli", "--sse", "AES256")
+        self.assertEqual(s3.head_object(Bucket=b, Key="sse/cli")["ServerSideEncryption"], "AES256")
+        self.assertEqual(s3.get_object(Bucket=b, Key="sse/cli")["Body"].read(), body)
 
     def test_unsigned_and_streaming_payloads(self):
         r = signed("PUT", "/objects/unsigned", body=b"not hashed", payload_hash="UNSIGNED-PAYLOAD")

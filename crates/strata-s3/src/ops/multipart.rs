@@ -6,11 +6,17 @@ use super::*;
 impl StrataS3 {
     pub(super) async fn do_create_multipart_upload(&self, req: S3Request<CreateMultipartUploadInput>) -> S3Result<S3Response<CreateMultipartUploadOutput>> {
         let i = req.input;
-        crate::sse::refuse_write(&crate::sse::encryption_asked!(i))?;
+        let asked = crate::sse::encryption_asked!(i);
         check_key(&i.key)?;
         let mut meta = meta_in(i.metadata.clone());
         crate::headers::standard_headers_in!(i).store_in(&mut meta);
         meta.extend(crate::tags::from_header(i.tagging.as_deref())?);
+        // The upload's data key, sealed, goes with it: every part is
+        // sealed under it, and the object takes the upload's metadata.
+        let reply = self.seal_for_write(asked).await?.map(|(seal, entries)| {
+            meta.extend(entries);
+            seal.reply()
+        });
         let upload_id = {
             use rand::RngCore;
             let mut raw = [0u8; 16];
@@ -26,22 +32,27 @@ impl StrataS3 {
             parts: BTreeMap::new(),
         };
         self.names.apply(NameOp::CreateUpload { bucket: i.bucket.clone(), upload_id: upload_id.clone(), upload }).await.map_err(name_err)?;
-        ok(CreateMultipartUploadOutput { bucket: Some(i.bucket), key: Some(i.key), upload_id: Some(upload_id), ..Default::default() })
+        let mut out = CreateMultipartUploadOutput { bucket: Some(i.bucket), key: Some(i.key), upload_id: Some(upload_id), ..Default::default() };
+        crate::sse::set_reply!(out, reply.unwrap_or_default());
+        ok(out)
     }
 
     pub(super) async fn do_upload_part(&self, req: S3Request<UploadPartInput>) -> S3Result<S3Response<UploadPartOutput>> {
         let i = req.input;
-        crate::sse::refuse_write(&crate::sse::Asked { customer: i.sse_customer_algorithm.is_some() || i.sse_customer_key.is_some(), ..Default::default() })?;
+        let customer = crate::sse::customer_of!(i);
         let sums = Expected::new(given_checksums!(i), &req.headers, req.trailing_headers)?;
         let number = part_number(i.part_number)?;
-        self.check_upload(&i.bucket, &i.upload_id, &i.key)?;
+        let upload_meta = self.check_upload(&i.bucket, &i.upload_id, &i.key)?;
+        let seal = self.open_seal(&upload_meta, customer).await?;
         let now = self.now_ms();
         let expiry_ms = self.expiry(&i.bucket, &i.key, now)?;
         let opts = self.put_opts(String::new(), vec![], expiry_ms, now);
-        let stored = self.store(i.body, i.content_length, i.content_md5.as_deref(), &sums, opts).await?;
+        let stored = self.store(i.body, i.content_length, i.content_md5.as_deref(), &sums, opts, seal.as_ref()).await?;
         let c = stored.checksums.clone();
         let tag = self.add_part(i.bucket, i.upload_id, number, stored, now).await?;
-        ok(with_checksums!(UploadPartOutput { e_tag: Some(etag(&tag)) }, c))
+        let mut out = with_checksums!(UploadPartOutput { e_tag: Some(etag(&tag)) }, c);
+        crate::sse::set_reply!(out, seal.map(|s| s.reply()).unwrap_or_default());
+        ok(out)
     }
 
     pub(super) fn do_list_parts(&self, req: S3Request<ListPartsInput>) -> S3Result<S3Response<ListPartsOutput>> {
@@ -120,12 +131,13 @@ impl StrataS3 {
         })
     }
 
-    /// Checks that `upload_id` is an upload of `key` in `bucket`.
-    pub(super) fn check_upload(&self, bucket: &str, upload_id: &str, key: &str) -> Result<(), S3Error> {
+    /// Checks that `upload_id` is an upload of `key` in `bucket`; returns
+    /// its metadata (which holds its encryption).
+    pub(super) fn check_upload(&self, bucket: &str, upload_id: &str, key: &str) -> Result<Vec<(String, String)>, S3Error> {
         strata_names::read(&*self.names, |s| {
             let b = s.bucket(bucket).map_err(name_err)?;
             match b.uploads.get(upload_id) {
-                Some(u) if u.key == key => Ok(()),
+                Some(u) if u.key == key => Ok(u.meta.clone()),
                 _ => Err(s3_error!(NoSuchUpload, "no multipart upload {upload_id:?} for key {key:?}")),
             }
         })
@@ -149,17 +161,19 @@ impl StrataS3 {
 
     pub(super) async fn do_upload_part_copy(&self, req: S3Request<UploadPartCopyInput>) -> S3Result<S3Response<UploadPartCopyOutput>> {
         let i = req.input;
-        crate::sse::refuse_write(&crate::sse::Asked {
-            customer: i.sse_customer_algorithm.is_some() || i.sse_customer_key.is_some(),
-            copy_source_customer: i.copy_source_sse_customer_algorithm.is_some() || i.copy_source_sse_customer_key.is_some(),
-            ..Default::default()
-        })?;
+        let customer = crate::sse::customer_of!(i);
+        let source_key = crate::sse::customer_key(
+            i.copy_source_sse_customer_algorithm.as_deref(),
+            i.copy_source_sse_customer_key.as_deref(),
+            i.copy_source_sse_customer_key_md5.as_deref(),
+        )?;
         let number = part_number(i.part_number)?;
         let (src_bucket, src_key) = self.copy_source(req.credentials.as_ref(), &i.copy_source)?;
-        self.check_upload(&i.bucket, &i.upload_id, &i.key)?;
+        let upload_meta = self.check_upload(&i.bucket, &i.upload_id, &i.key)?;
+        let seal = self.open_seal(&upload_meta, customer).await?;
         let range = i.copy_source_range.as_deref().map(copy_range).transpose()?;
         let cond = copy_conditions!(i);
-        let (src, body) = self.open_object(src_bucket, src_key, range, &cond).await.map_err(unmet_copy_condition)?;
+        let (src, _, body) = self.open_object(src_bucket, src_key, range, &cond, source_key).await.map_err(unmet_copy_condition)?;
         if let Some(ByteRange::FromTo(_, last)) = range
             && last >= src.size
         {
@@ -169,12 +183,14 @@ impl StrataS3 {
         let now = self.now_ms();
         let expiry_ms = self.expiry(&i.bucket, &i.key, now)?;
         let opts = self.put_opts(String::new(), vec![], expiry_ms, now);
-        let stored = self.store(Some(streaming(body.data)), Some((end - start) as i64), None, &Expected::default(), opts).await?;
+        let stored = self.store(Some(streaming(body.data)), Some((end - start) as i64), None, &Expected::default(), opts, seal.as_ref()).await?;
         let tag = self.add_part(i.bucket, i.upload_id, number, stored, now).await?;
-        ok(UploadPartCopyOutput {
+        let mut out = UploadPartCopyOutput {
             copy_part_result: Some(CopyPartResult { e_tag: Some(etag(&tag)), last_modified: Some(ts(now)), ..Default::default() }),
             ..Default::default()
-        })
+        };
+        crate::sse::set_reply!(out, seal.map(|s| s.reply()).unwrap_or_default());
+        ok(out)
     }
 
     pub(super) async fn do_complete(&self, input: CompleteMultipartUploadInput) -> S3Result<S3Response<CompleteMultipartUploadOutput>> {
@@ -323,7 +339,7 @@ fn encode_part_sizes(sizes: &[u64]) -> String {
 /// The sizes of a multipart object's parts, in order, as recorded at its
 /// completion (None for an object of one PUT; an error for a multipart
 /// object completed before they were recorded).
-pub(super) fn part_sizes(o: &ObjectMeta) -> Result<Option<Vec<u64>>, S3Error> {
+pub(crate) fn part_sizes(o: &ObjectMeta) -> Result<Option<Vec<u64>>, S3Error> {
     if o.parts == 0 {
         return Ok(None);
     }

@@ -2,6 +2,10 @@
 //! read that survives an overwrite racing with it.
 
 use super::*;
+use crate::sse::{CustomerKey, Seal};
+
+/// An opened object: its name record, its encryption, its (plaintext) body.
+pub(super) type Opened = (ObjectMeta, Option<Seal>, strata_router::BlobBody);
 
 fn to_range(r: Option<Range>) -> Option<ByteRange> {
     r.map(|r| match r {
@@ -22,7 +26,8 @@ impl StrataS3 {
         number: i32,
         with_range: bool,
         cond: &Conditions,
-    ) -> Result<(Option<ByteRange>, (ObjectMeta, strata_router::BlobBody)), S3Error> {
+        customer: Option<CustomerKey>,
+    ) -> Result<(Option<ByteRange>, Opened), S3Error> {
         if with_range {
             return Err(s3_error!(InvalidRequest, "a Range header and a partNumber cannot both be given"));
         }
@@ -30,7 +35,7 @@ impl StrataS3 {
             let o = self.object(bucket, key)?;
             let (first, len) = multipart::part_bounds(&o, number)?;
             let range = (o.parts > 0 && len > 0).then_some(ByteRange::FromTo(first, first + len - 1));
-            let opened = self.open_object(bucket, key, range, cond).await?;
+            let opened = self.open_object(bucket, key, range, cond, customer.clone()).await?;
             if opened.0.blob == o.blob {
                 return Ok((range, opened));
             }
@@ -38,23 +43,30 @@ impl StrataS3 {
         Err(s3_error!(SlowDown, "{key:?} is being overwritten; try again"))
     }
 
-    /// Opens the object's blob. An overwrite or delete racing with this
-    /// read frees the blob the name pointed at: then the name is read again,
-    /// so the reader gets the new object (or NoSuchKey), never an error for
-    /// a key that always had a value.
+    /// Opens the object's blob (its plaintext, for an encrypted object:
+    /// then the request's customer key must open it). An overwrite or
+    /// delete racing with this read frees the blob the name pointed at:
+    /// then the name is read again, so the reader gets the new object (or
+    /// NoSuchKey), never an error for a key that always had a value.
     pub(super) async fn open_object(
         &self,
         bucket: &str,
         key: &str,
         range: Option<ByteRange>,
         cond: &Conditions,
-    ) -> Result<(ObjectMeta, strata_router::BlobBody), S3Error> {
+        customer: Option<CustomerKey>,
+    ) -> Result<Opened, S3Error> {
         let mut tries = 0;
         loop {
             let o = self.object(bucket, key)?;
             cond.check(&o)?;
-            match self.router.get(o.blob, range).await {
-                Ok(body) => return Ok((o, body)),
+            let seal = self.open_seal(&o.meta, customer.clone()).await?;
+            let got = match &seal {
+                None => self.router.get(o.blob, range).await,
+                Some(s) => self.open_sealed(&o, s, range).await?,
+            };
+            match got {
+                Ok(body) => return Ok((o, seal, body)),
                 Err(strata_router::RouterError::Deleted | strata_router::RouterError::NotFound) if tries < 3 => {
                     tries += 1;
                     if self.object(bucket, key).is_ok_and(|now| now.blob == o.blob) {
@@ -74,16 +86,13 @@ impl StrataS3 {
             if_modified_since: input.if_modified_since,
             if_unmodified_since: input.if_unmodified_since,
         };
-        if input.sse_customer_algorithm.is_some() || input.sse_customer_key.is_some() {
-            self.object(&input.bucket, &input.key)?;
-            crate::sse::refuse_read(true)?;
-        }
-        let (range, (o, body)) = match input.part_number {
+        let customer = crate::sse::customer_of!(input);
+        let (range, (o, seal, body)) = match input.part_number {
             None => {
                 let range = to_range(input.range);
-                (range, self.open_object(&input.bucket, &input.key, range, &cond).await?)
+                (range, self.open_object(&input.bucket, &input.key, range, &cond, customer).await?)
             }
-            Some(n) => self.open_part(&input.bucket, &input.key, n, input.range.is_some(), &cond).await?,
+            Some(n) => self.open_part(&input.bucket, &input.key, n, input.range.is_some(), &cond, customer).await?,
         };
         let (start, end) = body.range;
         // Whole-object checksums describe only a whole object.
@@ -105,13 +114,14 @@ impl StrataS3 {
         out.content_language = input.response_content_language.or(out.content_language);
         out.content_type = input.response_content_type.or(out.content_type);
         out.expires = input.response_expires.or(out.expires);
+        crate::sse::set_reply!(out, seal.map(|s| s.reply()).unwrap_or_default());
         ok(out)
     }
 
     pub(super) async fn do_head(&self, input: HeadObjectInput) -> S3Result<S3Response<HeadObjectOutput>> {
         only_null_version(input.version_id.as_deref())?;
         let o = self.object(&input.bucket, &input.key)?;
-        crate::sse::refuse_read(input.sse_customer_algorithm.is_some() || input.sse_customer_key.is_some())?;
+        let seal = self.open_seal(&o.meta, crate::sse::customer_of!(input)).await?;
         let cond = Conditions {
             if_match: input.if_match,
             if_none_match: input.if_none_match,
@@ -132,6 +142,8 @@ impl StrataS3 {
             }
         };
         let sums = if range_text.is_none() { stored_checksums(input.checksum_mode.as_ref(), &o) } else { Default::default() };
-        ok(object_output!(HeadObjectOutput { content_length: Some(len as i64), content_range: range_text }, &o, sums))
+        let mut out = object_output!(HeadObjectOutput { content_length: Some(len as i64), content_range: range_text }, &o, sums);
+        crate::sse::set_reply!(out, seal.map(|s| s.reply()).unwrap_or_default());
+        ok(out)
     }
 }
