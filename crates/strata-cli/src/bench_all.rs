@@ -161,6 +161,23 @@ fn s3(a: &BenchAllArgs, limits: &mut Vec<String>) -> Vec<Verdict> {
             Some(ratio >= floor),
         ));
     }
+    // SSE-S3's cost, reported over Strata's own unencrypted rows (MinIO
+    // without a KMS has no SSE-S3 to compare with).
+    for r in rows.iter().filter(|r| r["system"] == "sse-s3") {
+        let Some(plain) = rows.iter().find(|m| m["system"] == "strata" && m["op"] == r["op"] && m["size"] == r["size"] && m["conc"] == r["conc"]) else {
+            continue;
+        };
+        out.push(report(
+            "s3",
+            format!("SSE-S3 {} {} x{} over unencrypted", r["op"].as_str().unwrap_or("?"), crate::size::format_size(r["size"].as_u64().unwrap_or(0)), r["conc"]),
+            format!(
+                "{:.0} against {:.0} objects/s: {:.2}x",
+                f(r, "objects_per_s"),
+                f(plain, "objects_per_s"),
+                f(r, "objects_per_s") / f(plain, "objects_per_s").max(1e-9)
+            ),
+        ));
+    }
     let put4 = rows.iter().find(|r| r["system"] == "strata" && r["op"] == "PUT" && r["size"].as_u64() == Some(4 << 10) && r["conc"].as_u64() == Some(16));
     out.push(verdict(
         "s3",

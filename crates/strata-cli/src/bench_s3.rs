@@ -45,6 +45,9 @@ pub struct BenchS3Args {
     /// Benchmark Strata alone (no ratios).
     #[arg(long)]
     pub no_minio: bool,
+    /// Leave out the SSE-S3 rows (Strata's PUTs with `x-amz-server-side-encryption: AES256`, and GETs of those objects).
+    #[arg(long)]
+    pub no_sse: bool,
     /// Print JSON instead of a table.
     #[arg(long)]
     pub json: bool,
@@ -68,6 +71,8 @@ struct S3Client {
     host: String,
     signer: Arc<strata_auth::Signer>,
     creds: strata_auth::Credentials,
+    /// Ask for SSE-S3 on PUTs.
+    sse: bool,
 }
 
 impl S3Client {
@@ -78,13 +83,20 @@ impl S3Client {
         let host = endpoint.trim_start_matches("http://").trim_end_matches('/').to_owned();
         let creds = strata_auth::Credentials { access_key_id: access_key.into(), secret_access_key: secret_key.into() };
         let signer = Arc::new(strata_auth::Signer::new(creds.clone(), "us-east-1", "s3"));
-        Self { http, endpoint: endpoint.trim_end_matches('/').to_owned(), host, signer, creds }
+        Self { http, endpoint: endpoint.trim_end_matches('/').to_owned(), host, signer, creds, sse: false }
     }
 
     /// The SigV4 `Authorization` header and date for a request.
+    /// The same client asking for SSE-S3 on every PUT.
+    fn with_sse(&self) -> Self {
+        Self { sse: true, ..self.clone() }
+    }
+
     fn sign(&self, method: &str, path: &str) -> (String, String) {
-        let headers: [(&str, &[u8]); 1] = [("host", self.host.as_bytes())];
-        let view = strata_auth::RequestView { method, path, query: "", headers: &headers };
+        let sse = self.sse && method == "PUT";
+        let all: [(&str, &[u8]); 2] = [("host", self.host.as_bytes()), ("x-amz-server-side-encryption", b"AES256")];
+        let headers = if sse { &all[..] } else { &all[..1] };
+        let view = strata_auth::RequestView { method, path, query: "", headers };
         let sig = self.signer.sign(&view, strata_auth::sigv4::UNSIGNED_PAYLOAD, strata_types::SystemClock.now_ms() / 1000);
         (sig.authorization, sig.amz_date)
     }
@@ -92,7 +104,12 @@ impl S3Client {
     /// Sends a request; returns the status and the number of body bytes read.
     async fn call(&self, method: http::Method, path: &str, body: Bytes) -> Result<(u16, u64)> {
         let (auth, date) = self.sign(method.as_str(), path);
-        let req = http::Request::builder()
+        let sse = self.sse && method == http::Method::PUT;
+        let mut req = http::Request::builder();
+        if sse {
+            req = req.header("x-amz-server-side-encryption", "AES256");
+        }
+        let req = req
             .method(method)
             .uri(format!("{}{path}", self.endpoint))
             .header("host", &self.host)
@@ -125,15 +142,18 @@ impl S3Client {
 struct Target {
     name: &'static str,
     client: S3Client,
-    child: Child,
+    /// The server (None: another target's server, asked differently).
+    child: Option<Child>,
     /// Strata's own API, for compaction between cells.
     admin: Option<String>,
 }
 
 impl Drop for Target {
     fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+        if let Some(c) = self.child.as_mut() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
     }
 }
 
@@ -176,7 +196,7 @@ fn start_strata(dir: &Path, extra: &[String]) -> Result<Target> {
         }
     }
     let (endpoint, (ak, sk)) = (endpoint.context("no endpoint")?, keys.context("no key")?);
-    Ok(Target { name: "strata", client: S3Client::new(&endpoint, &ak, &sk), child, admin })
+    Ok(Target { name: "strata", client: S3Client::new(&endpoint, &ak, &sk), child: Some(child), admin })
 }
 
 fn find_minio(given: Option<&Path>) -> Result<PathBuf> {
@@ -212,7 +232,7 @@ async fn start_minio(bin: &Path, dir: &Path) -> Result<Target> {
         .spawn()
         .with_context(|| format!("starting {}", bin.display()))?;
     let endpoint = format!("http://127.0.0.1:{port}");
-    let target = Target { name: "minio", client: S3Client::new(&endpoint, ak, sk), child, admin: None };
+    let target = Target { name: "minio", client: S3Client::new(&endpoint, ak, sk), child: Some(child), admin: None };
     let deadline = Instant::now() + Duration::from_secs(60);
     loop {
         if let Ok((200, _)) = target.client.call(http::Method::GET, "/minio/health/ready", Bytes::new()).await {
@@ -240,11 +260,11 @@ struct Row {
 
 async fn put_phase(t: &Target, size: u64, conc: usize, secs: f64, data: Bytes, round: usize) -> Result<(Row, Vec<String>)> {
     let keys = Arc::new(Mutex::new(Vec::new()));
-    let (client, k) = (t.client.clone(), keys.clone());
+    let (client, k, name) = (t.client.clone(), keys.clone(), t.name);
     let (n, elapsed, lat) = phase(conc, secs, move |w, i| {
         let (client, k, data) = (client.clone(), k.clone(), data.clone());
         async move {
-            let path = format!("/bench/s{size}-c{conc}/r{round}/w{w}/{i}");
+            let path = format!("/bench/{name}/s{size}-c{conc}/r{round}/w{w}/{i}");
             let (status, _) = client.call(http::Method::PUT, &path, data).await?;
             anyhow::ensure!(status == 200, "PUT {path} answered {status}");
             k.lock().unwrap_or_else(|p| p.into_inner()).push(path);
@@ -378,11 +398,16 @@ async fn run_in(a: &BenchS3Args) -> Result<()> {
     let md5_one = strata_s3::md5_throughput(1, 256, false).await;
     let md5_crate = tokio::task::spawn_blocking(|| strata_s3::md5_crate_throughput(256)).await?;
     let md5_16 = strata_s3::md5_throughput(16, 32, true).await;
-    let mut targets = vec![start_strata(&a.dir.join("strata"), &a.server_args)?];
+    let strata = start_strata(&a.dir.join("strata"), &a.server_args)?;
+    // SSE-S3 on the same server: its cost is measured against Strata's own
+    // unencrypted rows (MinIO without a KMS has no SSE-S3).
+    let sse = (!a.no_sse).then(|| Target { name: "sse-s3", client: strata.client.with_sse(), child: None, admin: strata.admin.clone() });
+    let mut targets = vec![strata];
+    targets.extend(sse);
     if let Some(bin) = &minio_bin {
         targets.push(start_minio(bin, &a.dir.join("minio")).await?);
     }
-    for t in &targets {
+    for t in targets.iter().filter(|t| t.child.is_some()) {
         warmed_up(t).await?;
         let (status, _) = t.client.call(http::Method::PUT, "/bench", Bytes::new()).await?;
         anyhow::ensure!(status == 200, "{}: creating the bucket answered {status}", t.name);
@@ -453,7 +478,9 @@ async fn run_in(a: &BenchS3Args) -> Result<()> {
         "op", "size", "conc", "system", "obj/s", "MB/s", "p50 ms", "p99 ms", "×MinIO", "p50 ×M", "p99 ×M"
     );
     for r in &rows {
-        let base = rows.iter().find(|b| b.system == "minio" && b.op == r.op && b.size == r.size && b.conc == r.conc);
+        // SSE-S3 rows are over Strata's unencrypted ones: encryption's cost.
+        let of = if r.system == "sse-s3" { "strata" } else { "minio" };
+        let base = rows.iter().find(|b| b.system == of && b.op == r.op && b.size == r.size && b.conc == r.conc);
         let ratio = |x: f64, y: f64| if y > 0.0 { format!("{:.2}x", x / y) } else { "-".into() };
         let (tput, p50, p99) = match base {
             Some(b) if r.system != "minio" => (ratio(r.objects_per_s, b.objects_per_s), ratio(r.p50_ms, b.p50_ms), ratio(r.p99_ms, b.p99_ms)),
@@ -475,6 +502,7 @@ async fn run_in(a: &BenchS3Args) -> Result<()> {
         );
     }
     println!("×MinIO: Strata's objects/s (= MB/s) over MinIO's; p50/p99 ×M: Strata's latency over MinIO's (below 1 is faster).");
+    println!("sse-s3: Strata with SSE-S3 (AES-256-GCM at rest); its ratios are over Strata's unencrypted rows, not MinIO's.");
     println!("GET reads, from each system, the same number of objects (the fewest either wrote in the round's PUT phase), its most recent ones.");
     Ok(())
 }

@@ -412,11 +412,7 @@ impl StrataS3 {
     async fn do_copy(&self, req: S3Request<CopyObjectInput>) -> S3Result<S3Response<CopyObjectOutput>> {
         let input = req.input;
         let asked = crate::sse::encryption_asked!(input);
-        let source_key = crate::sse::customer_key(
-            input.copy_source_sse_customer_algorithm.as_deref(),
-            input.copy_source_sse_customer_key.as_deref(),
-            input.copy_source_sse_customer_key_md5.as_deref(),
-        )?;
+        let source_key = crate::sse::copy_source_customer_of!(input);
         check_key(&input.key)?;
         let (src_bucket, src_key) = self.copy_source(req.credentials.as_ref(), &input.copy_source)?;
         let replace = input.metadata_directive.as_ref().is_some_and(|d| d.as_str() == MetadataDirective::REPLACE);

@@ -119,6 +119,18 @@ macro_rules! customer_of {
 }
 pub(crate) use customer_of;
 
+/// The SSE-C key a copy gives for its source.
+macro_rules! copy_source_customer_of {
+    ($i:expr) => {
+        crate::sse::customer_key(
+            $i.copy_source_sse_customer_algorithm.as_deref(),
+            $i.copy_source_sse_customer_key.as_deref(),
+            $i.copy_source_sse_customer_key_md5.as_deref(),
+        )?
+    };
+}
+pub(crate) use copy_source_customer_of;
+
 #[derive(Clone, Debug, PartialEq, Eq)]
 enum Kind {
     S3,

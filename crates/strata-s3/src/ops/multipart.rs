@@ -162,11 +162,7 @@ impl StrataS3 {
     pub(super) async fn do_upload_part_copy(&self, req: S3Request<UploadPartCopyInput>) -> S3Result<S3Response<UploadPartCopyOutput>> {
         let i = req.input;
         let customer = crate::sse::customer_of!(i);
-        let source_key = crate::sse::customer_key(
-            i.copy_source_sse_customer_algorithm.as_deref(),
-            i.copy_source_sse_customer_key.as_deref(),
-            i.copy_source_sse_customer_key_md5.as_deref(),
-        )?;
+        let source_key = crate::sse::copy_source_customer_of!(i);
         let number = part_number(i.part_number)?;
         let (src_bucket, src_key) = self.copy_source(req.credentials.as_ref(), &i.copy_source)?;
         let upload_meta = self.check_upload(&i.bucket, &i.upload_id, &i.key)?;
