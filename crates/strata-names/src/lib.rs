@@ -22,11 +22,13 @@ mod embedded;
 mod list;
 mod rights;
 mod state;
+mod versions;
 
 pub use embedded::EmbeddedIndex;
 pub use list::{ListPage, ListQuery};
 pub use rights::{ALL_CONTAINERS, Account, BlobGrant, CONTAINER_NAME_MAX, Container, ContainerRef, DEFAULT, Denied, KeyRights, KvGrant, Right, valid_name};
 pub use state::{AccessKey, Bucket, ExpiryRule, Grant, KmsKey, NameOp, NameState, ObjectMeta, Outcome, PartMeta, Upload};
+pub use versions::{Found, ListedVersion, NULL_VERSION, VERSION_META, Version, VersionPage, Versioning, version_id};
 
 use futures_util::future::BoxFuture;
 use std::sync::RwLock;

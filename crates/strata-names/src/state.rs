@@ -361,6 +361,29 @@ pub enum NameOp {
         /// Enabled or not.
         enabled: bool,
     },
+    /// Enables or suspends a bucket's versioning (once enabled, a bucket
+    /// is never unversioned again, as on S3). (After `SetKmsKeyEnabled`:
+    /// new variants go at the end.)
+    SetVersioning {
+        /// Bucket.
+        bucket: String,
+        /// Enabled, or suspended.
+        enabled: bool,
+    },
+    /// S3's DELETE of a key or of one version of it (see
+    /// `NameState::delete_versioned`); returns the object to free.
+    DeleteVersioned {
+        /// Bucket.
+        bucket: String,
+        /// Key.
+        key: String,
+        /// The version to remove for good (None: add a delete marker).
+        version_id: Option<String>,
+        /// The new delete marker's version id (when versioning is enabled).
+        marker_id: String,
+        /// Now: the marker's time.
+        now_ms: u64,
+    },
 }
 
 /// A key of Strata's key store (SSE-S3 and SSE-KMS seal each object's data
@@ -424,6 +447,25 @@ pub struct NameState {
     pub rights: BTreeMap<String, KeyRights>,
     /// The key store's keys by id. Added with server-side encryption.
     pub kms: BTreeMap<String, KmsKey>,
+    /// Versioning of the buckets that ever had it, by bucket. Added with
+    /// versioning (a field of its own, so `Bucket` keeps its layout).
+    pub versioning: BTreeMap<String, crate::versions::Versioning>,
+}
+
+/// The state as written before versioning.
+#[derive(Deserialize)]
+struct NameStateV3 {
+    buckets: BTreeMap<String, Bucket>,
+    keys: BTreeMap<String, AccessKey>,
+    accounts: BTreeMap<String, Account>,
+    rights: BTreeMap<String, KeyRights>,
+    kms: BTreeMap<String, KmsKey>,
+}
+
+impl From<NameStateV3> for NameState {
+    fn from(v: NameStateV3) -> Self {
+        Self { buckets: v.buckets, keys: v.keys, accounts: v.accounts, rights: v.rights, kms: v.kms, versioning: BTreeMap::new() }
+    }
 }
 
 /// The state as written before the key store existed.
@@ -437,7 +479,7 @@ struct NameStateV2 {
 
 impl From<NameStateV2> for NameState {
     fn from(v: NameStateV2) -> Self {
-        Self { buckets: v.buckets, keys: v.keys, accounts: v.accounts, rights: v.rights, kms: BTreeMap::new() }
+        Self { buckets: v.buckets, keys: v.keys, accounts: v.accounts, rights: v.rights, ..Self::default() }
     }
 }
 
@@ -450,8 +492,9 @@ struct NameStateV1 {
 
 impl NameState {
     /// Decodes postcard of a state written by this version or, failing
-    /// that, by the version before the key store (none) or the one before
-    /// accounts and rights (none either). postcard has no field tags: each
+    /// that, by the version before versioning, the one before the key
+    /// store or the one before accounts and rights (each decodes with none
+    /// of what came after it). postcard has no field tags: each
     /// older layout is a prefix of the next, so the newest is tried first.
     pub fn decode(bytes: &[u8]) -> Result<Self, postcard::Error> {
         Ok(Self::decode_with_lsn_of::<()>(bytes)?.1)
@@ -464,15 +507,19 @@ impl NameState {
 
     /// Decodes postcard of `(prefix, state)` for any of the state's layouts.
     fn decode_with_lsn_of<P: serde::de::DeserializeOwned>(bytes: &[u8]) -> Result<(P, Self), postcard::Error> {
-        match postcard::from_bytes::<(P, Self)>(bytes) {
-            Ok(s) => Ok(s),
-            Err(e) => match postcard::from_bytes::<(P, NameStateV2)>(bytes) {
-                Ok((p, v2)) => Ok((p, v2.into())),
-                Err(_) => match postcard::from_bytes::<(P, NameStateV1)>(bytes) {
-                    Ok((p, v1)) => Ok((p, Self { buckets: v1.buckets, keys: v1.keys, ..Self::default() })),
-                    Err(_) => Err(e),
-                },
-            },
+        let e = match postcard::from_bytes::<(P, Self)>(bytes) {
+            Ok(s) => return Ok(s),
+            Err(e) => e,
+        };
+        if let Ok((p, v3)) = postcard::from_bytes::<(P, NameStateV3)>(bytes) {
+            return Ok((p, v3.into()));
+        }
+        if let Ok((p, v2)) = postcard::from_bytes::<(P, NameStateV2)>(bytes) {
+            return Ok((p, v2.into()));
+        }
+        match postcard::from_bytes::<(P, NameStateV1)>(bytes) {
+            Ok((p, v1)) => Ok((p, Self { buckets: v1.buckets, keys: v1.keys, ..Self::default() })),
+            Err(_) => Err(e),
         }
     }
 
@@ -508,6 +555,7 @@ impl NameState {
         for k in self.keys.values_mut() {
             k.grants.remove(name);
         }
+        self.versioning.remove(name);
         self.buckets.remove(name)
     }
 
@@ -530,19 +578,27 @@ impl NameState {
             }
             NameOp::DeleteBucket { name, now_ms } => {
                 let b = self.bucket(&name)?;
-                if b.objects.values().any(|o| !o.expired(now_ms)) || !b.uploads.is_empty() {
+                if b.objects.values().any(|o| !o.expired(now_ms)) || !b.uploads.is_empty() || self.has_older_versions(&name) {
                     return Err(NameError::BucketNotEmpty(name));
                 }
                 self.remove_bucket(&name);
             }
             NameOp::DeleteBucketAbortingUploads { name, now_ms } => {
                 let b = self.bucket(&name)?;
-                if b.objects.values().any(|o| !o.expired(now_ms)) {
+                if b.objects.values().any(|o| !o.expired(now_ms)) || self.has_older_versions(&name) {
                     return Err(NameError::BucketNotEmpty(name));
                 }
                 if let Some(b) = self.remove_bucket(&name) {
                     out.parts = b.uploads.into_values().flat_map(|u| u.parts.into_values()).collect();
                 }
+            }
+            NameOp::SetVersioning { bucket, enabled } => {
+                self.bucket(&bucket)?;
+                self.versioning.entry(bucket).or_default().enabled = enabled;
+            }
+            NameOp::DeleteVersioned { bucket, key, version_id, marker_id, now_ms } => {
+                self.bucket(&bucket)?;
+                out.replaced = self.delete_versioned(&bucket, &key, version_id.as_deref(), &marker_id, now_ms);
             }
             NameOp::CreateKmsKey { key } => {
                 if self.kms.contains_key(&key.id) {
@@ -574,7 +630,9 @@ impl NameState {
                 if if_absent && b.object(&key, object.modified_ms).is_some() {
                     return Err(NameError::PreconditionFailed(format!("{key:?} exists (If-None-Match: *)")));
                 }
-                out.replaced = b.objects.insert(key, object);
+                let id = crate::versions::version_id(&object).to_owned();
+                let old = b.objects.insert(key.clone(), object);
+                out.replaced = self.displace(&bucket, &key, &id, old);
             }
             NameOp::PutObjectIfMatch { bucket, key, object, etag } => {
                 if key.len() > KEY_BYTES_MAX {
@@ -588,7 +646,9 @@ impl NameState {
                     }
                     Some(_) => {}
                 }
-                out.replaced = b.objects.insert(key, object);
+                let id = crate::versions::version_id(&object).to_owned();
+                let old = b.objects.insert(key.clone(), object);
+                out.replaced = self.displace(&bucket, &key, &id, old);
             }
             NameOp::SetObjectMeta { bucket, key, blob, meta, now_ms } => {
                 let b = self.bucket_mut(&bucket)?;
@@ -601,7 +661,7 @@ impl NameState {
             NameOp::DeleteObject { bucket, key, blob } => {
                 let b = self.bucket_mut(&bucket)?;
                 if blob.is_none_or(|id| b.objects.get(&key).is_some_and(|o| o.blob == id)) {
-                    out.replaced = b.objects.remove(&key);
+                    out.replaced = self.remove_current(&bucket, &key);
                 }
             }
             NameOp::CreateUpload { bucket, upload_id, upload } => {
@@ -625,7 +685,9 @@ impl NameState {
                 }
                 let Some(u) = b.uploads.remove(&upload_id) else { return Err(NameError::NoSuchUpload(upload_id)) };
                 out.parts = u.parts.into_iter().filter(|(n, _)| !used.iter().any(|(m, _)| m == n)).map(|p| p.1).collect();
-                out.replaced = b.objects.insert(u.key, object);
+                let id = crate::versions::version_id(&object).to_owned();
+                let old = b.objects.insert(u.key.clone(), object);
+                out.replaced = self.displace(&bucket, &u.key, &id, old);
             }
             NameOp::AbortUpload { bucket, upload_id } => {
                 let b = self.bucket_mut(&bucket)?;

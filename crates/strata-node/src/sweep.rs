@@ -285,12 +285,8 @@ impl Sweeper {
         self.update(|s| s.phase = "reading names".into());
         if let Some(names) = &self.names {
             names.barrier().await.map_err(|e| Stop(format!("reading the names: {e}")))?;
-            strata_names::read(&**names, |st| {
-                for b in st.buckets.values() {
-                    referenced.extend(b.objects.values().map(|o| o.blob));
-                    referenced.extend(b.uploads.values().flat_map(|u| u.parts.values().map(|p| p.blob)));
-                }
-            });
+            // Current objects, older versions, parts of uploads in progress.
+            strata_names::read(&**names, |st| referenced.extend(st.named_blobs()));
         }
         // 4. Composites written since step 1 listed their partition.
         if !broken {

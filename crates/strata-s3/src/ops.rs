@@ -43,15 +43,6 @@ fn owner() -> Owner {
     Owner { display_name: Some("strata".into()), id: Some("strata".into()) }
 }
 
-/// Buckets are never versioned (yet): each object is its only version,
-/// whose id is S3's `null`. Any other version id names nothing.
-fn only_null_version(v: Option<&str>) -> Result<(), S3Error> {
-    match v {
-        None | Some("null") => Ok(()),
-        Some(other) => Err(s3_error!(InvalidArgument, "invalid version id {other:?}: this bucket keeps no versions, each object's is \"null\"")),
-    }
-}
-
 fn ok<T>(output: T) -> S3Result<S3Response<T>> {
     Ok(S3Response::new(output))
 }
@@ -223,6 +214,7 @@ mod listing;
 mod multipart;
 pub(crate) use multipart::part_sizes;
 mod reads;
+mod versioning;
 use lifecycle::{rule_out, rules_in};
 
 impl StrataS3 {
@@ -334,9 +326,10 @@ impl StrataS3 {
             meta.extend(entries);
             seal.reply()
         });
+        let version_id = self.stamp_version(&input.bucket, &mut meta);
         let object = ObjectMeta { blob: stored.blob, size: stored.size, etag: tag.clone(), content_type, meta, modified_ms: now, expiry_ms, parts: 0 };
         self.name(input.bucket, input.key, object, guard, stored.started_ms).await?;
-        let mut out = with_checksums!(PutObjectOutput { e_tag: Some(etag(&tag)), expiration: expiration(expiry_ms) }, stored.checksums);
+        let mut out = with_checksums!(PutObjectOutput { e_tag: Some(etag(&tag)), expiration: expiration(expiry_ms), version_id: version_id }, stored.checksums);
         crate::sse::set_reply!(out, reply.unwrap_or_default());
         ok(out)
     }
@@ -389,13 +382,13 @@ impl StrataS3 {
     }
 
     /// The bucket and key of a copy source, which the caller may read.
-    fn copy_source<'a>(&self, who: Option<&s3s::auth::Credentials>, src: &'a CopySource) -> Result<(&'a str, &'a str), S3Error> {
+    /// The bucket, key and version (if named) of a copy source, which the caller may read.
+    fn copy_source<'a>(&self, who: Option<&s3s::auth::Credentials>, src: &'a CopySource) -> Result<(&'a str, &'a str, Option<&'a str>), S3Error> {
         let CopySource::Bucket { bucket, key, version_id } = src else {
             return Err(s3_error!(NotImplemented, "only bucket/key copy sources are supported"));
         };
-        only_null_version(version_id.as_deref())?;
         self.check_source_readable(who, bucket)?;
-        Ok((bucket, key))
+        Ok((bucket, key, version_id.as_deref()))
     }
 
     /// Copying from `bucket` needs a read grant on it (or a public bucket),
@@ -414,9 +407,10 @@ impl StrataS3 {
         let asked = crate::sse::encryption_asked!(input);
         let source_key = crate::sse::copy_source_customer_of!(input);
         check_key(&input.key)?;
-        let (src_bucket, src_key) = self.copy_source(req.credentials.as_ref(), &input.copy_source)?;
+        let (src_bucket, src_key, src_version) = self.copy_source(req.credentials.as_ref(), &input.copy_source)?;
         let replace = input.metadata_directive.as_ref().is_some_and(|d| d.as_str() == MetadataDirective::REPLACE);
         if (src_bucket, src_key) == (input.bucket.as_str(), input.key.as_str())
+            && src_version.is_none()
             && !replace
             && input.storage_class.is_none()
             && input.website_redirect_location.is_none()
@@ -428,7 +422,7 @@ impl StrataS3 {
             ));
         }
         let cond = copy_conditions!(input);
-        let (src, _, body) = self.open_object(src_bucket, src_key, None, &cond, source_key).await.map_err(unmet_copy_condition)?;
+        let (src, _, body) = self.open_object(src_bucket, src_key, src_version, None, &cond, source_key).await.map_err(unmet_copy_condition)?;
         let now = self.now_ms();
         let expiry_ms = self.expiry(&input.bucket, &input.key, now)?;
         let new_tags = match &input.tagging_directive {
@@ -458,10 +452,15 @@ impl StrataS3 {
             meta.extend(entries);
             seal.reply()
         });
+        let version_id = self.stamp_version(&input.bucket, &mut meta);
+        let copy_source_version_id =
+            strata_names::read(&*self.names, |s| s.versioning.contains_key(src_bucket)).then(|| strata_names::version_id(&src).to_owned());
         let object = ObjectMeta { blob: stored.blob, size: stored.size, etag: tag.clone(), content_type, meta, modified_ms: now, expiry_ms, parts: 0 };
         self.name(input.bucket, input.key, object, Guard::None, stored.started_ms).await?;
         let mut out = CopyObjectOutput {
             copy_object_result: Some(CopyObjectResult { e_tag: Some(etag(&tag)), last_modified: Some(ts(now)), ..Default::default() }),
+            version_id,
+            copy_source_version_id,
             ..Default::default()
         };
         crate::sse::set_reply!(out, reply.unwrap_or_default());
@@ -547,21 +546,12 @@ impl S3 for StrataS3 {
         })
     }
 
-    /// Strata does not keep object versions: a bucket's versioning was never
-    /// enabled, which S3 answers with no status (clients such as rclone ask
-    /// before deleting).
     async fn get_bucket_versioning(&self, req: S3Request<GetBucketVersioningInput>) -> S3Result<S3Response<GetBucketVersioningOutput>> {
-        timed!(self, "GetBucketVersioning", {
-            strata_names::read(&*self.names, |s| s.bucket(&req.input.bucket).map(|_| ())).map_err(name_err)?;
-            ok(GetBucketVersioningOutput::default())
-        })
+        timed!(self, "GetBucketVersioning", self.do_get_bucket_versioning(req.input))
     }
 
     async fn put_bucket_versioning(&self, req: S3Request<PutBucketVersioningInput>) -> S3Result<S3Response<PutBucketVersioningOutput>> {
-        timed!(self, "PutBucketVersioning", {
-            strata_names::read(&*self.names, |s| s.bucket(&req.input.bucket).map(|_| ())).map_err(name_err)?;
-            Err::<S3Response<PutBucketVersioningOutput>, _>(s3_error!(NotImplemented, "Strata does not keep object versions; versioning stays off"))
-        })
+        timed!(self, "PutBucketVersioning", self.do_put_bucket_versioning(req.input).await)
     }
 
     async fn put_bucket_acl(&self, req: S3Request<PutBucketAclInput>) -> S3Result<S3Response<PutBucketAclOutput>> {
@@ -656,13 +646,15 @@ impl S3 for StrataS3 {
     async fn delete_object(&self, req: S3Request<DeleteObjectInput>) -> S3Result<S3Response<DeleteObjectOutput>> {
         timed!(self, "DeleteObject", {
             let i = req.input;
-            only_null_version(i.version_id.as_deref())?;
             if i.if_match.is_some() || i.if_match_size.is_some() || i.if_match_last_modified_time.is_some() {
+                if i.version_id.is_some() {
+                    return Err(s3_error!(NotImplemented, "conditions on the delete of one version are not supported"));
+                }
                 self.delete_if(&i).await?;
-            } else {
-                self.delete_one(&i.bucket, &i.key).await?;
+                return ok(DeleteObjectOutput::default());
             }
-            ok(DeleteObjectOutput::default())
+            let d = self.delete_key(&i.bucket, &i.key, i.version_id.as_deref()).await?;
+            ok(DeleteObjectOutput { delete_marker: d.marker.then_some(true), version_id: d.version_id, ..Default::default() })
         })
     }
 
@@ -703,22 +695,24 @@ impl S3 for StrataS3 {
             let bucket = &input.bucket;
             let mut done = futures_util::stream::iter(input.delete.objects)
                 .map(|o| async move {
-                    let r = match only_null_version(o.version_id.as_deref()) {
-                        Ok(()) => self.delete_one(bucket, &o.key).await,
-                        Err(e) => Err(e),
-                    };
+                    let r = self.delete_key(bucket, &o.key, o.version_id.as_deref()).await;
                     (o, r)
                 })
                 .buffered(DELETES_IN_FLIGHT);
             while let Some((o, r)) = done.next().await {
                 match r {
-                    Ok(()) if quiet => {}
-                    Ok(()) => deleted.push(DeletedObject { key: Some(o.key), ..Default::default() }),
+                    Ok(_) if quiet => {}
+                    Ok(d) => deleted.push(DeletedObject {
+                        key: Some(o.key),
+                        delete_marker: d.marker.then_some(true),
+                        delete_marker_version_id: d.version_id.clone().filter(|_| d.marker && o.version_id.is_none()),
+                        version_id: o.version_id.clone(),
+                    }),
                     Err(e) => errors.push(Error {
                         code: Some(e.code().as_str().to_owned()),
                         key: Some(o.key),
                         message: e.message().map(str::to_owned),
-                        version_id: None,
+                        version_id: o.version_id,
                     }),
                 }
             }

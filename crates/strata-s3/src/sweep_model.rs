@@ -4,7 +4,8 @@
 //! with operations cut off at random points as a process dying would leave
 //! them. After every schedule, each acknowledged native blob, each named
 //! object and each part of an open upload must read back whole; and once
-//! the grace period has passed, no orphan may be left. The same schedules
+//! the grace period has passed, no orphan may be left. Half the schedules
+//! keep versions, whose older objects the sweep must spare too. The same schedules
 //! with a deliberately broken sweep must lose data, or the test proves
 //! nothing.
 
@@ -121,7 +122,9 @@ struct World {
     native: std::sync::Mutex<Vec<BlobId>>,
 }
 
-async fn world(dir: &std::path::Path) -> Arc<World> {
+/// A world whose bucket `b` keeps versions when `versioned` (overwrites
+/// and deletes then leave older versions the sweep must spare).
+async fn world(dir: &std::path::Path, versioned: bool) -> Arc<World> {
     let clock = ManualClock::new(1_000_000_000);
     let c: Arc<dyn Clock> = Arc::new(clock.clone());
     let store = Arc::new(strata_engine::Store::open(&dir.join("data"), strata_engine::EngineConfig::default(), c.clone()).expect("store"));
@@ -132,6 +135,9 @@ async fn world(dir: &std::path::Path) -> Arc<World> {
     let router = Arc::new(Router::new(Arc::new(strata_router::LocalView::new(store)), config, c.clone(), Some(7)));
     let names: Arc<dyn NameIndex> = Arc::new(EmbeddedIndex::open(&dir.join("names")).expect("names"));
     names.apply(NameOp::CreateBucket { name: "b".into(), owner: String::new(), now_ms: 1 }).await.expect("bucket");
+    if versioned {
+        names.apply(NameOp::SetVersioning { bucket: "b".into(), enabled: true }).await.expect("versioning");
+    }
     let opts = S3Options { min_part_bytes: 1, ..S3Options::default() };
     let s3 = Arc::new(StrataS3 { router: router.clone(), names: names.clone(), clock: c, opts, observer: None });
     let sweeper = Sweeper::new(router.clone(), Some(names.clone()), None);
@@ -214,14 +220,20 @@ async fn multipart(w: &World, rng: &mut rand::rngs::StdRng, key: String, data_se
     let _ = maybe_cut(rng, w.s3.complete_multipart_upload(request(input))).await;
 }
 
-/// What must read back: acknowledged native blobs, named objects and the
-/// parts of open uploads.
+/// The blobs the names hold, by the model's own reading of the state (not
+/// `NameState::named_blobs`, which the sweep uses: a blob that function
+/// forgot must show here as freed while reachable).
+fn held<C: FromIterator<BlobId>>(s: &strata_names::NameState) -> C {
+    let b = &s.buckets["b"];
+    let older = s.versioning.get("b").into_iter().flat_map(|v| v.older.values().flatten().filter_map(|v| v.object.as_ref().map(|o| o.blob)));
+    b.objects.values().map(|o| o.blob).chain(b.uploads.values().flat_map(|u| u.parts.values().map(|p| p.blob))).chain(older).collect()
+}
+
+/// What must read back: acknowledged native blobs, named objects (older
+/// versions too) and the parts of open uploads.
 async fn check_reachable(w: &World) -> Result<usize, String> {
     let native = w.native.lock().expect("lock").clone();
-    let held: Vec<BlobId> = strata_names::read(&*w.names, |s| {
-        let b = &s.buckets["b"];
-        b.objects.values().map(|o| o.blob).chain(b.uploads.values().flat_map(|u| u.parts.values().map(|p| p.blob))).collect()
-    });
+    let held: Vec<BlobId> = strata_names::read(&*w.names, held);
     for id in native.iter().chain(&held) {
         let data = read_all(&w.router, *id).await?;
         check_segments(&data).map_err(|e| format!("{id}: {e}"))?;
@@ -236,10 +248,7 @@ async fn orphans(w: &World) -> Vec<BlobId> {
     for p in w.router.all_partitions() {
         all.extend(w.router.list_keys(p).await.expect("list").iter().filter_map(|k| k.blob_id()));
     }
-    let mut reachable: HashSet<BlobId> = strata_names::read(&*w.names, |s| {
-        let b = &s.buckets["b"];
-        b.objects.values().map(|o| o.blob).chain(b.uploads.values().flat_map(|u| u.parts.values().map(|p| p.blob))).collect()
-    });
+    let mut reachable: HashSet<BlobId> = strata_names::read(&*w.names, held);
     for id in &all {
         if id.kind() == BlobKind::Composite
             && let Ok(chunks) = w.router.chunks_of(*id).await
@@ -266,7 +275,7 @@ async fn orphans(w: &World) -> Vec<BlobId> {
 /// Runs one seeded schedule; returns what went wrong, if anything.
 async fn schedule(seed: u64, broken: bool) -> Result<(usize, u64), String> {
     let dir = tempfile::tempdir().map_err(|e| e.to_string())?;
-    let w = world(dir.path()).await;
+    let w = world(dir.path(), seed.is_multiple_of(2)).await;
     w.sweeper.set_broken(broken);
     let actors: Vec<_> = (0..5).map(|a| tokio::spawn(actor(w.clone(), seed * 100 + a, 40))).collect();
     for a in actors {
@@ -338,7 +347,7 @@ fn slow_body(w: &World, data: Vec<u8>, jump_ms: u64) -> impl futures_util::Strea
 #[tokio::test]
 async fn a_put_that_outlasts_half_the_grace_period_fails_and_frees_what_it_wrote() {
     let dir = tempfile::tempdir().expect("dir");
-    let w = world(dir.path()).await;
+    let w = world(dir.path(), false).await;
     // Native chunked put: its composite would name chunks the sweep may be freeing.
     let err = w.router.put_stream(strata_router::PutOptions::default(), slow_body(&w, segment(1, 5 * CHUNK), GRACE_MS / 2 + 1)).await.unwrap_err();
     assert!(matches!(err, strata_router::RouterError::TooSlow(_)), "{err}");

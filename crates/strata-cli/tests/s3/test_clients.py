@@ -130,11 +130,16 @@ class Buckets(unittest.TestCase):
         self.assertEqual(error_of(s3.head_bucket, Bucket="b-missing")[1], 404)
         s3.put_object(Bucket="b-life", Key="k", Body=b"x")
         self.assertEqual(error_of(s3.delete_bucket, Bucket="b-life"), ("BucketNotEmpty", 409))
-        # Never versioned (rclone asks before it purges); turning it on is refused.
+        # Never versioned (rclone asks before it purges), until suspended, as on S3.
         self.assertNotIn("Status", s3.get_bucket_versioning(Bucket="b-life"))
-        self.assertEqual(error_of(s3.put_bucket_versioning, Bucket="b-life", VersioningConfiguration={"Status": "Enabled"})[1], 501)
+        s3.put_bucket_versioning(Bucket="b-life", VersioningConfiguration={"Status": "Suspended"})
+        self.assertEqual(s3.get_bucket_versioning(Bucket="b-life")["Status"], "Suspended")
         self.assertEqual(error_of(s3.get_bucket_versioning, Bucket="b-missing"), ("NoSuchBucket", 404))
-        s3.delete_object(Bucket="b-life", Key="k")
+        self.assertEqual(error_of(s3.put_bucket_versioning, Bucket="b-missing", VersioningConfiguration={"Status": "Enabled"}), ("NoSuchBucket", 404))
+        # Suspended, a delete leaves a null delete marker, which keeps the bucket from being empty until it goes too.
+        self.assertTrue(s3.delete_object(Bucket="b-life", Key="k")["DeleteMarker"])
+        self.assertEqual(error_of(s3.delete_bucket, Bucket="b-life"), ("BucketNotEmpty", 409))
+        s3.delete_object(Bucket="b-life", Key="k", VersionId="null")
         s3.delete_bucket(Bucket="b-life")
         self.assertNotIn("b-life", [b["Name"] for b in s3.list_buckets()["Buckets"]])
         self.assertEqual(error_of(s3.delete_bucket, Bucket="b-life"), ("NoSuchBucket", 404))
@@ -678,6 +683,93 @@ class Listing(unittest.TestCase):
         boto3.resource("s3", endpoint_url=S3, aws_access_key_id=AK, aws_secret_access_key=SK, region_name="us-east-1").Bucket("to-empty").object_versions.delete()
         self.assertEqual(s3.list_objects_v2(Bucket="to-empty")["KeyCount"], 0)
         s3.delete_bucket(Bucket="to-empty")
+
+    def test_a_versioned_bucket_keeps_every_version(self):
+        s3, b = client(), "versioned"
+        s3.create_bucket(Bucket=b)
+        base = live_blobs()
+        self.assertNotIn("Status", s3.get_bucket_versioning(Bucket=b))
+        self.assertEqual(error_of(s3.put_bucket_versioning, Bucket=b, VersioningConfiguration={"Status": "Sometimes"}), ("MalformedXML", 400))
+        self.assertNotIn("Status", s3.get_bucket_versioning(Bucket=b), "a refused configuration changes nothing")
+        s3.put_bucket_versioning(Bucket=b, VersioningConfiguration={"Status": "Enabled"})
+        self.assertEqual(s3.get_bucket_versioning(Bucket=b)["Status"], "Enabled")
+        v1 = s3.put_object(Bucket=b, Key="k", Body=b"one")["VersionId"]
+        v2 = s3.put_object(Bucket=b, Key="k", Body=b"two")["VersionId"]
+        self.assertNotEqual(v1, v2)
+        self.assertEqual(live_blobs(), base + 2, "an overwrite keeps the old version's bytes")
+        got = s3.get_object(Bucket=b, Key="k")
+        self.assertEqual((got["Body"].read(), got["VersionId"]), (b"two", v2))
+        self.assertEqual(s3.get_object(Bucket=b, Key="k", VersionId=v1)["Body"].read(), b"one")
+        self.assertEqual(s3.head_object(Bucket=b, Key="k", VersionId=v1)["ContentLength"], 3)
+        # A delete adds a delete marker: the key reads as absent, its versions stay.
+        d = s3.delete_object(Bucket=b, Key="k")
+        self.assertTrue(d["DeleteMarker"])
+        marker = d["VersionId"]
+        self.assertEqual(error_of(s3.get_object, Bucket=b, Key="k"), ("NoSuchKey", 404))
+        self.assertEqual(s3.get_object(Bucket=b, Key="k", VersionId=v2)["Body"].read(), b"two")
+        self.assertEqual(error_of(s3.get_object, Bucket=b, Key="k", VersionId=marker)[1], 405)
+        self.assertEqual(error_of(s3.get_object, Bucket=b, Key="k", VersionId="0" * 32), ("NoSuchVersion", 404))
+        self.assertEqual(s3.list_objects_v2(Bucket=b)["KeyCount"], 0)
+        listed = s3.list_object_versions(Bucket=b)
+        self.assertEqual([(v["VersionId"], v["IsLatest"]) for v in listed["Versions"]], [(v2, False), (v1, False)])
+        self.assertEqual([(m["VersionId"], m["IsLatest"]) for m in listed["DeleteMarkers"]], [(marker, True)])
+        # Restored by a copy of an old version: a new current version.
+        c = s3.copy_object(Bucket=b, Key="k", CopySource={"Bucket": b, "Key": "k", "VersionId": v1})
+        self.assertEqual(c["CopySourceVersionId"], v1)
+        v3 = c["VersionId"]
+        self.assertEqual(s3.get_object(Bucket=b, Key="k")["Body"].read(), b"one")
+        # A version deleted by id is gone for good, and its blob freed.
+        d = s3.delete_object(Bucket=b, Key="k", VersionId=v2)
+        self.assertEqual((d["VersionId"], d.get("DeleteMarker", False)), (v2, False))
+        self.assertEqual(error_of(s3.get_object, Bucket=b, Key="k", VersionId=v2), ("NoSuchVersion", 404))
+        self.assertEqual(live_blobs(), base + 2)
+        # Paging through versions one at a time gives each once, newest first.
+        seen, kw = [], {}
+        while True:
+            page = s3.list_object_versions(Bucket=b, MaxKeys=1, **kw)
+            seen += [v["VersionId"] for v in page.get("Versions", [])] + [m["VersionId"] for m in page.get("DeleteMarkers", [])]
+            if not page["IsTruncated"]:
+                break
+            kw = dict(KeyMarker=page["NextKeyMarker"], VersionIdMarker=page["NextVersionIdMarker"])
+        self.assertEqual(seen, [v3, marker, v1])
+        # A multipart upload's object is a version too.
+        up = s3.create_multipart_upload(Bucket=b, Key="mp")["UploadId"]
+        e = s3.upload_part(Bucket=b, Key="mp", UploadId=up, PartNumber=1, Body=b"p")["ETag"]
+        done = s3.complete_multipart_upload(Bucket=b, Key="mp", UploadId=up, MultipartUpload={"Parts": [{"ETag": e, "PartNumber": 1}]})
+        self.assertEqual(s3.head_object(Bucket=b, Key="mp", VersionId=done["VersionId"])["ContentLength"], 1)
+        # Suspended: new writes are the one "null" version, replacing each other.
+        s3.put_bucket_versioning(Bucket=b, VersioningConfiguration={"Status": "Suspended"})
+        self.assertEqual(s3.get_bucket_versioning(Bucket=b)["Status"], "Suspended")
+        self.assertEqual(s3.put_object(Bucket=b, Key="k", Body=b"n1")["VersionId"], "null")
+        s3.put_object(Bucket=b, Key="k", Body=b"n2")
+        ids = [v["VersionId"] for v in s3.list_object_versions(Bucket=b, Prefix="k")["Versions"]]
+        self.assertEqual(ids, ["null", v3, v1])
+        # A bucket holding versions is not empty; emptied through its versions (boto3's idiom, Terraform's force_destroy), it goes.
+        self.assertEqual(error_of(s3.delete_bucket, Bucket=b), ("BucketNotEmpty", 409))
+        boto3.resource("s3", endpoint_url=S3, aws_access_key_id=AK, aws_secret_access_key=SK, region_name="us-east-1").Bucket(b).object_versions.delete()
+        self.assertEqual(s3.list_object_versions(Bucket=b).get("Versions", []), [])
+        # Every version's blob is freed, but the multipart object's composite
+        # and its part: a replaced chunked blob is retired with a TTL, for
+        # readers that opened it, not deleted at once.
+        self.assertEqual(live_blobs(), base + 2, "every version's blob is freed")
+        s3.delete_bucket(Bucket=b)
+
+    def test_aws_cli_versioning(self):
+        s3, b = client(), "versioned-cli"
+        s3.create_bucket(Bucket=b)
+        aws("s3api", "put-bucket-versioning", "--bucket", b, "--versioning-configuration", "Status=Enabled")
+        self.assertIn("Enabled", aws("s3api", "get-bucket-versioning", "--bucket", b).stdout)
+        with tempfile.NamedTemporaryFile() as f:
+            for body in (b"a", b"bb"):
+                f.seek(0)
+                f.write(body)
+                f.flush()
+                aws("s3", "cp", f.name, f"s3://{b}/x")
+        listed = json.loads(aws("s3api", "list-object-versions", "--bucket", b).stdout)
+        self.assertEqual(sorted(v["Size"] for v in listed["Versions"]), [1, 2])
+        for v in listed["Versions"]:
+            aws("s3api", "delete-object", "--bucket", b, "--key", "x", "--version-id", v["VersionId"])
+        s3.delete_bucket(Bucket=b)
 
     def test_delimiters_give_common_prefixes(self):
         top = self.s3.list_objects_v2(Bucket="many", Delimiter="/")

@@ -9,8 +9,7 @@ const ATTRIBUTES: [&str; 5] =
 
 impl StrataS3 {
     pub(super) fn do_get_object_attributes(&self, i: GetObjectAttributesInput) -> S3Result<S3Response<GetObjectAttributesOutput>> {
-        only_null_version(i.version_id.as_deref())?;
-        let o = self.object(&i.bucket, &i.key)?;
+        let o = self.object_version(&i.bucket, &i.key, i.version_id.as_deref())?;
         crate::sse::check_customer(&o.meta, crate::sse::customer_of!(i).as_ref())?;
         // The header is a comma-separated list, which may reach here as one item.
         let asked: Vec<&str> = i.object_attributes.iter().flat_map(|x| x.as_str().split(',')).map(str::trim).filter(|x| !x.is_empty()).collect();

@@ -144,45 +144,71 @@ impl StrataS3 {
         })
     }
 
-    /// Lists a bucket's versions: buckets are never versioned, so each live
-    /// object is its one version, `null` and latest (as S3 lists a bucket
-    /// that was never versioned). Tools that empty a bucket through this
-    /// list (boto3's `object_versions.delete()`, Terraform's
-    /// `force_destroy`, rclone `--s3-versions`) work on it.
+    /// Lists a bucket's versions and delete markers, each key's newest
+    /// first (a bucket never versioned: each object as its `null` version,
+    /// as S3 lists one). Tools that empty a bucket through this list
+    /// (boto3's `object_versions.delete()`, Terraform's `force_destroy`,
+    /// rclone `--s3-versions`) work on it.
     pub(super) fn do_list_object_versions(&self, i: ListObjectVersionsInput) -> S3Result<S3Response<ListObjectVersionsOutput>> {
-        // The only version of a key is `null`: a marker after it moves past the key.
+        let max = page_size(i.max_keys)?;
+        let prefix = i.prefix.clone().unwrap_or_default();
+        let now = self.now_ms();
         let after = i.key_marker.as_deref().filter(|k| !k.is_empty());
-        let l = self.listing(&i.bucket, i.prefix.as_deref(), i.delimiter.as_deref(), after, i.max_keys, i.encoding_type.as_ref())?;
-        let versions = l
-            .contents
-            .iter()
-            .map(|o| ObjectVersion {
-                key: o.key.clone(),
-                version_id: Some("null".into()),
-                is_latest: Some(true),
-                last_modified: o.last_modified.clone(),
-                e_tag: o.e_tag.clone(),
-                size: o.size,
-                storage_class: Some(ObjectVersionStorageClass::from(ObjectVersionStorageClass::STANDARD.to_owned())),
-                owner: Some(owner()),
-                ..Default::default()
-            })
-            .collect();
-        let key_marker = Some(i.key_marker.as_deref().map(|m| l.enc(m)).unwrap_or_default());
-        let next_key_marker = l.next.as_deref().map(|n| l.enc(n));
+        if i.version_id_marker.as_deref().is_some_and(|v| !v.is_empty()) && after.is_none() {
+            return Err(s3_error!(InvalidArgument, "a version-id-marker needs a key-marker"));
+        }
+        let mut page = strata_names::read(&*self.names, |s| {
+            s.bucket(&i.bucket).map_err(name_err)?;
+            let q = ListQuery { prefix: &prefix, delimiter: i.delimiter.as_deref(), after, max, now_ms: now };
+            Ok::<_, S3Error>(s.list_versions(&i.bucket, &q, i.version_id_marker.as_deref()))
+        })?;
+        if max == 0 {
+            page.truncated = false;
+            page.next = None;
+        }
+        let url = i.encoding_type.as_ref().is_some_and(|e| e.as_str() == EncodingType::URL);
+        let enc = |s: &str| if url { url_encode(s) } else { s.to_owned() };
+        let (mut versions, mut markers) = (Vec::new(), Vec::new());
+        for v in page.versions {
+            match &v.object {
+                Some(o) => versions.push(ObjectVersion {
+                    key: Some(enc(&v.key)),
+                    version_id: Some(v.id.clone()),
+                    is_latest: Some(v.latest),
+                    last_modified: Some(ts(o.modified_ms)),
+                    e_tag: Some(etag(&o.etag)),
+                    size: Some(o.size as i64),
+                    storage_class: Some(ObjectVersionStorageClass::from(ObjectVersionStorageClass::STANDARD.to_owned())),
+                    owner: Some(owner()),
+                    ..Default::default()
+                }),
+                None => markers.push(DeleteMarkerEntry {
+                    key: Some(enc(&v.key)),
+                    version_id: Some(v.id.clone()),
+                    is_latest: Some(v.latest),
+                    last_modified: Some(ts(v.modified_ms)),
+                    owner: Some(owner()),
+                }),
+            }
+        }
+        let (next_key, next_version) = match &page.next {
+            Some((k, v)) => (Some(enc(k)), Some(v.clone()).filter(|v| !v.is_empty())),
+            None => (None, None),
+        };
         ok(ListObjectVersionsOutput {
             name: Some(i.bucket),
-            prefix: Some(l.prefix),
-            delimiter: l.delimiter,
-            max_keys: Some(l.max),
-            is_truncated: Some(l.truncated),
-            key_marker,
+            prefix: Some(enc(&prefix)),
+            delimiter: i.delimiter.as_deref().map(enc),
+            max_keys: Some(max as i32),
+            is_truncated: Some(page.truncated),
+            key_marker: Some(i.key_marker.as_deref().map(enc).unwrap_or_default()),
             version_id_marker: Some(i.version_id_marker.unwrap_or_default()),
-            next_version_id_marker: next_key_marker.as_ref().map(|_| "null".to_owned()),
-            next_key_marker,
+            next_key_marker: next_key,
+            next_version_id_marker: next_version,
             encoding_type: i.encoding_type,
             versions: Some(versions),
-            common_prefixes: Some(l.prefixes),
+            delete_markers: Some(markers),
+            common_prefixes: Some(page.prefixes.iter().map(|p| CommonPrefix { prefix: Some(enc(p)) }).collect()),
             ..Default::default()
         })
     }

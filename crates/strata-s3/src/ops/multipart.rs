@@ -164,12 +164,12 @@ impl StrataS3 {
         let customer = crate::sse::customer_of!(i);
         let source_key = crate::sse::copy_source_customer_of!(i);
         let number = part_number(i.part_number)?;
-        let (src_bucket, src_key) = self.copy_source(req.credentials.as_ref(), &i.copy_source)?;
+        let (src_bucket, src_key, src_version) = self.copy_source(req.credentials.as_ref(), &i.copy_source)?;
         let upload_meta = self.check_upload(&i.bucket, &i.upload_id, &i.key)?;
         let seal = self.open_seal(&upload_meta, customer).await?;
         let range = i.copy_source_range.as_deref().map(copy_range).transpose()?;
         let cond = copy_conditions!(i);
-        let (src, _, body) = self.open_object(src_bucket, src_key, range, &cond, source_key).await.map_err(unmet_copy_condition)?;
+        let (src, _, body) = self.open_object(src_bucket, src_key, src_version, range, &cond, source_key).await.map_err(unmet_copy_condition)?;
         if let Some(ByteRange::FromTo(_, last)) = range
             && last >= src.size
         {
@@ -247,23 +247,17 @@ impl StrataS3 {
             let _ = self.router.forget_composite(blob).await;
             return Err(router_err(e));
         }
-        let object = ObjectMeta {
-            blob,
-            size,
-            etag: tag.clone(),
-            content_type: upload.content_type,
-            meta: upload
-                .meta
-                .into_iter()
-                .chain([
-                    (UPLOAD_ID_META.to_owned(), input.upload_id.clone()),
-                    (PART_SIZES_META.to_owned(), encode_part_sizes(&used.iter().map(|(_, p)| p.size).collect::<Vec<_>>())),
-                ])
-                .collect(),
-            modified_ms: now,
-            expiry_ms,
-            parts: used.len() as u32,
-        };
+        let mut meta: Vec<(String, String)> = upload
+            .meta
+            .into_iter()
+            .chain([
+                (UPLOAD_ID_META.to_owned(), input.upload_id.clone()),
+                (PART_SIZES_META.to_owned(), encode_part_sizes(&used.iter().map(|(_, p)| p.size).collect::<Vec<_>>())),
+            ])
+            .collect();
+        let version_id = self.stamp_version(&input.bucket, &mut meta);
+        let object =
+            ObjectMeta { blob, size, etag: tag.clone(), content_type: upload.content_type, meta, modified_ms: now, expiry_ms, parts: used.len() as u32 };
         let op = NameOp::CompleteUpload {
             bucket: input.bucket.clone(),
             upload_id: input.upload_id.clone(),
@@ -294,7 +288,9 @@ impl StrataS3 {
                 return Err(name_err(e));
             }
         }
-        completed(input.bucket, input.key, &tag)
+        let mut out = completed(input.bucket, input.key, &tag)?;
+        out.output.version_id = version_id;
+        Ok(out)
     }
 
     /// The ETag of the live object at `key` if upload `upload_id` made it.

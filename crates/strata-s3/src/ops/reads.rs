@@ -24,18 +24,15 @@ impl StrataS3 {
         bucket: &str,
         key: &str,
         number: i32,
-        with_range: bool,
+        version: Option<&str>,
         cond: &Conditions,
         customer: Option<CustomerKey>,
     ) -> Result<(Option<ByteRange>, Opened), S3Error> {
-        if with_range {
-            return Err(s3_error!(InvalidRequest, "a Range header and a partNumber cannot both be given"));
-        }
         for _ in 0..3 {
-            let o = self.object(bucket, key)?;
+            let o = self.object_version(bucket, key, version)?;
             let (first, len) = multipart::part_bounds(&o, number)?;
             let range = (o.parts > 0 && len > 0).then_some(ByteRange::FromTo(first, first + len - 1));
-            let opened = self.open_object(bucket, key, range, cond, customer.clone()).await?;
+            let opened = self.open_object(bucket, key, version, range, cond, customer.clone()).await?;
             if opened.0.blob == o.blob {
                 return Ok((range, opened));
             }
@@ -52,13 +49,14 @@ impl StrataS3 {
         &self,
         bucket: &str,
         key: &str,
+        version: Option<&str>,
         range: Option<ByteRange>,
         cond: &Conditions,
         customer: Option<CustomerKey>,
     ) -> Result<Opened, S3Error> {
         let mut tries = 0;
         loop {
-            let o = self.object(bucket, key)?;
+            let o = self.object_version(bucket, key, version)?;
             cond.check(&o)?;
             let seal = self.open_seal(&o.meta, customer.clone()).await?;
             let got = match &seal {
@@ -69,7 +67,7 @@ impl StrataS3 {
                 Ok(body) => return Ok((o, seal, body)),
                 Err(strata_router::RouterError::Deleted | strata_router::RouterError::NotFound) if tries < 3 => {
                     tries += 1;
-                    if self.object(bucket, key).is_ok_and(|now| now.blob == o.blob) {
+                    if self.object_version(bucket, key, version).is_ok_and(|now| now.blob == o.blob) {
                         return Err(s3_error!(InternalError, "the blob of {key:?} is missing"));
                     }
                 }
@@ -79,7 +77,7 @@ impl StrataS3 {
     }
 
     pub(super) async fn do_get(&self, input: GetObjectInput) -> S3Result<S3Response<GetObjectOutput>> {
-        only_null_version(input.version_id.as_deref())?;
+        let version = input.version_id.as_deref();
         let cond = Conditions {
             if_match: input.if_match,
             if_none_match: input.if_none_match,
@@ -90,9 +88,10 @@ impl StrataS3 {
         let (range, (o, seal, body)) = match input.part_number {
             None => {
                 let range = to_range(input.range);
-                (range, self.open_object(&input.bucket, &input.key, range, &cond, customer).await?)
+                (range, self.open_object(&input.bucket, &input.key, version, range, &cond, customer).await?)
             }
-            Some(n) => self.open_part(&input.bucket, &input.key, n, input.range.is_some(), &cond, customer).await?,
+            Some(_) if input.range.is_some() => return Err(s3_error!(InvalidRequest, "a Range header and a partNumber cannot both be given")),
+            Some(n) => self.open_part(&input.bucket, &input.key, n, version, &cond, customer).await?,
         };
         let (start, end) = body.range;
         // Whole-object checksums describe only a whole object.
@@ -115,12 +114,12 @@ impl StrataS3 {
         out.content_type = input.response_content_type.or(out.content_type);
         out.expires = input.response_expires.or(out.expires);
         crate::sse::set_reply!(out, seal.map(|s| s.reply()).unwrap_or_default());
+        out.version_id = self.version_of_answer(&input.bucket, &o);
         ok(out)
     }
 
     pub(super) async fn do_head(&self, input: HeadObjectInput) -> S3Result<S3Response<HeadObjectOutput>> {
-        only_null_version(input.version_id.as_deref())?;
-        let o = self.object(&input.bucket, &input.key)?;
+        let o = self.object_version(&input.bucket, &input.key, input.version_id.as_deref())?;
         let seal = self.open_seal(&o.meta, crate::sse::customer_of!(input)).await?;
         let cond = Conditions {
             if_match: input.if_match,
@@ -144,6 +143,12 @@ impl StrataS3 {
         let sums = if range_text.is_none() { stored_checksums(input.checksum_mode.as_ref(), &o) } else { Default::default() };
         let mut out = object_output!(HeadObjectOutput { content_length: Some(len as i64), content_range: range_text }, &o, sums);
         crate::sse::set_reply!(out, seal.map(|s| s.reply()).unwrap_or_default());
+        out.version_id = self.version_of_answer(&input.bucket, &o);
         ok(out)
+    }
+
+    /// The `x-amz-version-id` of an answer about `o` (none for a bucket never versioned).
+    fn version_of_answer(&self, bucket: &str, o: &ObjectMeta) -> Option<String> {
+        strata_names::read(&*self.names, |s| s.versioning.contains_key(bucket)).then(|| strata_names::version_id(o).to_owned())
     }
 }
