@@ -28,7 +28,10 @@ pub use embedded::EmbeddedIndex;
 pub use list::{ListPage, ListQuery};
 pub use rights::{ALL_CONTAINERS, Account, BlobGrant, CONTAINER_NAME_MAX, Container, ContainerRef, DEFAULT, Denied, KeyRights, KvGrant, Right, valid_name};
 pub use state::{AccessKey, Bucket, ExpiryRule, Grant, KmsKey, NameOp, NameState, ObjectMeta, Outcome, PartMeta, Upload};
-pub use versions::{Found, ListedVersion, NULL_VERSION, VERSION_META, Version, VersionPage, Versioning, version_id};
+pub use versions::{
+    Found, LEGAL_HOLD_META, LOCK_MODE_META, LOCK_UNTIL_META, ListedVersion, Lock, LockMode, NULL_VERSION, ObjectLock, VERSION_META, Version, VersionPage,
+    Versioning, version_id,
+};
 
 use futures_util::future::BoxFuture;
 use std::sync::RwLock;
@@ -100,6 +103,13 @@ pub enum NameError {
     /// No such KMS key.
     #[error("no KMS key {0:?}")]
     NoSuchKmsKey(String),
+    /// Object lock forbids the change (a retention or a legal hold).
+    #[error("object lock: {0}")]
+    ObjectLocked(String),
+    /// The bucket's state does not allow the op (object lock without
+    /// versioning, suspending versioning under object lock).
+    #[error("{0}")]
+    InvalidBucketState(String),
 }
 
 /// Orders, persists and applies name ops; reads see every op whose

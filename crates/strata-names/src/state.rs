@@ -381,7 +381,37 @@ pub enum NameOp {
         version_id: Option<String>,
         /// The new delete marker's version id (when versioning is enabled).
         marker_id: String,
-        /// Now: the marker's time.
+        /// Now: the marker's time, and what a retention is judged by.
+        now_ms: u64,
+        /// A GOVERNANCE retention does not protect the version.
+        bypass_governance: bool,
+    },
+    /// Enables a bucket's object lock (its versioning must be enabled)
+    /// with a default retention: mode and days.
+    SetObjectLock {
+        /// Bucket.
+        bucket: String,
+        /// The default retention (None: none).
+        default: Option<(crate::versions::LockMode, u32)>,
+    },
+    /// Changes the retention (`Some(None)`: removes it) or the legal hold
+    /// of a version (the current object without `version_id`), as
+    /// `NameState::set_lock_state` allows.
+    SetLockState {
+        /// Bucket.
+        bucket: String,
+        /// Key.
+        key: String,
+        /// The version (None: the current object).
+        version_id: Option<String>,
+        /// The new retention, if it changes.
+        #[allow(clippy::option_option)]
+        retention: Option<Option<(crate::versions::LockMode, u64)>>,
+        /// The new legal hold, if it changes.
+        legal_hold: Option<bool>,
+        /// A GOVERNANCE retention may be shortened or removed.
+        bypass_governance: bool,
+        /// Now: what a retention is judged by.
         now_ms: u64,
     },
 }
@@ -594,11 +624,22 @@ impl NameState {
             }
             NameOp::SetVersioning { bucket, enabled } => {
                 self.bucket(&bucket)?;
+                if !enabled && self.versioning.get(&bucket).is_some_and(|v| v.lock.is_some()) {
+                    return Err(NameError::InvalidBucketState(format!("versioning of {bucket:?} cannot be suspended: it has object lock")));
+                }
                 self.versioning.entry(bucket).or_default().enabled = enabled;
             }
-            NameOp::DeleteVersioned { bucket, key, version_id, marker_id, now_ms } => {
+            NameOp::DeleteVersioned { bucket, key, version_id, marker_id, now_ms, bypass_governance } => {
                 self.bucket(&bucket)?;
-                out.replaced = self.delete_versioned(&bucket, &key, version_id.as_deref(), &marker_id, now_ms);
+                out.replaced = self.delete_versioned(&bucket, &key, version_id.as_deref(), &marker_id, now_ms, bypass_governance)?;
+            }
+            NameOp::SetObjectLock { bucket, default } => {
+                self.bucket(&bucket)?;
+                self.set_object_lock(&bucket, default)?;
+            }
+            NameOp::SetLockState { bucket, key, version_id, retention, legal_hold, bypass_governance, now_ms } => {
+                self.bucket(&bucket)?;
+                self.set_lock_state(&bucket, &key, version_id.as_deref(), retention, legal_hold, bypass_governance, now_ms)?;
             }
             NameOp::CreateKmsKey { key } => {
                 if self.kms.contains_key(&key.id) {
@@ -661,7 +702,7 @@ impl NameState {
             NameOp::DeleteObject { bucket, key, blob } => {
                 let b = self.bucket_mut(&bucket)?;
                 if blob.is_none_or(|id| b.objects.get(&key).is_some_and(|o| o.blob == id)) {
-                    out.replaced = self.remove_current(&bucket, &key);
+                    out.replaced = self.remove_current_unless_locked(&bucket, &key);
                 }
             }
             NameOp::CreateUpload { bucket, upload_id, upload } => {

@@ -9,6 +9,7 @@
 //! it is an object. A key has at most one `null` version: an unversioned
 //! or suspended write replaces it (and frees its blob).
 
+use crate::NameError;
 use crate::state::{NameState, ObjectMeta};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -36,6 +37,97 @@ pub struct Versioning {
     pub enabled: bool,
     /// Each key's versions other than its current object, newest first.
     pub older: BTreeMap<String, Vec<Version>>,
+    /// Object lock, once enabled (never disabled again, as on S3).
+    pub lock: Option<Lock>,
+}
+
+/// A bucket's object lock: the retention new objects get by default.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Lock {
+    /// The default retention's mode and length in days (None: no default).
+    pub default: Option<(LockMode, u32)>,
+}
+
+/// An object lock retention mode.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum LockMode {
+    /// Protected unless the request bypasses governance retention.
+    Governance,
+    /// Protected from everyone until its date.
+    Compliance,
+}
+
+impl LockMode {
+    /// S3's name of the mode.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Governance => "GOVERNANCE",
+            Self::Compliance => "COMPLIANCE",
+        }
+    }
+
+    /// The mode S3 names so.
+    pub fn parse(s: &str) -> Option<Self> {
+        match s {
+            "GOVERNANCE" => Some(Self::Governance),
+            "COMPLIANCE" => Some(Self::Compliance),
+            _ => None,
+        }
+    }
+}
+
+/// Metadata entries of an object's lock: its retention mode, the time it
+/// is retained until (ms since the epoch), and `ON` under a legal hold.
+pub const LOCK_MODE_META: &str = "/lock-mode";
+/// See [`LOCK_MODE_META`].
+pub const LOCK_UNTIL_META: &str = "/lock-until";
+/// See [`LOCK_MODE_META`].
+pub const LEGAL_HOLD_META: &str = "/legal-hold";
+
+/// An object's lock as its metadata holds it.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ObjectLock {
+    /// Retention: mode and until when (ms since the epoch).
+    pub retention: Option<(LockMode, u64)>,
+    /// Under a legal hold.
+    pub legal_hold: bool,
+}
+
+impl ObjectLock {
+    /// The lock in `meta`.
+    pub fn of(meta: &[(String, String)]) -> Self {
+        let get = |name: &str| meta.iter().find(|(k, _)| k == name).map(|(_, v)| v.as_str());
+        let retention = get(LOCK_MODE_META).and_then(LockMode::parse).zip(get(LOCK_UNTIL_META).and_then(|u| u.parse().ok()));
+        Self { retention, legal_hold: get(LEGAL_HOLD_META) == Some("ON") }
+    }
+
+    /// `meta` with this lock's entries in place of any before.
+    pub fn store_in(&self, meta: &mut Vec<(String, String)>) {
+        meta.retain(|(k, _)| ![LOCK_MODE_META, LOCK_UNTIL_META, LEGAL_HOLD_META].contains(&k.as_str()));
+        if let Some((mode, until)) = self.retention {
+            meta.push((LOCK_MODE_META.to_owned(), mode.as_str().to_owned()));
+            meta.push((LOCK_UNTIL_META.to_owned(), until.to_string()));
+        }
+        if self.legal_hold {
+            meta.push((LEGAL_HOLD_META.to_owned(), "ON".to_owned()));
+        }
+    }
+
+    /// Why the object cannot be deleted (or overwritten as a `null`
+    /// version) at `now_ms`, if it cannot: a legal hold, a compliance
+    /// retention, or a governance retention the request does not bypass.
+    pub fn protects(&self, now_ms: u64, bypass_governance: bool) -> Option<String> {
+        if self.legal_hold {
+            return Some("it is under a legal hold".into());
+        }
+        match self.retention {
+            Some((LockMode::Compliance, until)) if until > now_ms => Some(format!("it is retained in COMPLIANCE mode until {until} ms")),
+            Some((LockMode::Governance, until)) if until > now_ms && !bypass_governance => {
+                Some(format!("it is retained in GOVERNANCE mode until {until} ms (bypassing governance retention would allow it)"))
+            }
+            _ => None,
+        }
+    }
 }
 
 /// An object's version id.
@@ -113,9 +205,20 @@ impl NameState {
         freed
     }
 
+    /// [`Self::remove_current`] for the `DeleteObject` op (lifecycle
+    /// expiry, conditional deletes): an object with any lock setting stays,
+    /// since the op carries no time to judge a retention by (S3 deletes of
+    /// versions go through [`Self::delete_versioned`]).
+    pub(crate) fn remove_current_unless_locked(&mut self, bucket: &str, key: &str) -> Option<ObjectMeta> {
+        if self.buckets.get(bucket)?.objects.get(key).is_some_and(|o| ObjectLock::of(&o.meta) != ObjectLock::default()) {
+            return None;
+        }
+        self.remove_current(bucket, key)
+    }
+
     /// Removes `key`'s current object permanently, promoting its newest
     /// older version if that is an object; returns the removed object.
-    pub(crate) fn remove_current(&mut self, bucket: &str, key: &str) -> Option<ObjectMeta> {
+    fn remove_current(&mut self, bucket: &str, key: &str) -> Option<ObjectMeta> {
         let removed = self.buckets.get_mut(bucket)?.objects.remove(key);
         self.promote(bucket, key);
         removed
@@ -142,7 +245,26 @@ impl NameState {
     /// marker (`marker_id`, or `null` when suspended) becomes the current
     /// version. With it: that version is removed for good (the current
     /// object's removal promotes the next). Returns the object to free.
-    pub(crate) fn delete_versioned(&mut self, bucket: &str, key: &str, version: Option<&str>, marker_id: &str, now_ms: u64) -> Option<ObjectMeta> {
+    /// A version under object lock is refused ([`ObjectLock::protects`]).
+    pub(crate) fn delete_versioned(
+        &mut self,
+        bucket: &str,
+        key: &str,
+        version: Option<&str>,
+        marker_id: &str,
+        now_ms: u64,
+        bypass_governance: bool,
+    ) -> Result<Option<ObjectMeta>, NameError> {
+        if let Some(id) = version
+            && let Found::Object(o) = self.version(bucket, key, id)
+            && let Some(why) = ObjectLock::of(&o.meta).protects(now_ms, bypass_governance)
+        {
+            return Err(NameError::ObjectLocked(format!("version {id} of {key:?} cannot be deleted: {why}")));
+        }
+        Ok(self.delete_unlocked(bucket, key, version, marker_id, now_ms))
+    }
+
+    fn delete_unlocked(&mut self, bucket: &str, key: &str, version: Option<&str>, marker_id: &str, now_ms: u64) -> Option<ObjectMeta> {
         let Some(v) = self.versioning.get(bucket) else {
             // Never versioned: a plain delete (a version id other than null names nothing).
             return match version {
@@ -177,6 +299,72 @@ impl NameState {
                 gone.object
             }
         }
+    }
+}
+
+impl NameState {
+    /// Sets a bucket's object lock (its default retention); the bucket
+    /// must keep versions.
+    pub(crate) fn set_object_lock(&mut self, bucket: &str, default: Option<(LockMode, u32)>) -> Result<(), NameError> {
+        match self.versioning.get_mut(bucket) {
+            Some(v) if v.enabled => {
+                v.lock = Some(Lock { default });
+                Ok(())
+            }
+            _ => Err(NameError::InvalidBucketState(format!("bucket {bucket:?} must have versioning enabled for object lock"))),
+        }
+    }
+
+    /// Changes the retention (`Some(None)` removes it) or legal hold of a
+    /// version of `key` (the current object without `version`), as S3
+    /// allows: a retention in force may only be made stronger (a later
+    /// date, or GOVERNANCE to COMPLIANCE) unless it is GOVERNANCE and the
+    /// request bypasses it; COMPLIANCE, never.
+    #[allow(clippy::too_many_arguments, clippy::option_option)]
+    pub(crate) fn set_lock_state(
+        &mut self,
+        bucket: &str,
+        key: &str,
+        version: Option<&str>,
+        retention: Option<Option<(LockMode, u64)>>,
+        legal_hold: Option<bool>,
+        bypass_governance: bool,
+        now_ms: u64,
+    ) -> Result<(), NameError> {
+        if self.versioning.get(bucket).is_none_or(|v| v.lock.is_none()) {
+            return Err(NameError::InvalidBucketState(format!("bucket {bucket:?} has no object lock configuration")));
+        }
+        let missing = || NameError::NoSuchKey { bucket: bucket.to_owned(), key: key.to_owned() };
+        let current = self.buckets.get(bucket).and_then(|b| b.objects.get(key)).filter(|o| version.is_none_or(|id| version_id(o) == id)).is_some();
+        let meta = if current {
+            &mut self.buckets.get_mut(bucket).and_then(|b| b.objects.get_mut(key)).ok_or_else(missing)?.meta
+        } else {
+            let id = version.ok_or_else(missing)?;
+            let v = self.versioning.get_mut(bucket).and_then(|v| v.older.get_mut(key)).and_then(|vs| vs.iter_mut().find(|v| v.id == id)).ok_or_else(missing)?;
+            &mut v.object.as_mut().ok_or_else(missing)?.meta
+        };
+        let mut lock = ObjectLock::of(meta);
+        if let Some(new) = retention {
+            if let Some((mode, until)) = lock.retention.filter(|(_, until)| *until > now_ms) {
+                let stronger = match new {
+                    Some((m, u)) => u >= until && (m == LockMode::Compliance || mode == LockMode::Governance),
+                    None => false,
+                };
+                if !stronger && (mode == LockMode::Compliance || !bypass_governance) {
+                    return Err(NameError::ObjectLocked(format!(
+                        "{key:?} is retained in {} mode until {until} ms: its retention can only be extended{}",
+                        mode.as_str(),
+                        if mode == LockMode::Governance { " (or changed bypassing governance retention)" } else { "" }
+                    )));
+                }
+            }
+            lock.retention = new;
+        }
+        if let Some(h) = legal_hold {
+            lock.legal_hold = h;
+        }
+        lock.store_in(meta);
+        Ok(())
     }
 }
 
@@ -299,7 +487,7 @@ impl NameState {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::{NameError, NameOp};
+    use crate::NameOp;
 
     fn obj(n: u8, id: &str) -> ObjectMeta {
         let meta = if id == NULL_VERSION { vec![] } else { vec![(VERSION_META.to_owned(), id.to_owned())] };
@@ -320,9 +508,16 @@ mod tests {
     }
 
     fn del(s: &mut NameState, version: Option<&str>, marker: &str) -> Option<ObjectMeta> {
-        s.apply(NameOp::DeleteVersioned { bucket: "b".into(), key: "k".into(), version_id: version.map(str::to_owned), marker_id: marker.into(), now_ms: 50 })
-            .unwrap()
-            .replaced
+        s.apply(NameOp::DeleteVersioned {
+            bucket: "b".into(),
+            key: "k".into(),
+            version_id: version.map(str::to_owned),
+            marker_id: marker.into(),
+            now_ms: 50,
+            bypass_governance: false,
+        })
+        .unwrap()
+        .replaced
     }
 
     fn ids(s: &NameState) -> Vec<String> {
@@ -390,6 +585,70 @@ mod tests {
         assert!(!s.has_older_versions("b"));
         s.apply(NameOp::DeleteBucket { name: "b".into(), now_ms: 60 }).unwrap();
         assert!(s.versioning.is_empty());
+    }
+
+    #[test]
+    fn object_lock_keeps_retained_and_held_versions() {
+        let mut s = NameState::default();
+        s.apply(NameOp::CreateBucket { name: "b".into(), owner: String::new(), now_ms: 1 }).unwrap();
+        let lock = NameOp::SetObjectLock { bucket: "b".into(), default: None };
+        assert!(matches!(s.apply(lock.clone()), Err(NameError::InvalidBucketState(_))), "object lock needs versioning");
+        s.apply(NameOp::SetVersioning { bucket: "b".into(), enabled: true }).unwrap();
+        s.apply(lock).unwrap();
+        assert!(matches!(s.apply(NameOp::SetVersioning { bucket: "b".into(), enabled: false }), Err(NameError::InvalidBucketState(_))));
+        let locked = |n: u8, id: &str, l: ObjectLock| {
+            let mut o = obj(n, id);
+            l.store_in(&mut o.meta);
+            o
+        };
+        put(&mut s, locked(1, "c", ObjectLock { retention: Some((LockMode::Compliance, 100)), legal_hold: false }));
+        put(&mut s, locked(2, "g", ObjectLock { retention: Some((LockMode::Governance, 100)), legal_hold: false }));
+        put(&mut s, locked(3, "h", ObjectLock { retention: None, legal_hold: true }));
+        let delete = |s: &mut NameState, id: &str, now_ms, bypass_governance| {
+            s.apply(NameOp::DeleteVersioned {
+                bucket: "b".into(),
+                key: "k".into(),
+                version_id: Some(id.into()),
+                marker_id: "m".into(),
+                now_ms,
+                bypass_governance,
+            })
+        };
+        for (id, bypass) in [("c", true), ("g", false), ("h", true)] {
+            assert!(matches!(delete(&mut s, id, 50, bypass), Err(NameError::ObjectLocked(_))), "{id}");
+        }
+        // Retention only grows stronger: COMPLIANCE never shortened, GOVERNANCE only bypassed.
+        let retain = |id: &str, r: Option<(LockMode, u64)>, bypass| NameOp::SetLockState {
+            bucket: "b".into(),
+            key: "k".into(),
+            version_id: Some(id.into()),
+            retention: Some(r),
+            legal_hold: None,
+            bypass_governance: bypass,
+            now_ms: 50,
+        };
+        assert!(matches!(s.apply(retain("c", Some((LockMode::Compliance, 90)), true)), Err(NameError::ObjectLocked(_))));
+        assert!(matches!(s.apply(retain("c", None, true)), Err(NameError::ObjectLocked(_))));
+        assert!(matches!(s.apply(retain("c", Some((LockMode::Governance, 200)), true)), Err(NameError::ObjectLocked(_))));
+        s.apply(retain("c", Some((LockMode::Compliance, 200)), false)).unwrap();
+        assert!(matches!(s.apply(retain("g", None, false)), Err(NameError::ObjectLocked(_))));
+        s.apply(retain("g", None, true)).unwrap();
+        assert_eq!(delete(&mut s, "g", 50, false).unwrap().replaced.map(|o| o.size), Some(2));
+        // The legal hold lifted, the version goes; the compliance one only after its (extended) date.
+        s.apply(NameOp::SetLockState {
+            bucket: "b".into(),
+            key: "k".into(),
+            version_id: Some("h".into()),
+            retention: None,
+            legal_hold: Some(false),
+            bypass_governance: false,
+            now_ms: 50,
+        })
+        .unwrap();
+        assert!(delete(&mut s, "h", 50, false).is_ok());
+        assert!(matches!(delete(&mut s, "c", 150, true), Err(NameError::ObjectLocked(_))));
+        assert!(delete(&mut s, "c", 250, false).is_ok());
+        assert!(s.buckets["b"].objects.is_empty() && !s.has_older_versions("b"));
     }
 
     #[test]

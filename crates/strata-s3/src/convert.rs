@@ -26,6 +26,9 @@ pub(crate) fn name_err(e: NameError) -> S3Error {
         // Containers are the native API's; S3 never names one.
         NameError::InvalidName(_) | NameError::ContainerExists(_) | NameError::NoSuchContainer(_) => S3ErrorCode::InvalidArgument,
         NameError::KmsKeyExists(_) => S3ErrorCode::InvalidArgument,
+        // S3 refuses a delete or change that object lock forbids so.
+        NameError::ObjectLocked(_) => S3ErrorCode::AccessDenied,
+        NameError::InvalidBucketState(_) => S3ErrorCode::InvalidBucketState,
         // S3 answers an SSE-KMS request naming an unknown key so, with 400.
         NameError::NoSuchKmsKey(_) => {
             let mut e = S3Error::with_message(S3ErrorCode::Custom("KMS.NotFoundException".into()), msg);

@@ -213,6 +213,7 @@ mod lifecycle;
 mod listing;
 mod multipart;
 pub(crate) use multipart::part_sizes;
+mod lock;
 mod reads;
 mod versioning;
 use lifecycle::{rule_out, rules_in};
@@ -315,6 +316,14 @@ impl StrataS3 {
         }
         let mut meta = meta_in(input.metadata.clone());
         crate::headers::standard_headers_in!(input).store_in(&mut meta);
+        let lock = self.lock_for_write(
+            &input.bucket,
+            input.object_lock_mode.as_ref(),
+            input.object_lock_retain_until_date.as_ref(),
+            input.object_lock_legal_hold_status.as_ref(),
+            now,
+        )?;
+        lock.store_in(&mut meta);
         let content_type = content_type_in(input.content_type);
         let sealing = self.seal_for_write(asked).await?;
         let opts = self.put_opts(content_type.clone(), meta.clone(), expiry_ms, now);
@@ -441,9 +450,17 @@ impl StrataS3 {
         if let Some(tags) = new_tags {
             meta = crate::tags::replaced(&meta, tags);
         }
-        // The copy is encrypted as this request asks (the source's
-        // encryption is not carried over, as on S3 without a bucket default).
+        // The copy is encrypted and locked as this request asks (the
+        // source's encryption and lock are not carried over).
         crate::sse::strip(&mut meta);
+        self.lock_for_write(
+            &input.bucket,
+            input.object_lock_mode.as_ref(),
+            input.object_lock_retain_until_date.as_ref(),
+            input.object_lock_legal_hold_status.as_ref(),
+            now,
+        )?
+        .store_in(&mut meta);
         let sealing = self.seal_for_write(asked).await?;
         let opts = self.put_opts(content_type.clone(), meta.clone(), expiry_ms, now);
         let stored = self.store(Some(streaming(body.data)), Some(src.size as i64), None, &Expected::default(), opts, sealing.as_ref().map(|s| &s.0)).await?;
@@ -510,10 +527,16 @@ impl S3 for StrataS3 {
                 return Err(s3_error!(InvalidBucketName, "bucket name {name:?} {why}"));
             }
             let public = req.input.acl.as_ref().is_some_and(|a| a.as_str() == BucketCannedACL::PUBLIC_READ);
+            let locked = req.input.object_lock_enabled_for_bucket == Some(true);
             match self.names.apply(NameOp::CreateBucket { name: name.clone(), owner, now_ms: self.now_ms() }).await {
                 Ok(_) => {
                     if public {
                         self.names.apply(NameOp::SetPublic { bucket: name.clone(), public }).await.map_err(name_err)?;
+                    }
+                    // Object lock keeps versions: both are on from the start.
+                    if locked {
+                        self.names.apply(NameOp::SetVersioning { bucket: name.clone(), enabled: true }).await.map_err(name_err)?;
+                        self.names.apply(NameOp::SetObjectLock { bucket: name.clone(), default: None }).await.map_err(name_err)?;
                     }
                     ok(CreateBucketOutput { location: Some(format!("/{name}")) })
                 }
@@ -544,6 +567,30 @@ impl S3 for StrataS3 {
             let region = (self.opts.region != "us-east-1").then(|| BucketLocationConstraint::from(self.opts.region.clone()));
             ok(GetBucketLocationOutput { location_constraint: region })
         })
+    }
+
+    async fn put_object_lock_configuration(&self, req: S3Request<PutObjectLockConfigurationInput>) -> S3Result<S3Response<PutObjectLockConfigurationOutput>> {
+        timed!(self, "PutObjectLockConfiguration", self.do_put_object_lock_configuration(req.input).await)
+    }
+
+    async fn get_object_lock_configuration(&self, req: S3Request<GetObjectLockConfigurationInput>) -> S3Result<S3Response<GetObjectLockConfigurationOutput>> {
+        timed!(self, "GetObjectLockConfiguration", self.do_get_object_lock_configuration(req.input))
+    }
+
+    async fn put_object_retention(&self, req: S3Request<PutObjectRetentionInput>) -> S3Result<S3Response<PutObjectRetentionOutput>> {
+        timed!(self, "PutObjectRetention", self.do_put_object_retention(req.input).await)
+    }
+
+    async fn get_object_retention(&self, req: S3Request<GetObjectRetentionInput>) -> S3Result<S3Response<GetObjectRetentionOutput>> {
+        timed!(self, "GetObjectRetention", self.do_get_object_retention(req.input))
+    }
+
+    async fn put_object_legal_hold(&self, req: S3Request<PutObjectLegalHoldInput>) -> S3Result<S3Response<PutObjectLegalHoldOutput>> {
+        timed!(self, "PutObjectLegalHold", self.do_put_object_legal_hold(req.input).await)
+    }
+
+    async fn get_object_legal_hold(&self, req: S3Request<GetObjectLegalHoldInput>) -> S3Result<S3Response<GetObjectLegalHoldOutput>> {
+        timed!(self, "GetObjectLegalHold", self.do_get_object_legal_hold(req.input))
     }
 
     async fn get_bucket_versioning(&self, req: S3Request<GetBucketVersioningInput>) -> S3Result<S3Response<GetBucketVersioningOutput>> {
@@ -653,7 +700,7 @@ impl S3 for StrataS3 {
                 self.delete_if(&i).await?;
                 return ok(DeleteObjectOutput::default());
             }
-            let d = self.delete_key(&i.bucket, &i.key, i.version_id.as_deref()).await?;
+            let d = self.delete_key(&i.bucket, &i.key, i.version_id.as_deref(), i.bypass_governance_retention == Some(true)).await?;
             ok(DeleteObjectOutput { delete_marker: d.marker.then_some(true), version_id: d.version_id, ..Default::default() })
         })
     }
@@ -693,9 +740,10 @@ impl S3 for StrataS3 {
             // Keys are independent: delete a few at a time, so their name ops
             // and blob deletes share fsyncs (group commit), answering in order.
             let bucket = &input.bucket;
+            let bypass = input.bypass_governance_retention == Some(true);
             let mut done = futures_util::stream::iter(input.delete.objects)
                 .map(|o| async move {
-                    let r = self.delete_key(bucket, &o.key, o.version_id.as_deref()).await;
+                    let r = self.delete_key(bucket, &o.key, o.version_id.as_deref(), bypass).await;
                     (o, r)
                 })
                 .buffered(DELETES_IN_FLIGHT);

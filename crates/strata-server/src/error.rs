@@ -263,6 +263,8 @@ impl ApiError {
                     N::NoSuchContainer(_) => (StatusCode::NOT_FOUND, "NoSuchContainer"),
                     N::KmsKeyExists(_) => (StatusCode::CONFLICT, "KmsKeyExists"),
                     N::NoSuchKmsKey(_) => (StatusCode::NOT_FOUND, "NoSuchKmsKey"),
+                    N::ObjectLocked(_) => (StatusCode::FORBIDDEN, "ObjectLocked"),
+                    N::InvalidBucketState(_) => (StatusCode::CONFLICT, "InvalidBucketState"),
                 }
             }
             Self::NotAMetadataMember => (StatusCode::BAD_REQUEST, "NotAMetadataMember"),

@@ -754,6 +754,59 @@ class Listing(unittest.TestCase):
         self.assertEqual(live_blobs(), base + 2, "every version's blob is freed")
         s3.delete_bucket(Bucket=b)
 
+    def test_object_lock(self):
+        s3, b = client(), "locked" + os.urandom(2).hex()
+        now = datetime.datetime.now(datetime.timezone.utc)
+        soon, later = now + datetime.timedelta(seconds=4), now + datetime.timedelta(days=1)
+        # Object lock on a bucket that has none: S3's errors, nothing changes.
+        unl = "unlocked" + os.urandom(2).hex()
+        s3.create_bucket(Bucket=unl)
+        self.assertEqual(error_of(s3.put_object, Bucket=unl, Key="k", Body=b"x", ObjectLockLegalHoldStatus="ON"), ("InvalidRequest", 400))
+        s3.put_object(Bucket=unl, Key="k", Body=b"x")
+        self.assertEqual(error_of(s3.put_object_legal_hold, Bucket=unl, Key="k", LegalHold={"Status": "ON"}), ("InvalidRequest", 400))
+        self.assertEqual(error_of(s3.get_object_lock_configuration, Bucket=unl), ("ObjectLockConfigurationNotFoundError", 404))
+        self.assertEqual(error_of(s3.put_object_lock_configuration, Bucket=unl, ObjectLockConfiguration={"ObjectLockEnabled": "Enabled"}), ("InvalidBucketState", 409))
+        # A bucket made with object lock keeps versions, and cannot be suspended.
+        s3.create_bucket(Bucket=b, ObjectLockEnabledForBucket=True)
+        self.assertEqual(s3.get_bucket_versioning(Bucket=b)["Status"], "Enabled")
+        self.assertEqual(error_of(s3.put_bucket_versioning, Bucket=b, VersioningConfiguration={"Status": "Suspended"}), ("InvalidBucketState", 409))
+        self.assertEqual(error_of(s3.put_object, Bucket=b, Key="c", Body=b"x", ObjectLockMode="COMPLIANCE", ObjectLockRetainUntilDate=now - datetime.timedelta(days=1)), ("InvalidArgument", 400))
+        self.assertEqual(error_of(s3.head_object, Bucket=b, Key="c")[1], 404)
+        # COMPLIANCE: no one deletes the version before its date, not even bypassing governance, nor shortens it.
+        v = s3.put_object(Bucket=b, Key="c", Body=b"kept", ObjectLockMode="COMPLIANCE", ObjectLockRetainUntilDate=soon)["VersionId"]
+        h = s3.head_object(Bucket=b, Key="c")
+        self.assertEqual(h["ObjectLockMode"], "COMPLIANCE")
+        self.assertEqual(error_of(s3.delete_object, Bucket=b, Key="c", VersionId=v, BypassGovernanceRetention=True), ("AccessDenied", 403))
+        self.assertEqual(error_of(s3.put_object_retention, Bucket=b, Key="c", VersionId=v, Retention={"Mode": "GOVERNANCE", "RetainUntilDate": later}, BypassGovernanceRetention=True), ("AccessDenied", 403))
+        self.assertEqual(s3.get_object(Bucket=b, Key="c", VersionId=v)["Body"].read(), b"kept")
+        # A plain delete only adds a marker: the retained version stays readable.
+        self.assertTrue(s3.delete_object(Bucket=b, Key="c")["DeleteMarker"])
+        self.assertEqual(s3.get_object(Bucket=b, Key="c", VersionId=v)["Body"].read(), b"kept")
+        # GOVERNANCE: deleted only when bypassed.
+        g = s3.put_object(Bucket=b, Key="g", Body=b"g", ObjectLockMode="GOVERNANCE", ObjectLockRetainUntilDate=later)["VersionId"]
+        self.assertEqual(s3.get_object_retention(Bucket=b, Key="g")["Retention"]["Mode"], "GOVERNANCE")
+        self.assertEqual(error_of(s3.delete_object, Bucket=b, Key="g", VersionId=g), ("AccessDenied", 403))
+        s3.delete_object(Bucket=b, Key="g", VersionId=g, BypassGovernanceRetention=True)
+        # A legal hold: no date, held until lifted.
+        l = s3.put_object(Bucket=b, Key="l", Body=b"l")["VersionId"]
+        s3.put_object_legal_hold(Bucket=b, Key="l", LegalHold={"Status": "ON"})
+        self.assertEqual(s3.get_object_legal_hold(Bucket=b, Key="l")["LegalHold"]["Status"], "ON")
+        self.assertEqual(error_of(s3.delete_object, Bucket=b, Key="l", VersionId=l, BypassGovernanceRetention=True), ("AccessDenied", 403))
+        s3.put_object_legal_hold(Bucket=b, Key="l", LegalHold={"Status": "OFF"})
+        s3.delete_object(Bucket=b, Key="l", VersionId=l)
+        # A default retention applies to new objects.
+        s3.put_object_lock_configuration(Bucket=b, ObjectLockConfiguration={"ObjectLockEnabled": "Enabled", "Rule": {"DefaultRetention": {"Mode": "GOVERNANCE", "Days": 1}}})
+        self.assertEqual(s3.get_object_lock_configuration(Bucket=b)["ObjectLockConfiguration"]["Rule"]["DefaultRetention"], {"Mode": "GOVERNANCE", "Days": 1})
+        d = s3.put_object(Bucket=b, Key="d", Body=b"d")["VersionId"]
+        self.assertEqual(s3.head_object(Bucket=b, Key="d")["ObjectLockMode"], "GOVERNANCE")
+        self.assertEqual(error_of(s3.delete_object, Bucket=b, Key="d", VersionId=d), ("AccessDenied", 403))
+        s3.delete_object(Bucket=b, Key="d", VersionId=d, BypassGovernanceRetention=True)
+        self.assertEqual(error_of(s3.put_object_lock_configuration, Bucket=b, ObjectLockConfiguration={"ObjectLockEnabled": "Enabled", "Rule": {"DefaultRetention": {"Mode": "GOVERNANCE"}}}), ("MalformedXML", 400))
+        # After its date the COMPLIANCE version goes like any other.
+        time.sleep(max(0.0, (soon - datetime.datetime.now(datetime.timezone.utc)).total_seconds()) + 0.5)
+        s3.delete_object(Bucket=b, Key="c", VersionId=v)
+        self.assertEqual(error_of(s3.get_object, Bucket=b, Key="c", VersionId=v), ("NoSuchVersion", 404))
+
     def test_aws_cli_versioning(self):
         s3, b = client(), "versioned-cli"
         s3.create_bucket(Bucket=b)

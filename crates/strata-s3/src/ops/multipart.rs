@@ -11,6 +11,14 @@ impl StrataS3 {
         let mut meta = meta_in(i.metadata.clone());
         crate::headers::standard_headers_in!(i).store_in(&mut meta);
         meta.extend(crate::tags::from_header(i.tagging.as_deref())?);
+        self.lock_for_write(
+            &i.bucket,
+            i.object_lock_mode.as_ref(),
+            i.object_lock_retain_until_date.as_ref(),
+            i.object_lock_legal_hold_status.as_ref(),
+            self.now_ms(),
+        )?
+        .store_in(&mut meta);
         // The upload's data key, sealed, goes with it: every part is
         // sealed under it, and the object takes the upload's metadata.
         let reply = self.seal_for_write(asked).await?.map(|(seal, entries)| {

@@ -115,6 +115,7 @@ impl StrataS3 {
         out.expires = input.response_expires.or(out.expires);
         crate::sse::set_reply!(out, seal.map(|s| s.reply()).unwrap_or_default());
         out.version_id = self.version_of_answer(&input.bucket, &o);
+        (out.object_lock_mode, out.object_lock_retain_until_date, out.object_lock_legal_hold_status) = lock::lock_out(&o);
         ok(out)
     }
 
@@ -144,6 +145,7 @@ impl StrataS3 {
         let mut out = object_output!(HeadObjectOutput { content_length: Some(len as i64), content_range: range_text }, &o, sums);
         crate::sse::set_reply!(out, seal.map(|s| s.reply()).unwrap_or_default());
         out.version_id = self.version_of_answer(&input.bucket, &o);
+        (out.object_lock_mode, out.object_lock_retain_until_date, out.object_lock_legal_hold_status) = lock::lock_out(&o);
         ok(out)
     }
 

@@ -65,7 +65,7 @@ impl StrataS3 {
 
     /// S3's DELETE of `key` (a delete marker in a versioned bucket) or of
     /// one version of it (for good, freeing its blob).
-    pub(crate) async fn delete_key(&self, bucket: &str, key: &str, version: Option<&str>) -> Result<Deleted, S3Error> {
+    pub(crate) async fn delete_key(&self, bucket: &str, key: &str, version: Option<&str>, bypass_governance: bool) -> Result<Deleted, S3Error> {
         let status = self.versioning(bucket);
         if status.is_none() {
             if let Some(id) = version.filter(|v| *v != NULL_VERSION) {
@@ -82,6 +82,7 @@ impl StrataS3 {
             version_id: version.map(str::to_owned),
             marker_id: marker_id.clone(),
             now_ms: self.now_ms(),
+            bypass_governance,
         };
         let out = self.names.apply(op).await.map_err(name_err)?;
         self.free_outcome(out).await;
