@@ -285,8 +285,12 @@ impl Drop for Etcd {
     }
 }
 
-pub(crate) async fn start_etcd(bin: &str, dir: &Path) -> Result<(Etcd, Vec<String>)> {
-    let host = |i: usize| format!("127.0.200.{i}");
+/// Starts a 3-member etcd on `127.0.<net>.1..3` (each benchmark its own
+/// `net`: the test command runs `bench-rw` and `bench-txn` at once, and two
+/// clusters on one set of addresses would serve one of them from the
+/// other's members, which it then stops).
+pub(crate) async fn start_etcd(bin: &str, dir: &Path, net: u8) -> Result<(Etcd, Vec<String>)> {
+    let host = |i: usize| format!("127.0.{net}.{i}");
     let cluster: Vec<String> = (1..=3).map(|i| format!("e{i}=http://{}:2380", host(i))).collect();
     let mut procs = Etcd(Vec::new());
     for i in 1..=3 {
@@ -393,7 +397,7 @@ pub(crate) async fn measure(a: &BenchRwArgs) -> Result<(Vec<RwRow>, Vec<RwVerdic
         push(&mut rows, "strata", 3, load(&t, a.concurrency, a.seconds, a.value_size).await?);
     }
     eprintln!("etcd, 3 members ...");
-    match start_etcd(&a.etcd, &root.join("etcd")).await {
+    match start_etcd(&a.etcd, &root.join("etcd"), 200).await {
         Ok((_etcd, urls)) => push(&mut rows, "etcd", 3, load(&Target::Etcd { urls }, a.concurrency, a.seconds, a.value_size).await?),
         Err(e) => eprintln!("etcd not measured: {e:#}"),
     }

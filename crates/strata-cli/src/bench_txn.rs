@@ -338,7 +338,7 @@ pub async fn run(a: BenchTxnArgs) -> Result<()> {
     let _ = std::fs::remove_dir_all(&a.data_dir);
     std::fs::create_dir_all(&a.data_dir).with_context(|| format!("creating {}", a.data_dir.display()))?;
     eprintln!("etcd, 3 members ...");
-    let (_etcd, urls) = crate::bench_rw::start_etcd(&a.etcd, &a.data_dir.join("etcd")).await?;
+    let (_etcd, urls) = crate::bench_rw::start_etcd(&a.etcd, &a.data_dir.join("etcd"), 201).await?;
     let locks = Locks { members: urls.iter().map(|u| strata_client::Client::new(u)).collect() };
     eprintln!("strata, {} nodes ...", a.nodes);
     std::fs::create_dir_all(a.data_dir.join("strata"))?;
