@@ -414,6 +414,17 @@ pub enum NameOp {
         /// Now: what a retention is judged by.
         now_ms: u64,
     },
+    /// Sets (or with None removes) a bucket's configuration document of
+    /// `kind` (`cors`, `tagging`, ...). (After `SetLockState`: new variants
+    /// go at the end.)
+    SetBucketDoc {
+        /// Bucket.
+        bucket: String,
+        /// Which document.
+        kind: String,
+        /// The document (JSON, the S3 API's), or None to remove it.
+        doc: Option<String>,
+    },
 }
 
 /// A key of Strata's key store (SSE-S3 and SSE-KMS seal each object's data
@@ -480,6 +491,27 @@ pub struct NameState {
     /// Versioning of the buckets that ever had it, by bucket. Added with
     /// versioning (a field of its own, so `Bucket` keeps its layout).
     pub versioning: BTreeMap<String, crate::versions::Versioning>,
+    /// Buckets' configuration documents by bucket, then by kind (`cors`,
+    /// `tagging`, ...): text the S3 API writes and reads (JSON), so new
+    /// kinds need no new layout.
+    pub bucket_docs: BTreeMap<String, BTreeMap<String, String>>,
+}
+
+/// The state as written before bucket documents.
+#[derive(Deserialize)]
+struct NameStateV4 {
+    buckets: BTreeMap<String, Bucket>,
+    keys: BTreeMap<String, AccessKey>,
+    accounts: BTreeMap<String, Account>,
+    rights: BTreeMap<String, KeyRights>,
+    kms: BTreeMap<String, KmsKey>,
+    versioning: BTreeMap<String, crate::versions::Versioning>,
+}
+
+impl From<NameStateV4> for NameState {
+    fn from(v: NameStateV4) -> Self {
+        Self { buckets: v.buckets, keys: v.keys, accounts: v.accounts, rights: v.rights, kms: v.kms, versioning: v.versioning, bucket_docs: BTreeMap::new() }
+    }
 }
 
 /// The state as written before versioning.
@@ -494,7 +526,7 @@ struct NameStateV3 {
 
 impl From<NameStateV3> for NameState {
     fn from(v: NameStateV3) -> Self {
-        Self { buckets: v.buckets, keys: v.keys, accounts: v.accounts, rights: v.rights, kms: v.kms, versioning: BTreeMap::new() }
+        Self { buckets: v.buckets, keys: v.keys, accounts: v.accounts, rights: v.rights, kms: v.kms, ..Self::default() }
     }
 }
 
@@ -541,6 +573,9 @@ impl NameState {
             Ok(s) => return Ok(s),
             Err(e) => e,
         };
+        if let Ok((p, v4)) = postcard::from_bytes::<(P, NameStateV4)>(bytes) {
+            return Ok((p, v4.into()));
+        }
         if let Ok((p, v3)) = postcard::from_bytes::<(P, NameStateV3)>(bytes) {
             return Ok((p, v3.into()));
         }
@@ -586,6 +621,7 @@ impl NameState {
             k.grants.remove(name);
         }
         self.versioning.remove(name);
+        self.bucket_docs.remove(name);
         self.buckets.remove(name)
     }
 
@@ -632,6 +668,21 @@ impl NameState {
             NameOp::DeleteVersioned { bucket, key, version_id, marker_id, now_ms, bypass_governance } => {
                 self.bucket(&bucket)?;
                 out.replaced = self.delete_versioned(&bucket, &key, version_id.as_deref(), &marker_id, now_ms, bypass_governance)?;
+            }
+            NameOp::SetBucketDoc { bucket, kind, doc } => {
+                self.bucket(&bucket)?;
+                let docs = self.bucket_docs.entry(bucket.clone()).or_default();
+                match doc {
+                    Some(d) => {
+                        docs.insert(kind, d);
+                    }
+                    None => {
+                        docs.remove(&kind);
+                    }
+                }
+                if docs.is_empty() {
+                    self.bucket_docs.remove(&bucket);
+                }
             }
             NameOp::SetObjectLock { bucket, default } => {
                 self.bucket(&bucket)?;

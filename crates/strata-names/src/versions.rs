@@ -303,6 +303,11 @@ impl NameState {
 }
 
 impl NameState {
+    /// The bucket's configuration document of `kind`, if set.
+    pub fn bucket_doc(&self, bucket: &str, kind: &str) -> Option<&str> {
+        self.bucket_docs.get(bucket).and_then(|d| d.get(kind)).map(String::as_str)
+    }
+
     /// Sets a bucket's object lock (its default retention); the bucket
     /// must keep versions.
     pub(crate) fn set_object_lock(&mut self, bucket: &str, default: Option<(LockMode, u32)>) -> Result<(), NameError> {
@@ -649,6 +654,34 @@ mod tests {
         assert!(matches!(delete(&mut s, "c", 150, true), Err(NameError::ObjectLocked(_))));
         assert!(delete(&mut s, "c", 250, false).is_ok());
         assert!(s.buckets["b"].objects.is_empty() && !s.has_older_versions("b"));
+    }
+
+    #[test]
+    fn bucket_documents_are_set_removed_and_decoded_from_the_layout_before_them() {
+        #[derive(serde::Serialize)]
+        struct V4<'a> {
+            buckets: &'a BTreeMap<String, crate::Bucket>,
+            keys: &'a BTreeMap<String, crate::AccessKey>,
+            accounts: &'a BTreeMap<String, crate::Account>,
+            rights: &'a BTreeMap<String, crate::KeyRights>,
+            kms: &'a BTreeMap<String, crate::KmsKey>,
+            versioning: &'a BTreeMap<String, Versioning>,
+        }
+        let mut s = NameState::default();
+        s.apply(NameOp::CreateBucket { name: "b".into(), owner: String::new(), now_ms: 1 }).unwrap();
+        s.apply(NameOp::SetVersioning { bucket: "b".into(), enabled: true }).unwrap();
+        let v4 = V4 { buckets: &s.buckets, keys: &s.keys, accounts: &s.accounts, rights: &s.rights, kms: &s.kms, versioning: &s.versioning };
+        assert_eq!(NameState::decode(&postcard::to_allocvec(&v4).unwrap()).unwrap(), s);
+        let doc = |d: Option<&str>| NameOp::SetBucketDoc { bucket: "b".into(), kind: "cors".into(), doc: d.map(str::to_owned) };
+        s.apply(doc(Some("[]"))).unwrap();
+        assert_eq!(s.bucket_doc("b", "cors"), Some("[]"));
+        assert_eq!(NameState::decode(&postcard::to_allocvec(&s).unwrap()).unwrap(), s);
+        s.apply(doc(None)).unwrap();
+        assert!(s.bucket_docs.is_empty());
+        s.apply(doc(Some("[]"))).unwrap();
+        s.apply(NameOp::DeleteBucket { name: "b".into(), now_ms: 2 }).unwrap();
+        assert!(s.bucket_docs.is_empty(), "a deleted bucket's documents go with it");
+        assert!(matches!(s.apply(doc(Some("[]"))), Err(NameError::NoSuchBucket(_))));
     }
 
     #[test]

@@ -17,6 +17,7 @@
 mod access;
 mod checksum;
 mod convert;
+mod cors;
 mod headers;
 mod md5x;
 
@@ -110,9 +111,9 @@ pub fn service(router: Arc<Router>, names: Arc<dyn NameIndex>, clock: Arc<dyn Cl
     let s3 = StrataS3 { router, names: names.clone(), clock: clock.clone(), opts, observer };
     let mut b = S3ServiceBuilder::new(s3);
     b.set_auth(KeyAuth::new(names.clone()));
-    b.set_access(KeyAccess::new(names, region, clock));
-    b.set_host(VirtualHosts::new(domains));
-    S3Endpoint::new(b.build())
+    b.set_access(KeyAccess::new(names.clone(), region, clock));
+    b.set_host(VirtualHosts::new(domains.clone()));
+    S3Endpoint::new(b.build(), names, domains)
 }
 
 /// Removes the names of expired objects every `period` and frees their

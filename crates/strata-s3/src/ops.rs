@@ -213,6 +213,7 @@ mod lifecycle;
 mod listing;
 mod multipart;
 pub(crate) use multipart::part_sizes;
+mod bucket_config;
 mod lock;
 mod reads;
 mod versioning;
@@ -567,6 +568,38 @@ impl S3 for StrataS3 {
             let region = (self.opts.region != "us-east-1").then(|| BucketLocationConstraint::from(self.opts.region.clone()));
             ok(GetBucketLocationOutput { location_constraint: region })
         })
+    }
+
+    async fn put_bucket_cors(&self, req: S3Request<PutBucketCorsInput>) -> S3Result<S3Response<PutBucketCorsOutput>> {
+        timed!(self, "PutBucketCors", self.do_put_bucket_cors(req.input).await)
+    }
+
+    async fn get_bucket_cors(&self, req: S3Request<GetBucketCorsInput>) -> S3Result<S3Response<GetBucketCorsOutput>> {
+        timed!(self, "GetBucketCors", self.do_get_bucket_cors(req.input))
+    }
+
+    async fn delete_bucket_cors(&self, req: S3Request<DeleteBucketCorsInput>) -> S3Result<S3Response<DeleteBucketCorsOutput>> {
+        timed!(self, "DeleteBucketCors", self.do_delete_bucket_cors(req.input).await)
+    }
+
+    async fn put_bucket_tagging(&self, req: S3Request<PutBucketTaggingInput>) -> S3Result<S3Response<PutBucketTaggingOutput>> {
+        timed!(self, "PutBucketTagging", self.do_put_bucket_tagging(req.input).await)
+    }
+
+    async fn get_bucket_tagging(&self, req: S3Request<GetBucketTaggingInput>) -> S3Result<S3Response<GetBucketTaggingOutput>> {
+        timed!(self, "GetBucketTagging", self.do_get_bucket_tagging(req.input))
+    }
+
+    async fn delete_bucket_tagging(&self, req: S3Request<DeleteBucketTaggingInput>) -> S3Result<S3Response<DeleteBucketTaggingOutput>> {
+        timed!(self, "DeleteBucketTagging", self.do_delete_bucket_tagging(req.input).await)
+    }
+
+    async fn put_bucket_ownership_controls(&self, req: S3Request<PutBucketOwnershipControlsInput>) -> S3Result<S3Response<PutBucketOwnershipControlsOutput>> {
+        timed!(self, "PutBucketOwnershipControls", self.do_put_bucket_ownership_controls(req.input))
+    }
+
+    async fn get_bucket_ownership_controls(&self, req: S3Request<GetBucketOwnershipControlsInput>) -> S3Result<S3Response<GetBucketOwnershipControlsOutput>> {
+        timed!(self, "GetBucketOwnershipControls", self.do_get_bucket_ownership_controls(req.input))
     }
 
     async fn put_object_lock_configuration(&self, req: S3Request<PutObjectLockConfigurationInput>) -> S3Result<S3Response<PutObjectLockConfigurationOutput>> {

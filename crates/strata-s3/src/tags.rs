@@ -18,9 +18,16 @@ const TAGS_MAX: usize = 10;
 const KEY_CHARS_MAX: usize = 128;
 const VALUE_CHARS_MAX: usize = 256;
 
+/// A bucket has at most this many tags.
+const BUCKET_TAGS_MAX: usize = 50;
+
 fn checked(pairs: Vec<(String, String)>) -> Result<Vec<(String, String)>, S3Error> {
-    if pairs.len() > TAGS_MAX {
-        return Err(s3_error!(InvalidTag, "{} tags given; an object can have at most {TAGS_MAX}", pairs.len()));
+    checked_up_to(pairs, TAGS_MAX, "an object")
+}
+
+fn checked_up_to(pairs: Vec<(String, String)>, max: usize, what: &str) -> Result<Vec<(String, String)>, S3Error> {
+    if pairs.len() > max {
+        return Err(s3_error!(InvalidTag, "{} tags given; {what} can have at most {max}", pairs.len()));
     }
     let mut out: Vec<(String, String)> = Vec::with_capacity(pairs.len());
     for (k, v) in pairs {
@@ -47,6 +54,12 @@ fn checked(pairs: Vec<(String, String)>) -> Result<Vec<(String, String)>, S3Erro
 pub(crate) fn from_set(set: &TagSet) -> Result<Vec<(String, String)>, S3Error> {
     let pairs = set.iter().map(|t: &Tag| (t.key.clone().unwrap_or_default(), t.value.clone().unwrap_or_default())).collect();
     checked(pairs)
+}
+
+/// A bucket's tags (PutBucketTagging), checked, as stored entries.
+pub(crate) fn bucket_from_set(set: &TagSet) -> Result<Vec<(String, String)>, S3Error> {
+    let pairs = set.iter().map(|t: &Tag| (t.key.clone().unwrap_or_default(), t.value.clone().unwrap_or_default())).collect();
+    checked_up_to(pairs, BUCKET_TAGS_MAX, "a bucket")
 }
 
 /// The metadata entries for an `x-amz-tagging` header (`k1=v1&k2=v2`,

@@ -807,6 +807,73 @@ class Listing(unittest.TestCase):
         s3.delete_object(Bucket=b, Key="c", VersionId=v)
         self.assertEqual(error_of(s3.get_object, Bucket=b, Key="c", VersionId=v), ("NoSuchVersion", 404))
 
+    def test_cors_rules_and_preflight(self):
+        s3, b = client(), "cors-" + os.urandom(2).hex()
+        s3.create_bucket(Bucket=b)
+        self.assertEqual(error_of(s3.get_bucket_cors, Bucket=b), ("NoSuchCORSConfiguration", 404))
+        # Bad rules: S3's errors, nothing stored.
+        for rules, want in [
+            ([{"AllowedOrigins": ["*"], "AllowedMethods": ["PATCH"]}], ("InvalidRequest", 400)),
+            ([{"AllowedOrigins": ["http://*.*"], "AllowedMethods": ["GET"]}], ("InvalidRequest", 400)),
+        ]:
+            self.assertEqual(error_of(s3.put_bucket_cors, Bucket=b, CORSConfiguration={"CORSRules": rules}), want, rules)
+        self.assertEqual(error_of(s3.get_bucket_cors, Bucket=b), ("NoSuchCORSConfiguration", 404))
+        rules = [
+            {"AllowedOrigins": ["https://app.example.com"], "AllowedMethods": ["PUT", "GET"], "AllowedHeaders": ["*"], "ExposeHeaders": ["ETag"], "MaxAgeSeconds": 600},
+            {"AllowedOrigins": ["*"], "AllowedMethods": ["GET"]},
+        ]
+        s3.put_bucket_cors(Bucket=b, CORSConfiguration={"CORSRules": rules})
+        got = s3.get_bucket_cors(Bucket=b)["CORSRules"]
+        self.assertEqual([r["AllowedMethods"] for r in got], [["PUT", "GET"], ["GET"]])
+
+        def preflight(origin, method, headers=None):
+            h = {"Origin": origin, "Access-Control-Request-Method": method}
+            if headers:
+                h["Access-Control-Request-Headers"] = headers
+            req = urllib.request.Request(f"{S3}/{b}/file.txt", method="OPTIONS", headers=h)
+            try:
+                with urllib.request.urlopen(req) as r:
+                    return r.status, r.headers
+            except urllib.error.HTTPError as e:
+                return e.code, e.headers
+
+        status, h = preflight("https://app.example.com", "PUT", "content-type, x-amz-date")
+        self.assertEqual(status, 200)
+        self.assertEqual(h["Access-Control-Allow-Origin"], "https://app.example.com")
+        self.assertIn("PUT", h["Access-Control-Allow-Methods"])
+        self.assertEqual(h["Access-Control-Max-Age"], "600")
+        self.assertEqual(preflight("https://evil.example.com", "PUT")[0], 403)
+        status, h = preflight("https://anyone.test", "GET")
+        self.assertEqual((status, h["Access-Control-Allow-Origin"]), (200, "*"))
+        self.assertEqual(preflight("https://anyone.test", "DELETE")[0], 403)
+        # The actual cross-origin request's answer carries the rule's headers.
+        s3.put_object(Bucket=b, Key="file.txt", Body=b"hi", ACL="private")
+        url = s3.generate_presigned_url("get_object", Params={"Bucket": b, "Key": "file.txt"})
+        with urllib.request.urlopen(urllib.request.Request(url, headers={"Origin": "https://app.example.com"})) as r:
+            self.assertEqual(r.headers["Access-Control-Allow-Origin"], "https://app.example.com")
+            self.assertEqual(r.headers["Access-Control-Expose-Headers"], "ETag")
+        with urllib.request.urlopen(urllib.request.Request(url)) as r:
+            self.assertIsNone(r.headers["Access-Control-Allow-Origin"], "no Origin, no CORS headers")
+        s3.delete_bucket_cors(Bucket=b)
+        self.assertEqual(preflight("https://app.example.com", "GET")[0], 403)
+
+    def test_bucket_tags_and_ownership(self):
+        s3, b = client(), "tagged-" + os.urandom(2).hex()
+        s3.create_bucket(Bucket=b)
+        self.assertEqual(error_of(s3.get_bucket_tagging, Bucket=b), ("NoSuchTagSet", 404))
+        s3.put_bucket_tagging(Bucket=b, Tagging={"TagSet": [{"Key": "team", "Value": "storage"}, {"Key": "env", "Value": "test"}]})
+        self.assertEqual(sorted((t["Key"], t["Value"]) for t in s3.get_bucket_tagging(Bucket=b)["TagSet"]), [("env", "test"), ("team", "storage")])
+        too_many = [{"Key": f"k{i}", "Value": "v"} for i in range(51)]
+        self.assertEqual(error_of(s3.put_bucket_tagging, Bucket=b, Tagging={"TagSet": too_many}), ("InvalidTag", 400))
+        self.assertEqual(len(s3.get_bucket_tagging(Bucket=b)["TagSet"]), 2, "a refused tag set changes nothing")
+        s3.delete_bucket_tagging(Bucket=b)
+        self.assertEqual(error_of(s3.get_bucket_tagging, Bucket=b), ("NoSuchTagSet", 404))
+        own = s3.get_bucket_ownership_controls(Bucket=b)["OwnershipControls"]["Rules"]
+        self.assertEqual(own, [{"ObjectOwnership": "BucketOwnerEnforced"}])
+        s3.put_bucket_ownership_controls(Bucket=b, OwnershipControls={"Rules": [{"ObjectOwnership": "BucketOwnerEnforced"}]})
+        self.assertEqual(error_of(s3.put_bucket_ownership_controls, Bucket=b, OwnershipControls={"Rules": [{"ObjectOwnership": "ObjectWriter"}]}), ("InvalidArgument", 400))
+        s3.delete_bucket(Bucket=b)
+
     def test_aws_cli_versioning(self):
         s3, b = client(), "versioned-cli"
         s3.create_bucket(Bucket=b)

@@ -1,0 +1,79 @@
+//! Bucket configuration kept as the bucket's documents in the names: CORS
+//! rules (enforced by `cors` and the endpoint), tags, and ownership
+//! controls (Strata's buckets own every object, S3's `BucketOwnerEnforced`;
+//! the other settings would make ACLs decide ownership, which Strata does
+//! not do, so they are refused rather than stored and ignored).
+
+use super::*;
+
+const TAGGING: &str = "tagging";
+
+impl StrataS3 {
+    fn doc(&self, bucket: &str, kind: &str) -> Result<Option<String>, S3Error> {
+        strata_names::read(&*self.names, |s| s.bucket(bucket).map(|_| s.bucket_doc(bucket, kind).map(str::to_owned))).map_err(name_err)
+    }
+
+    async fn set_doc(&self, bucket: String, kind: &str, doc: Option<String>) -> Result<(), S3Error> {
+        self.names.apply(NameOp::SetBucketDoc { bucket, kind: kind.to_owned(), doc }).await.map(|_| ()).map_err(name_err)
+    }
+
+    pub(super) async fn do_put_bucket_cors(&self, i: PutBucketCorsInput) -> S3Result<S3Response<PutBucketCorsOutput>> {
+        self.doc(&i.bucket, crate::cors::DOC)?;
+        let rules = crate::cors::rules_in(&i.cors_configuration.cors_rules)?;
+        let doc = serde_json::to_string(&rules).map_err(|e| s3_error!(InternalError, "encoding CORS rules: {e}"))?;
+        self.set_doc(i.bucket, crate::cors::DOC, Some(doc)).await?;
+        ok(PutBucketCorsOutput::default())
+    }
+
+    pub(super) fn do_get_bucket_cors(&self, i: GetBucketCorsInput) -> S3Result<S3Response<GetBucketCorsOutput>> {
+        let doc =
+            self.doc(&i.bucket, crate::cors::DOC)?.ok_or_else(|| s3_error!(NoSuchCORSConfiguration, "bucket {:?} has no CORS configuration", i.bucket))?;
+        let rules: Vec<crate::cors::Rule> = serde_json::from_str(&doc).map_err(|e| s3_error!(InternalError, "stored CORS rules: {e}"))?;
+        ok(GetBucketCorsOutput { cors_rules: Some(crate::cors::rules_out(&rules)) })
+    }
+
+    pub(super) async fn do_delete_bucket_cors(&self, i: DeleteBucketCorsInput) -> S3Result<S3Response<DeleteBucketCorsOutput>> {
+        self.doc(&i.bucket, crate::cors::DOC)?;
+        self.set_doc(i.bucket, crate::cors::DOC, None).await?;
+        ok(DeleteBucketCorsOutput::default())
+    }
+
+    pub(super) async fn do_put_bucket_tagging(&self, i: PutBucketTaggingInput) -> S3Result<S3Response<PutBucketTaggingOutput>> {
+        self.doc(&i.bucket, TAGGING)?;
+        let tags = crate::tags::bucket_from_set(&i.tagging.tag_set)?;
+        let doc = serde_json::to_string(&tags).map_err(|e| s3_error!(InternalError, "encoding tags: {e}"))?;
+        self.set_doc(i.bucket, TAGGING, Some(doc)).await?;
+        ok(PutBucketTaggingOutput::default())
+    }
+
+    pub(super) fn do_get_bucket_tagging(&self, i: GetBucketTaggingInput) -> S3Result<S3Response<GetBucketTaggingOutput>> {
+        let doc = self.doc(&i.bucket, TAGGING)?.ok_or_else(|| s3_error!(NoSuchTagSet, "bucket {:?} has no tags", i.bucket))?;
+        let tags: Vec<(String, String)> = serde_json::from_str(&doc).map_err(|e| s3_error!(InternalError, "stored tags: {e}"))?;
+        ok(GetBucketTaggingOutput { tag_set: crate::tags::to_set(&tags) })
+    }
+
+    pub(super) async fn do_delete_bucket_tagging(&self, i: DeleteBucketTaggingInput) -> S3Result<S3Response<DeleteBucketTaggingOutput>> {
+        self.doc(&i.bucket, TAGGING)?;
+        self.set_doc(i.bucket, TAGGING, None).await?;
+        ok(DeleteBucketTaggingOutput::default())
+    }
+
+    pub(super) fn do_put_bucket_ownership_controls(&self, i: PutBucketOwnershipControlsInput) -> S3Result<S3Response<PutBucketOwnershipControlsOutput>> {
+        self.doc(&i.bucket, TAGGING)?;
+        match i.ownership_controls.rules.as_slice() {
+            [r] if r.object_ownership.as_str() == ObjectOwnership::BUCKET_OWNER_ENFORCED => ok(PutBucketOwnershipControlsOutput::default()),
+            [r] => Err(s3_error!(
+                InvalidArgument,
+                "object ownership {:?} is not supported: Strata's buckets own every object (BucketOwnerEnforced, ACLs disabled)",
+                r.object_ownership.as_str()
+            )),
+            rules => Err(s3_error!(MalformedXML, "ownership controls hold exactly one rule, not {}", rules.len())),
+        }
+    }
+
+    pub(super) fn do_get_bucket_ownership_controls(&self, i: GetBucketOwnershipControlsInput) -> S3Result<S3Response<GetBucketOwnershipControlsOutput>> {
+        self.doc(&i.bucket, TAGGING)?;
+        let rule = OwnershipControlsRule { object_ownership: ObjectOwnership::from_static(ObjectOwnership::BUCKET_OWNER_ENFORCED) };
+        ok(GetBucketOwnershipControlsOutput { ownership_controls: Some(OwnershipControls { rules: vec![rule] }) })
+    }
+}
