@@ -126,17 +126,41 @@ impl S3Access for KeyAccess {
         {
             check_scope(&scope, &self.region)?;
         }
+        let source_ip = cx.extensions_mut().get::<std::net::SocketAddr>().map(|a| a.ip());
         let op = cx.s3_op().name();
-        let bucket = match cx.s3_path() {
-            S3Path::Root => None,
-            S3Path::Bucket { bucket } | S3Path::Object { bucket, .. } => Some(bucket.to_string()),
+        let (bucket, key) = match cx.s3_path() {
+            S3Path::Root => (None, None),
+            S3Path::Bucket { bucket } => (Some(bucket.to_string()), None),
+            S3Path::Object { bucket, key } => (Some(bucket.to_string()), Some(key.to_string())),
         };
         let who = cx.credentials().map(|c| c.access_key.clone());
+        let prefix = cx.uri().query().and_then(|q| form_urlencoded::parse(q.as_bytes()).find(|(k, _)| k == "prefix").map(|(_, v)| v.into_owned()));
         strata_names::read(&*self.names, |s| {
+            // The bucket policy first: an explicit Deny wins over every
+            // grant, an Allow grants what the grants would not.
+            let verdict = match bucket.as_deref().and_then(|b| s.bucket_doc(b, crate::policy::DOC).map(|d| (b, d))) {
+                None => crate::policy::Verdict::Silent,
+                Some((b, doc)) => {
+                    let action = crate::policy::action_of(op);
+                    let resource = match &key {
+                        Some(k) => format!("arn:aws:s3:::{b}/{k}"),
+                        None => format!("arn:aws:s3:::{b}"),
+                    };
+                    let r = crate::policy::Request { who: who.as_deref(), action: &action, resource: &resource, source_ip, prefix: prefix.as_deref() };
+                    // A stored policy was checked when it was put.
+                    crate::policy::Policy::parse(doc, b).map_or(crate::policy::Verdict::Silent, |p| p.evaluate(&r))
+                }
+            };
+            // An admin key can always manage the policy itself, so a
+            // policy cannot lock every key out of its bucket.
+            let manages_policy = op.ends_with("BucketPolicy") && who.as_deref().and_then(|w| s.keys.get(w)).is_some_and(|k| k.admin);
+            if verdict == crate::policy::Verdict::Deny && !manages_policy {
+                return Err(s3_error!(AccessDenied, "{op} is denied by the bucket policy"));
+            }
             let Some(who) = who else {
-                // Anonymous: reads of a public bucket, nothing else.
+                // Anonymous: what the policy allows, and reads of a public bucket.
                 let public = bucket.as_deref().and_then(|b| s.buckets.get(b)).is_some_and(|b| b.public);
-                return if public && is_read(op) && op != "ListBuckets" {
+                return if verdict == crate::policy::Verdict::Allow || (public && is_read(op) && op != "ListBuckets") {
                     Ok(())
                 } else {
                     Err(s3_error!(AccessDenied, "anonymous {op} is not allowed here: sign the request with an access key"))
@@ -144,6 +168,9 @@ impl S3Access for KeyAccess {
             };
             let now = self.clock.now_ms();
             s.identity(&who, now).map_err(denied)?;
+            if verdict == crate::policy::Verdict::Allow {
+                return Ok(());
+            }
             let Some(bucket) = bucket else { return Ok(()) }; // ListBuckets filters by grant itself.
             if op == "CreateBucket" || !s.buckets.contains_key(&bucket) {
                 // Creating gives the creator its grant; a missing bucket

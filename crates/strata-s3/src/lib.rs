@@ -20,6 +20,7 @@ mod convert;
 mod cors;
 mod headers;
 mod md5x;
+mod policy;
 
 /// The `md-5` crate's MD5 throughput over one stream, the baseline for benchmarks.
 pub use md5x::crate_throughput as md5_crate_throughput;

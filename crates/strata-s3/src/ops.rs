@@ -570,6 +570,18 @@ impl S3 for StrataS3 {
         })
     }
 
+    async fn put_bucket_policy(&self, req: S3Request<PutBucketPolicyInput>) -> S3Result<S3Response<PutBucketPolicyOutput>> {
+        timed!(self, "PutBucketPolicy", self.do_put_bucket_policy(req.input).await)
+    }
+
+    async fn get_bucket_policy(&self, req: S3Request<GetBucketPolicyInput>) -> S3Result<S3Response<GetBucketPolicyOutput>> {
+        timed!(self, "GetBucketPolicy", self.do_get_bucket_policy(req.input))
+    }
+
+    async fn delete_bucket_policy(&self, req: S3Request<DeleteBucketPolicyInput>) -> S3Result<S3Response<DeleteBucketPolicyOutput>> {
+        timed!(self, "DeleteBucketPolicy", self.do_delete_bucket_policy(req.input).await)
+    }
+
     async fn put_bucket_cors(&self, req: S3Request<PutBucketCorsInput>) -> S3Result<S3Response<PutBucketCorsOutput>> {
         timed!(self, "PutBucketCors", self.do_put_bucket_cors(req.input).await)
     }

@@ -156,7 +156,7 @@ where
             tokio::spawn(crate::limits::refuse(stream, limits.max_connections));
             continue;
         };
-        let service = service.clone();
+        let service = WithRemote { inner: service.clone(), remote };
         let tls = tls.clone();
         tokio::spawn(async move {
             match tls {
@@ -168,6 +168,28 @@ where
                 None => serve_hyper(stream, ticket, limits, service, None, None).await,
             }
         });
+    }
+}
+
+/// A service with the client's address in each request's extensions
+/// (`std::net::SocketAddr`): what bucket policies on `aws:SourceIp` judge.
+#[derive(Clone)]
+struct WithRemote<S> {
+    inner: S,
+    remote: std::net::SocketAddr,
+}
+
+impl<S> hyper::service::Service<http::Request<hyper::body::Incoming>> for WithRemote<S>
+where
+    S: hyper::service::Service<http::Request<hyper::body::Incoming>>,
+{
+    type Response = S::Response;
+    type Error = S::Error;
+    type Future = S::Future;
+
+    fn call(&self, mut req: http::Request<hyper::body::Incoming>) -> Self::Future {
+        req.extensions_mut().insert(self.remote);
+        self.inner.call(req)
     }
 }
 

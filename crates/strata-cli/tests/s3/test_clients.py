@@ -874,6 +874,53 @@ class Listing(unittest.TestCase):
         self.assertEqual(error_of(s3.put_bucket_ownership_controls, Bucket=b, OwnershipControls={"Rules": [{"ObjectOwnership": "ObjectWriter"}]}), ("InvalidArgument", 400))
         s3.delete_bucket(Bucket=b)
 
+    def test_bucket_policies(self):
+        s3, b = client(), "pol-" + os.urandom(2).hex()
+        s3.create_bucket(Bucket=b)
+        for k in ("open/a", "secret/b"):
+            s3.put_object(Bucket=b, Key=k, Body=k.encode())
+        made = json.loads(strata("key", "create", "--name", "policy-subject", "--json"))
+        ak, sk = made["access_key_id"], made["secret_access_key"]
+        strata("key", "grant", ak, b, "readwrite")
+        other = client(ak=ak, sk=sk)
+        self.assertEqual(other.get_object(Bucket=b, Key="secret/b")["Body"].read(), b"secret/b")
+        self.assertEqual(error_of(s3.get_bucket_policy, Bucket=b), ("NoSuchBucketPolicy", 404))
+        # Malformed policies: S3's MalformedPolicy, nothing stored.
+        for bad in ["{not json", json.dumps({"Statement": [{"Effect": "Allow", "Principal": "*", "Action": "s3:Teleport", "Resource": f"arn:aws:s3:::{b}/*"}]})]:
+            self.assertEqual(error_of(s3.put_bucket_policy, Bucket=b, Policy=bad), ("MalformedPolicy", 400))
+        self.assertEqual(error_of(s3.get_bucket_policy, Bucket=b), ("NoSuchBucketPolicy", 404))
+        policy = {
+            "Version": "2012-10-17",
+            "Statement": [
+                {"Effect": "Deny", "Principal": {"AWS": [f"arn:aws:iam::000000000000:user/{ak}"]}, "Action": "s3:GetObject", "Resource": f"arn:aws:s3:::{b}/secret/*"},
+                {"Effect": "Allow", "Principal": "*", "Action": "s3:GetObject", "Resource": f"arn:aws:s3:::{b}/open/*"},
+                {"Effect": "Deny", "Principal": "*", "Action": "s3:PutObject", "Resource": f"arn:aws:s3:::{b}/*", "Condition": {"NotIpAddress": {"aws:SourceIp": "127.0.0.0/8"}}},
+            ],
+        }
+        s3.put_bucket_policy(Bucket=b, Policy=json.dumps(policy))
+        self.assertEqual(json.loads(s3.get_bucket_policy(Bucket=b)["Policy"]), policy)
+        # The Deny holds for that key, whatever its grant; the others keep theirs.
+        self.assertEqual(error_of(other.get_object, Bucket=b, Key="secret/b"), ("AccessDenied", 403))
+        self.assertEqual(error_of(other.head_object, Bucket=b, Key="secret/b")[1], 403)
+        self.assertEqual(other.get_object(Bucket=b, Key="open/a")["Body"].read(), b"open/a")
+        self.assertEqual(s3.get_object(Bucket=b, Key="secret/b")["Body"].read(), b"secret/b")
+        # The Allow lets anyone read open/, nothing else.
+        self.assertEqual(anonymous().get_object(Bucket=b, Key="open/a")["Body"].read(), b"open/a")
+        self.assertEqual(error_of(anonymous().get_object, Bucket=b, Key="secret/b")[1], 403)
+        self.assertEqual(error_of(anonymous().put_object, Bucket=b, Key="open/x", Body=b"x")[1], 403)
+        # From 127.0.0.1, inside 127.0.0.0/8, puts go on; a policy that denies that range stops them.
+        other.put_object(Bucket=b, Key="open/c", Body=b"c")
+        policy["Statement"][2]["Condition"] = {"IpAddress": {"aws:SourceIp": ["127.0.0.0/8", "::1/128"]}}
+        s3.put_bucket_policy(Bucket=b, Policy=json.dumps(policy))
+        self.assertEqual(error_of(other.put_object, Bucket=b, Key="open/d", Body=b"d"), ("AccessDenied", 403))
+        self.assertEqual(error_of(s3.put_object, Bucket=b, Key="open/d", Body=b"d"), ("AccessDenied", 403), "an explicit Deny binds admin keys too")
+        # An admin key can still change the policy; without it, the grants decide again.
+        s3.delete_bucket_policy(Bucket=b)
+        self.assertEqual(error_of(s3.get_bucket_policy, Bucket=b), ("NoSuchBucketPolicy", 404))
+        self.assertEqual(other.get_object(Bucket=b, Key="secret/b")["Body"].read(), b"secret/b")
+        self.assertEqual(error_of(anonymous().get_object, Bucket=b, Key="open/a")[1], 403)
+        other.put_object(Bucket=b, Key="open/d", Body=b"d")
+
     def test_aws_cli_versioning(self):
         s3, b = client(), "versioned-cli"
         s3.create_bucket(Bucket=b)

@@ -58,6 +58,24 @@ impl StrataS3 {
         ok(DeleteBucketTaggingOutput::default())
     }
 
+    pub(super) async fn do_put_bucket_policy(&self, i: PutBucketPolicyInput) -> S3Result<S3Response<PutBucketPolicyOutput>> {
+        self.doc(&i.bucket, crate::policy::DOC)?;
+        crate::policy::Policy::parse(&i.policy, &i.bucket)?;
+        self.set_doc(i.bucket, crate::policy::DOC, Some(i.policy)).await?;
+        ok(PutBucketPolicyOutput::default())
+    }
+
+    pub(super) fn do_get_bucket_policy(&self, i: GetBucketPolicyInput) -> S3Result<S3Response<GetBucketPolicyOutput>> {
+        let policy = self.doc(&i.bucket, crate::policy::DOC)?.ok_or_else(|| s3_error!(NoSuchBucketPolicy, "bucket {:?} has no policy", i.bucket))?;
+        ok(GetBucketPolicyOutput { policy: Some(policy) })
+    }
+
+    pub(super) async fn do_delete_bucket_policy(&self, i: DeleteBucketPolicyInput) -> S3Result<S3Response<DeleteBucketPolicyOutput>> {
+        self.doc(&i.bucket, crate::policy::DOC)?;
+        self.set_doc(i.bucket, crate::policy::DOC, None).await?;
+        ok(DeleteBucketPolicyOutput::default())
+    }
+
     pub(super) fn do_put_bucket_ownership_controls(&self, i: PutBucketOwnershipControlsInput) -> S3Result<S3Response<PutBucketOwnershipControlsOutput>> {
         self.doc(&i.bucket, TAGGING)?;
         match i.ownership_controls.rules.as_slice() {
