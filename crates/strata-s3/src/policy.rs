@@ -289,7 +289,7 @@ pub(crate) fn action_of(op: &str) -> String {
         "HeadObject" => "GetObject",
         "ListObjects" | "ListObjectsV2" | "HeadBucket" => "ListBucket",
         "ListObjectVersions" => "ListBucketVersions",
-        "CopyObject" | "CreateMultipartUpload" | "UploadPart" | "UploadPartCopy" | "CompleteMultipartUpload" => "PutObject",
+        "CopyObject" | "CreateMultipartUpload" | "UploadPart" | "UploadPartCopy" | "CompleteMultipartUpload" | "PostObject" => "PutObject",
         "DeleteObjects" => "DeleteObject",
         "ListParts" => "ListMultipartUploadParts",
         "ListMultipartUploads" => "ListBucketMultipartUploads",
@@ -365,5 +365,6 @@ mod tests {
         }
         assert!(like("s3:get*", "s3:getobject") && !like("s3:get*", "s3:putobject") && like("a?c", "abc"));
         assert_eq!(action_of("HeadObject"), "s3:GetObject");
+        assert_eq!(action_of("PostObject"), "s3:PutObject");
     }
 }

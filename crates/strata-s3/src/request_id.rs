@@ -101,6 +101,17 @@ fn preflight<B>(req: &http::Request<B>, rules: &[cors::Rule], id: &str) -> Resp 
     r
 }
 
+/// A POST upload whose policy conditions fail is answered by s3s with 400
+/// InvalidPolicyDocument; S3 answers 403 AccessDenied ("Invalid according
+/// to Policy"): the same error, in S3's code and status.
+fn as_s3_policy_refusal(body: &[u8]) -> Option<Vec<u8>> {
+    let text = std::str::from_utf8(body).ok()?;
+    if !text.contains("<Code>InvalidPolicyDocument</Code>") || !text.contains("condition") {
+        return None;
+    }
+    Some(text.replacen("<Code>InvalidPolicyDocument</Code><Message>", "<Code>AccessDenied</Code><Message>Invalid according to Policy: ", 1).into_bytes())
+}
+
 /// `body` (an S3 error document) with `<RequestId>id</RequestId>` added
 /// before `</Error>`, unless it has one or is not an error document.
 fn with_request_id(body: &[u8], id: &str) -> Option<Vec<u8>> {
@@ -157,6 +168,15 @@ impl hyper::service::Service<http::Request<hyper::body::Incoming>> for S3Endpoin
                 }
                 h.append(http::header::VARY, http::HeaderValue::from_static("Origin"));
             }
+            if resp.status() == http::StatusCode::BAD_REQUEST
+                && let Some(body) = resp.body().bytes()
+                && let Some(refusal) = as_s3_policy_refusal(&body)
+            {
+                *resp.status_mut() = http::StatusCode::FORBIDDEN;
+                let len = refusal.len();
+                *resp.body_mut() = s3s::Body::from(Bytes::from(refusal));
+                resp.headers_mut().insert(http::header::CONTENT_LENGTH, http::HeaderValue::from(len));
+            }
             if (resp.status().is_client_error() || resp.status().is_server_error())
                 && let Some(body) = resp.body().bytes()
                 && let Some(rewritten) = with_request_id(&body, &id)
@@ -186,5 +206,13 @@ mod tests {
         assert_eq!(with_request_id(&out, "DEF"), None);
         assert_eq!(with_request_id(b"", "ABC"), None);
         assert_eq!(with_request_id(b"<ListBucketResult/>", "ABC"), None);
+    }
+
+    #[test]
+    fn a_failed_post_condition_is_s3s_access_denied() {
+        let body = b"<Error><Code>InvalidPolicyDocument</Code><Message>Policy condition 'eq' failed</Message></Error>";
+        let out = String::from_utf8(super::as_s3_policy_refusal(body).unwrap()).unwrap();
+        assert_eq!(out, "<Error><Code>AccessDenied</Code><Message>Invalid according to Policy: Policy condition 'eq' failed</Message></Error>");
+        assert_eq!(super::as_s3_policy_refusal(b"<Error><Code>InvalidPolicyDocument</Code><Message>not base64</Message></Error>"), None);
     }
 }

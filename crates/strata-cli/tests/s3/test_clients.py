@@ -921,6 +921,48 @@ class Listing(unittest.TestCase):
         self.assertEqual(error_of(anonymous().get_object, Bucket=b, Key="open/a")[1], 403)
         other.put_object(Bucket=b, Key="open/d", Body=b"d")
 
+    def test_browser_post_uploads(self):
+        # SigV4 forms (boto3 signs presigned POSTs with SigV2 unless told).
+        s3, b = client(signature_version="s3v4"), "posts-" + os.urandom(2).hex()
+        s3.create_bucket(Bucket=b)
+
+        def post(fields, data, filename="photo.jpg"):
+            boundary = "----strata" + os.urandom(8).hex()
+            parts = []
+            for k, v in fields.items():
+                parts.append(f'--{boundary}\r\nContent-Disposition: form-data; name="{k}"\r\n\r\n{v}\r\n'.encode())
+            parts.append(f'--{boundary}\r\nContent-Disposition: form-data; name="file"; filename="{filename}"\r\nContent-Type: application/octet-stream\r\n\r\n'.encode() + data + b"\r\n")
+            parts.append(f"--{boundary}--\r\n".encode())
+            req = urllib.request.Request(f"{S3}/{b}", data=b"".join(parts), method="POST", headers={"Content-Type": f"multipart/form-data; boundary={boundary}"})
+            try:
+                with urllib.request.urlopen(req) as r:
+                    return r.status, r.read()
+            except urllib.error.HTTPError as e:
+                return e.code, e.read()
+
+        conditions = [["starts-with", "$key", "uploads/"], ["content-length-range", 1, 1000]]
+        form = s3.generate_presigned_post(Bucket=b, Key="uploads/a.bin", Conditions=conditions, ExpiresIn=300)
+        status, _ = post(form["fields"], b"posted bytes")
+        self.assertEqual(status, 204)
+        self.assertEqual(s3.get_object(Bucket=b, Key="uploads/a.bin")["Body"].read(), b"posted bytes")
+        # Conditions that fail, an expired policy, a forged signature: refused, nothing stored.
+        status, body = post(form["fields"], b"x" * 2000)
+        self.assertEqual(status, 400, body)
+        self.assertIn(b"<Code>EntityTooLarge</Code>", body, "over the policy's content-length-range, as S3 answers")
+        outside = s3.generate_presigned_post(Bucket=b, Key="elsewhere/a.bin", Conditions=conditions, ExpiresIn=300)
+        status, body = post(outside["fields"], b"x")
+        self.assertEqual(status, 403, body)
+        self.assertIn(b"<Code>AccessDenied</Code>", body, "a key outside the policy's starts-with")
+        expired = s3.generate_presigned_post(Bucket=b, Key="uploads/late.bin", Conditions=conditions, ExpiresIn=-60)
+        status, body = post(expired["fields"], b"x")
+        self.assertEqual(status, 403, body)
+        self.assertIn("x-amz-signature", form["fields"])
+        forged = dict(form["fields"], **{"x-amz-signature": "0" * 64})
+        status, body = post(forged, b"forged")
+        self.assertEqual(status, 403, body)
+        keys = [o["Key"] for o in s3.list_objects_v2(Bucket=b).get("Contents", [])]
+        self.assertEqual(keys, ["uploads/a.bin"])
+
     def test_aws_cli_versioning(self):
         s3, b = client(), "versioned-cli"
         s3.create_bucket(Bucket=b)
