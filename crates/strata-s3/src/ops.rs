@@ -382,6 +382,13 @@ impl StrataS3 {
         {
             return Err(s3_error!(PreconditionFailed, "{:?} was last modified at another time than the request names", i.key));
         }
+        // A versioned bucket keeps the object: the delete adds a marker, as
+        // an unconditional one does (an overwrite racing with it is hidden
+        // by the marker, not destroyed).
+        if strata_names::read(&*self.names, |s| s.versioning.contains_key(&i.bucket)) {
+            self.delete_key(&i.bucket, &i.key, None, false).await?;
+            return Ok(());
+        }
         let op = NameOp::DeleteObject { bucket: i.bucket.clone(), key: i.key.clone(), blob: Some(o.blob) };
         let out = self.names.apply(op).await.map_err(name_err)?;
         if out.replaced.is_none() {

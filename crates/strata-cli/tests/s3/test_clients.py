@@ -713,6 +713,16 @@ class Listing(unittest.TestCase):
         listed = s3.list_object_versions(Bucket=b)
         self.assertEqual([(v["VersionId"], v["IsLatest"]) for v in listed["Versions"]], [(v2, False), (v1, False)])
         self.assertEqual([(m["VersionId"], m["IsLatest"]) for m in listed["DeleteMarkers"]], [(marker, True)])
+        # A conditional delete in a versioned bucket adds a marker too, keeping the version.
+        s3.put_object(Bucket=b, Key="cond", Body=b"kept")
+        tag = s3.head_object(Bucket=b, Key="cond")["ETag"]
+        s3.delete_object(Bucket=b, Key="cond", IfMatch=tag)
+        self.assertEqual(error_of(s3.get_object, Bucket=b, Key="cond"), ("NoSuchKey", 404))
+        kept = [v for v in s3.list_object_versions(Bucket=b, Prefix="cond")["Versions"]]
+        self.assertEqual(len(kept), 1)
+        self.assertEqual(s3.get_object(Bucket=b, Key="cond", VersionId=kept[0]["VersionId"])["Body"].read(), b"kept")
+        for v in [kept[0]["VersionId"]] + [m["VersionId"] for m in s3.list_object_versions(Bucket=b, Prefix="cond").get("DeleteMarkers", [])]:
+            s3.delete_object(Bucket=b, Key="cond", VersionId=v)
         # Restored by a copy of an old version: a new current version.
         c = s3.copy_object(Bucket=b, Key="k", CopySource={"Bucket": b, "Key": "k", "VersionId": v1})
         self.assertEqual(c["CopySourceVersionId"], v1)
