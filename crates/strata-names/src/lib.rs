@@ -19,6 +19,7 @@
 //! an HTTP crate.
 
 mod embedded;
+mod layouts;
 mod list;
 mod rights;
 mod state;
