@@ -1,5 +1,6 @@
 //! Who may do what: SigV4 secrets from the name index's access keys, grants
-//! per bucket, anonymous reads of public buckets, and virtual hosts.
+//! per bucket, bucket policies, ACLs, anonymous reads of public buckets, and
+//! virtual hosts.
 
 use s3s::access::{S3Access, S3AccessContext};
 use s3s::auth::{S3Auth, SecretKey};
@@ -157,10 +158,12 @@ impl S3Access for KeyAccess {
             if verdict == crate::policy::Verdict::Deny && !manages_policy {
                 return Err(s3_error!(AccessDenied, "{op} is denied by the bucket policy"));
             }
+            // What the bucket's or the object's ACL grants (nothing where ACLs are off).
+            let acl = bucket.as_deref().is_some_and(|b| crate::acl::allows(s, op, b, key.as_deref(), who.as_deref()));
             let Some(who) = who else {
-                // Anonymous: what the policy allows, and reads of a public bucket.
+                // Anonymous: what the policy and the ACLs allow, and reads of a public bucket.
                 let public = bucket.as_deref().and_then(|b| s.buckets.get(b)).is_some_and(|b| b.public);
-                return if verdict == crate::policy::Verdict::Allow || (public && is_read(op) && op != "ListBuckets") {
+                return if verdict == crate::policy::Verdict::Allow || acl || (public && is_read(op) && op != "ListBuckets") {
                     Ok(())
                 } else {
                     Err(s3_error!(AccessDenied, "anonymous {op} is not allowed here: sign the request with an access key"))
@@ -178,7 +181,10 @@ impl S3Access for KeyAccess {
                 return Ok(());
             }
             let right = if is_read(op) { strata_names::Right::BucketRead(&bucket) } else { strata_names::Right::BucketWrite(&bucket) };
-            s.check(&who, right, now).map_err(denied)
+            match s.check(&who, right, now) {
+                Err(strata_names::Denied::Missing { .. }) if acl => Ok(()),
+                r => r.map_err(denied),
+            }
         })
     }
 }

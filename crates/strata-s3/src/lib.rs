@@ -15,6 +15,7 @@
 //! engine, the node crate, the server, or the CLI.
 
 mod access;
+mod acl;
 mod checksum;
 mod convert;
 mod cors;

@@ -40,8 +40,11 @@ fn new_bucket_name_problem(name: &str) -> Option<&'static str> {
 /// Strata's objects belong to their bucket, as with S3's default
 /// `BucketOwnerEnforced` ownership.
 fn owner() -> Owner {
-    Owner { display_name: Some("strata".into()), id: Some("strata".into()) }
+    Owner { display_name: Some(OWNER_ID.into()), id: Some(OWNER_ID.into()) }
 }
+
+/// The canonical user id of [`owner`].
+pub(crate) const OWNER_ID: &str = "strata";
 
 fn ok<T>(output: T) -> S3Result<S3Response<T>> {
     Ok(S3Response::new(output))
@@ -208,6 +211,7 @@ fn copy_range(r: &str) -> Result<ByteRange, S3Error> {
 }
 
 // After the macros above, which the submodules use.
+mod acl;
 mod attributes;
 mod lifecycle;
 mod listing;
@@ -325,16 +329,26 @@ impl S3 for StrataS3 {
     async fn create_bucket(&self, req: S3Request<CreateBucketInput>) -> S3Result<S3Response<CreateBucketOutput>> {
         timed!(self, "CreateBucket", {
             let owner = req.credentials.map(|c| c.access_key).unwrap_or_default();
-            let name = req.input.bucket;
+            let name = req.input.bucket.clone();
             if let Some(why) = new_bucket_name_problem(&name) {
                 return Err(s3_error!(InvalidBucketName, "bucket name {name:?} {why}"));
             }
-            let public = req.input.acl.as_ref().is_some_and(|a| a.as_str() == BucketCannedACL::PUBLIC_READ);
+            let input = &req.input;
+            let asked = crate::acl::Asked { canned: input.acl.as_ref().map(|a| a.as_str()), headers: crate::acl::grant_headers!(input), body: None };
+            let ownership = input.object_ownership.as_ref().map(|o| acl::ownership(o.as_str())).transpose()?;
+            if ownership == Some(crate::acl::ENFORCED) && asked.grants_others(true) {
+                return Err(s3_error!(InvalidBucketAclWithObjectOwnership, "bucket ACLs are not allowed with object ownership BucketOwnerEnforced"));
+            }
+            let acl = strata_names::read(&*self.names, |s| asked.acl(true, |k| s.keys.contains_key(k)))?;
             let locked = req.input.object_lock_enabled_for_bucket == Some(true);
             match self.names.apply(NameOp::CreateBucket { name: name.clone(), owner, now_ms: self.now_ms() }).await {
                 Ok(_) => {
-                    if public {
-                        self.names.apply(NameOp::SetPublic { bucket: name.clone(), public }).await.map_err(name_err)?;
+                    if let Some(acl) = acl.filter(|a| !a.0.is_empty()) {
+                        self.set_bucket_acl(name.clone(), &acl).await?;
+                    }
+                    if let Some(o) = ownership {
+                        let op = NameOp::SetBucketDoc { bucket: name.clone(), kind: crate::acl::OWNERSHIP_DOC.to_owned(), doc: Some(o.to_owned()) };
+                        self.names.apply(op).await.map_err(name_err)?;
                     }
                     // Object lock keeps versions: both are on from the start.
                     if locked {
@@ -409,7 +423,14 @@ impl S3 for StrataS3 {
     }
 
     async fn put_bucket_ownership_controls(&self, req: S3Request<PutBucketOwnershipControlsInput>) -> S3Result<S3Response<PutBucketOwnershipControlsOutput>> {
-        timed!(self, "PutBucketOwnershipControls", self.do_put_bucket_ownership_controls(req.input))
+        timed!(self, "PutBucketOwnershipControls", self.do_put_bucket_ownership_controls(req.input).await)
+    }
+
+    async fn delete_bucket_ownership_controls(
+        &self,
+        req: S3Request<DeleteBucketOwnershipControlsInput>,
+    ) -> S3Result<S3Response<DeleteBucketOwnershipControlsOutput>> {
+        timed!(self, "DeleteBucketOwnershipControls", self.do_delete_bucket_ownership_controls(req.input).await)
     }
 
     async fn get_bucket_ownership_controls(&self, req: S3Request<GetBucketOwnershipControlsInput>) -> S3Result<S3Response<GetBucketOwnershipControlsOutput>> {
@@ -449,45 +470,19 @@ impl S3 for StrataS3 {
     }
 
     async fn put_bucket_acl(&self, req: S3Request<PutBucketAclInput>) -> S3Result<S3Response<PutBucketAclOutput>> {
-        timed!(self, "PutBucketAcl", {
-            let public = match req.input.acl.as_ref().map(|a| a.as_str()) {
-                Some(BucketCannedACL::PUBLIC_READ) => true,
-                Some(BucketCannedACL::PRIVATE) => false,
-                other => return Err(s3_error!(NotImplemented, "only the canned ACLs private and public-read are supported, not {other:?}")),
-            };
-            self.names.apply(NameOp::SetPublic { bucket: req.input.bucket, public }).await.map_err(name_err)?;
-            ok(PutBucketAclOutput::default())
-        })
+        timed!(self, "PutBucketAcl", self.do_put_bucket_acl(req.input).await)
     }
 
     async fn get_bucket_acl(&self, req: S3Request<GetBucketAclInput>) -> S3Result<S3Response<GetBucketAclOutput>> {
-        timed!(self, "GetBucketAcl", {
-            let public = strata_names::read(&*self.names, |s| s.bucket(&req.input.bucket).map(|b| b.public)).map_err(name_err)?;
-            let owner = owner();
-            let mut grants = vec![Grant {
-                grantee: Some(Grantee {
-                    type_: Type::from("CanonicalUser".to_owned()),
-                    id: owner.id.clone(),
-                    display_name: owner.display_name.clone(),
-                    email_address: None,
-                    uri: None,
-                }),
-                permission: Some(Permission::from("FULL_CONTROL".to_owned())),
-            }];
-            if public {
-                grants.push(Grant {
-                    grantee: Some(Grantee {
-                        type_: Type::from("Group".to_owned()),
-                        uri: Some("http://acs.amazonaws.com/groups/global/AllUsers".into()),
-                        id: None,
-                        display_name: None,
-                        email_address: None,
-                    }),
-                    permission: Some(Permission::from("READ".to_owned())),
-                });
-            }
-            ok(GetBucketAclOutput { grants: Some(grants), owner: Some(owner) })
-        })
+        timed!(self, "GetBucketAcl", self.do_get_bucket_acl(req.input))
+    }
+
+    async fn put_object_acl(&self, req: S3Request<PutObjectAclInput>) -> S3Result<S3Response<PutObjectAclOutput>> {
+        timed!(self, "PutObjectAcl", self.do_put_object_acl(req.input).await)
+    }
+
+    async fn get_object_acl(&self, req: S3Request<GetObjectAclInput>) -> S3Result<S3Response<GetObjectAclOutput>> {
+        timed!(self, "GetObjectAcl", self.do_get_object_acl(req.input))
     }
 
     async fn put_bucket_lifecycle_configuration(

@@ -129,6 +129,126 @@ fn with_request_id(body: &[u8], id: &str) -> Option<Vec<u8>> {
     Some(out)
 }
 
+/// What a browser POST upload's form says beside what s3s reads: its file
+/// part's name, for `${filename}` in its key, and its `acl` field (s3s
+/// reads only `x-amz-acl`). See `StrataS3::do_put`.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct PostForm {
+    pub file_name: Option<String>,
+    pub acl: Option<String>,
+}
+
+/// How far into a form its file part's header is looked for: S3 allows
+/// 20 KB of form fields before the file.
+const FORM_HEAD_MAX: usize = 64 * 1024;
+
+/// Reads the head of a form upload's body up to its file part's
+/// `Content-Disposition`, and gives back the whole body (what was read,
+/// then the rest) with the file name found there.
+async fn post_form(mut body: s3s::Body) -> (s3s::Body, PostForm) {
+    use futures_util::StreamExt;
+    let mut head: Vec<Bytes> = Vec::new();
+    let mut seen = Vec::new();
+    let mut name = None;
+    let mut failed = None;
+    while seen.len() < FORM_HEAD_MAX {
+        match body.next().await {
+            Some(Ok(chunk)) => {
+                seen.extend_from_slice(&chunk);
+                head.push(chunk);
+                if let Some(n) = file_name_in(&seen) {
+                    name = Some(n);
+                    break;
+                }
+            }
+            Some(Err(e)) => {
+                failed = Some(e);
+                break;
+            }
+            None => break,
+        }
+    }
+    let acl = field_in(&seen, "acl");
+    let rest: s3s::stream::DynByteStream = Box::pin(Prefixed { head: head.into(), failed, rest: body });
+    (s3s::Body::from(rest), PostForm { file_name: name, acl })
+}
+
+/// The value of the form field `name` (a one-line value), if the head holds it whole.
+fn field_in(head: &[u8], name: &str) -> Option<String> {
+    let text = String::from_utf8_lossy(head);
+    let lower = text.to_ascii_lowercase();
+    let at = lower.find(&format!("form-data; name=\"{name}\"\r\n"))?;
+    let value_at = at + text[at..].find("\r\n\r\n")? + 4;
+    let end = text[value_at..].find("\r\n")?;
+    Some(text[value_at..value_at + end].to_owned())
+}
+
+/// The `filename` of the form part named `file`, once its header line is whole.
+fn file_name_in(head: &[u8]) -> Option<String> {
+    let text = String::from_utf8_lossy(head);
+    for line in text.split("\r\n") {
+        let lower = line.to_ascii_lowercase();
+        if !lower.starts_with("content-disposition:") || !lower.contains("name=\"file\"") {
+            continue;
+        }
+        let at = lower.find("filename=\"")? + "filename=\"".len();
+        let end = line[at..].find('"')?;
+        // Only a line that ended (the CRLF after it is in the head) is whole.
+        if !text.contains(&format!("{line}\r\n")) {
+            return None;
+        }
+        return Some(line[at..at + end].to_owned());
+    }
+    None
+}
+
+/// A body whose first chunks were read already.
+struct Prefixed {
+    head: std::collections::VecDeque<Bytes>,
+    failed: Option<s3s::StdError>,
+    rest: s3s::Body,
+}
+
+impl futures_util::Stream for Prefixed {
+    type Item = Result<Bytes, s3s::StdError>;
+
+    fn poll_next(mut self: std::pin::Pin<&mut Self>, cx: &mut std::task::Context<'_>) -> std::task::Poll<Option<Self::Item>> {
+        if let Some(b) = self.head.pop_front() {
+            return std::task::Poll::Ready(Some(Ok(b)));
+        }
+        if let Some(e) = self.failed.take() {
+            return std::task::Poll::Ready(Some(Err(e)));
+        }
+        std::pin::Pin::new(&mut self.rest).poll_next(cx)
+    }
+}
+
+impl s3s::stream::ByteStream for Prefixed {}
+
+/// The answer to a POST upload whose key said `${filename}`, naming the
+/// key it was stored under (s3s writes the key as the form gave it).
+fn with_file_name(resp: &mut Resp, name: &str) {
+    const RAW: &str = "${filename}";
+    const ENCODED: &str = "%24%7Bfilename%7D";
+    if let Some(loc) = resp.headers().get(http::header::LOCATION).and_then(|v| v.to_str().ok()) {
+        let encoded: String = form_urlencoded::byte_serialize(name.as_bytes()).collect();
+        let fixed = loc.replace(ENCODED, &encoded).replace(RAW, &encoded);
+        if let Ok(v) = http::HeaderValue::from_str(&fixed) {
+            resp.headers_mut().insert(http::header::LOCATION, v);
+        }
+    }
+    if let Some(body) = resp.body().bytes()
+        && let Ok(text) = std::str::from_utf8(&body)
+        && text.contains(RAW)
+    {
+        let escaped = name.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;");
+        let fixed = text.replace(RAW, &escaped).into_bytes();
+        let len = fixed.len();
+        *resp.body_mut() = s3s::Body::from(Bytes::from(fixed));
+        resp.headers_mut().insert(http::header::CONTENT_LENGTH, http::HeaderValue::from(len));
+    }
+}
+
 impl hyper::service::Service<http::Request<hyper::body::Incoming>> for S3Endpoint {
     type Response = <S3Service as hyper::service::Service<http::Request<hyper::body::Incoming>>>::Response;
     type Error = <S3Service as hyper::service::Service<http::Request<hyper::body::Incoming>>>::Error;
@@ -153,9 +273,28 @@ impl hyper::service::Service<http::Request<hyper::body::Incoming>> for S3Endpoin
         }
         let allowed =
             origin.as_deref().and_then(|o| cors::find(&rules, o, req.method().as_str(), &[]).map(|r| (cors::allow_origin(r, o), r.expose.join(", "))));
-        let fut = hyper::service::Service::call(&self.inner, req);
+        let form_post = req.method() == http::Method::POST
+            && req
+                .headers()
+                .get(http::header::CONTENT_TYPE)
+                .and_then(|v| v.to_str().ok())
+                .is_some_and(|t| t.to_ascii_lowercase().starts_with("multipart/form-data"));
+        let inner = self.inner.clone();
         Box::pin(async move {
-            let mut resp = fut.await?;
+            let mut req = req.map(s3s::Body::from);
+            // A browser POST upload's key may say `${filename}`: the file
+            // part's name, read from the form's head before s3s parses it.
+            let mut file_name = None;
+            if form_post {
+                let (body, form) = post_form(std::mem::take(req.body_mut())).await;
+                *req.body_mut() = body;
+                file_name.clone_from(&form.file_name);
+                req.extensions_mut().insert(form);
+            }
+            let mut resp = inner.call(req).await?;
+            if let Some(name) = &file_name {
+                with_file_name(&mut resp, name);
+            }
             if let Some((allow, expose)) = allowed {
                 let h = resp.headers_mut();
                 if let Ok(v) = http::HeaderValue::from_str(&allow) {
@@ -206,6 +345,30 @@ mod tests {
         assert_eq!(with_request_id(&out, "DEF"), None);
         assert_eq!(with_request_id(b"", "ABC"), None);
         assert_eq!(with_request_id(b"<ListBucketResult/>", "ABC"), None);
+    }
+
+    #[test]
+    fn the_file_name_comes_from_the_file_part_once_its_line_is_whole() {
+        let form = b"--b\r\nContent-Disposition: form-data; name=\"key\"\r\n\r\nup/${filename}\r\n--b\r\nContent-Disposition: form-data; name=\"file\"; filename=\"cat.jpg\"\r\nContent-Type: image/jpeg\r\n\r\nDATA";
+        assert_eq!(super::file_name_in(form), Some("cat.jpg".into()));
+        let cut = form.iter().position(|&c| c == b'j').unwrap();
+        assert_eq!(super::file_name_in(&form[..cut]), None, "a name cut short is not read");
+        assert_eq!(super::file_name_in(b"--b\r\nContent-Disposition: form-data; name=\"key\"; filename=\"k\"\r\n"), None);
+        assert_eq!(super::field_in(form, "key").as_deref(), Some("up/${filename}"));
+        assert_eq!(super::field_in(form, "acl"), None);
+    }
+
+    #[tokio::test]
+    async fn the_body_read_for_the_name_is_given_back_whole() {
+        use futures_util::StreamExt;
+        let form: Vec<u8> = [&b"--b\r\nContent-Disposition: form-data; name=\"file\"; filename=\"a.txt\"\r\n\r\n"[..], &[7u8; 100_000][..]].concat();
+        let (mut body, got) = super::post_form(s3s::Body::from(form.clone())).await;
+        assert_eq!(got.file_name.as_deref(), Some("a.txt"));
+        let mut back = Vec::new();
+        while let Some(chunk) = body.next().await {
+            back.extend_from_slice(&chunk.unwrap());
+        }
+        assert_eq!(back, form);
     }
 
     #[test]

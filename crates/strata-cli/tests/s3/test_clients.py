@@ -878,11 +878,104 @@ class Listing(unittest.TestCase):
         self.assertEqual(len(s3.get_bucket_tagging(Bucket=b)["TagSet"]), 2, "a refused tag set changes nothing")
         s3.delete_bucket_tagging(Bucket=b)
         self.assertEqual(error_of(s3.get_bucket_tagging, Bucket=b), ("NoSuchTagSet", 404))
+        # No ownership controls: ACLs enabled. BucketOwnerEnforced turns them off.
+        self.assertEqual(error_of(s3.get_bucket_ownership_controls, Bucket=b), ("OwnershipControlsNotFoundError", 404))
+        s3.put_bucket_ownership_controls(Bucket=b, OwnershipControls={"Rules": [{"ObjectOwnership": "BucketOwnerEnforced"}]})
         own = s3.get_bucket_ownership_controls(Bucket=b)["OwnershipControls"]["Rules"]
         self.assertEqual(own, [{"ObjectOwnership": "BucketOwnerEnforced"}])
-        s3.put_bucket_ownership_controls(Bucket=b, OwnershipControls={"Rules": [{"ObjectOwnership": "BucketOwnerEnforced"}]})
-        self.assertEqual(error_of(s3.put_bucket_ownership_controls, Bucket=b, OwnershipControls={"Rules": [{"ObjectOwnership": "ObjectWriter"}]}), ("InvalidArgument", 400))
+        self.assertEqual(error_of(s3.put_object, Bucket=b, Key="k", Body=b"x", ACL="public-read"), ("AccessControlListNotSupported", 400))
+        self.assertEqual(error_of(s3.get_object, Bucket=b, Key="k")[0], "NoSuchKey", "a refused ACL stores nothing")
+        s3.put_object(Bucket=b, Key="k", Body=b"x", ACL="bucket-owner-full-control")
+        self.assertEqual(error_of(s3.put_bucket_acl, Bucket=b, ACL="public-read"), ("AccessControlListNotSupported", 400))
+        bad = {"Rules": [{"ObjectOwnership": "Everyone"}]}
+        self.assertEqual(error_of(s3.put_bucket_ownership_controls, Bucket=b, OwnershipControls=bad)[1], 400)
+        s3.put_bucket_ownership_controls(Bucket=b, OwnershipControls={"Rules": [{"ObjectOwnership": "ObjectWriter"}]})
+        self.assertEqual(s3.get_bucket_ownership_controls(Bucket=b)["OwnershipControls"]["Rules"], [{"ObjectOwnership": "ObjectWriter"}])
+        s3.delete_bucket_ownership_controls(Bucket=b)
+        self.assertEqual(error_of(s3.get_bucket_ownership_controls, Bucket=b), ("OwnershipControlsNotFoundError", 404))
+        s3.delete_object(Bucket=b, Key="k")
         s3.delete_bucket(Bucket=b)
+        enforced = "enforced-" + os.urandom(2).hex()
+        self.assertEqual(error_of(s3.create_bucket, Bucket=enforced, ACL="public-read", ObjectOwnership="BucketOwnerEnforced"), ("InvalidBucketAclWithObjectOwnership", 400))
+        self.assertEqual(error_of(s3.head_bucket, Bucket=enforced)[1], 404, "a refused bucket is not created")
+
+    def test_acls(self):
+        s3, b = client(), "acl-" + os.urandom(2).hex()
+        s3.create_bucket(Bucket=b)
+        s3.put_object(Bucket=b, Key="private", Body=b"mine")
+        s3.put_object(Bucket=b, Key="shared", Body=b"everyone's", ACL="public-read")
+        anon = anonymous()
+        # An object ACL lets anyone read that object, and only that one.
+        self.assertEqual(anon.get_object(Bucket=b, Key="shared")["Body"].read(), b"everyone's")
+        self.assertEqual(urllib.request.urlopen(f"{S3}/{b}/shared").read(), b"everyone's")
+        self.assertEqual(error_of(anon.get_object, Bucket=b, Key="private")[1], 403)
+        self.assertEqual(error_of(anon.list_objects_v2, Bucket=b)[1], 403)
+        grants = s3.get_object_acl(Bucket=b, Key="shared")["Grants"]
+        self.assertEqual(sorted(g["Permission"] for g in grants), ["FULL_CONTROL", "READ"])
+        self.assertTrue(any(g["Grantee"].get("URI", "").endswith("/AllUsers") for g in grants))
+        self.assertEqual([g["Permission"] for g in s3.get_object_acl(Bucket=b, Key="private")["Grants"]], ["FULL_CONTROL"])
+        s3.put_object_acl(Bucket=b, Key="shared", ACL="private")
+        self.assertEqual(error_of(anon.get_object, Bucket=b, Key="shared")[1], 403)
+        self.assertEqual(s3.get_object(Bucket=b, Key="shared")["Body"].read(), b"everyone's", "an ACL change keeps the bytes")
+        # A key with no grant on the bucket: what ACLs name it for, no more.
+        made = json.loads(strata("key", "create", "--name", "acl-reader", "--json"))
+        ak, sk = made["access_key_id"], made["secret_access_key"]
+        other = client(ak=ak, sk=sk)
+        self.assertEqual(error_of(other.get_object, Bucket=b, Key="private")[1], 403)
+        s3.put_object_acl(Bucket=b, Key="private", GrantRead=f'id="{ak}"')
+        self.assertEqual(other.get_object(Bucket=b, Key="private")["Body"].read(), b"mine")
+        self.assertEqual(error_of(other.get_object_acl, Bucket=b, Key="private")[1], 403, "READ is not READ_ACP")
+        self.assertEqual(error_of(other.put_object, Bucket=b, Key="new", Body=b"x")[1], 403)
+        self.assertEqual(error_of(other.list_objects_v2, Bucket=b)[1], 403)
+        # The bucket's ACL: authenticated-read lets every key list; WRITE by body lets it put and delete.
+        s3.put_bucket_acl(Bucket=b, ACL="authenticated-read")
+        self.assertEqual(sorted(o["Key"] for o in other.list_objects_v2(Bucket=b)["Contents"]), ["private", "shared"])
+        self.assertEqual(error_of(anon.list_objects_v2, Bucket=b)[1], 403, "anonymous is not authenticated")
+        owner = s3.get_bucket_acl(Bucket=b)["Owner"]
+        policy = {
+            "Owner": owner,
+            "Grants": [
+                {"Grantee": {"Type": "CanonicalUser", "ID": owner["ID"]}, "Permission": "FULL_CONTROL"},
+                {"Grantee": {"Type": "CanonicalUser", "ID": ak}, "Permission": "WRITE"},
+                {"Grantee": {"Type": "Group", "URI": "http://acs.amazonaws.com/groups/global/AllUsers"}, "Permission": "READ"},
+            ],
+        }
+        s3.put_bucket_acl(Bucket=b, AccessControlPolicy=policy)
+        got = s3.get_bucket_acl(Bucket=b)["Grants"]
+        self.assertEqual(sorted(g["Permission"] for g in got), ["FULL_CONTROL", "READ", "WRITE"])
+        other.put_object(Bucket=b, Key="by-acl", Body=b"written through WRITE")
+        other.delete_object(Bucket=b, Key="shared")
+        self.assertEqual(sorted(o["Key"] for o in anon.list_objects_v2(Bucket=b)["Contents"]), ["by-acl", "private"])
+        self.assertEqual(error_of(anon.get_object, Bucket=b, Key="by-acl")[1], 403, "listing a bucket is not reading its objects")
+        self.assertEqual(error_of(other.put_bucket_acl, Bucket=b, ACL="public-read-write")[1], 403, "WRITE is not WRITE_ACP")
+        # Anonymous writes need public-read-write.
+        self.assertEqual(error_of(anon.put_object, Bucket=b, Key="anon", Body=b"x")[1], 403)
+        s3.put_bucket_acl(Bucket=b, ACL="public-read-write")
+        anon.put_object(Bucket=b, Key="anon", Body=b"x")
+        self.assertEqual(s3.get_object(Bucket=b, Key="anon")["Body"].read(), b"x")
+        # Bad input: S3's codes, nothing changed.
+        before = s3.get_bucket_acl(Bucket=b)["Grants"]
+        self.assertEqual(error_of(s3.put_bucket_acl, Bucket=b, GrantRead='id="no-such-key"'), ("InvalidArgument", 400))
+        self.assertEqual(error_of(s3.put_bucket_acl, Bucket=b, GrantRead='emailAddress="a@example.com"'), ("UnresolvableGrantByEmailAddress", 400))
+        self.assertEqual(error_of(s3.put_bucket_acl, Bucket=b, ACL="private", GrantRead=f'id="{ak}"'), ("InvalidRequest", 400))
+        self.assertEqual(error_of(s3.put_object_acl, Bucket=b, Key="private", ACL="log-delivery-write")[1], 400)
+        self.assertEqual(error_of(s3.put_object_acl, Bucket=b, Key="missing", ACL="private"), ("NoSuchKey", 404))
+        bad = {"Owner": owner, "Grants": [{"Grantee": {"Type": "CanonicalUser", "ID": ak}, "Permission": "EVERYTHING"}]}
+        self.assertEqual(error_of(s3.put_bucket_acl, Bucket=b, AccessControlPolicy=bad)[1], 400)
+        self.assertEqual(s3.get_bucket_acl(Bucket=b)["Grants"], before)
+        # A copy gets the ACL its request asks, not its source's; the aws CLI's --acl works.
+        s3.copy_object(Bucket=b, Key="copy", CopySource={"Bucket": b, "Key": "private"})
+        self.assertEqual([g["Permission"] for g in s3.get_object_acl(Bucket=b, Key="copy")["Grants"]], ["FULL_CONTROL"])
+        with tempfile.NamedTemporaryFile() as f:
+            f.write(b"via the cli")
+            f.flush()
+            aws("s3", "cp", f.name, f"s3://{b}/cli", "--acl", "public-read")
+        self.assertEqual(anon.get_object(Bucket=b, Key="cli")["Body"].read(), b"via the cli")
+        # A multipart upload's ACL is the completed object's.
+        up = s3.create_multipart_upload(Bucket=b, Key="mp", ACL="public-read")["UploadId"]
+        e = s3.upload_part(Bucket=b, Key="mp", UploadId=up, PartNumber=1, Body=b"parted")["ETag"]
+        s3.complete_multipart_upload(Bucket=b, Key="mp", UploadId=up, MultipartUpload={"Parts": [{"ETag": e, "PartNumber": 1}]})
+        self.assertEqual(anon.get_object(Bucket=b, Key="mp")["Body"].read(), b"parted")
 
     def test_bucket_policies(self):
         s3, b = client(), "pol-" + os.urandom(2).hex()
@@ -972,6 +1065,19 @@ class Listing(unittest.TestCase):
         self.assertEqual(status, 403, body)
         keys = [o["Key"] for o in s3.list_objects_v2(Bucket=b).get("Contents", [])]
         self.assertEqual(keys, ["uploads/a.bin"])
+        # ${filename}: the key takes the uploaded file's name; a 201 answer names the stored key.
+        named = s3.generate_presigned_post(
+            Bucket=b, Key="uploads/${filename}", Fields={"success_action_status": "201"}, Conditions=conditions + [{"success_action_status": "201"}], ExpiresIn=300
+        )
+        status, body = post(named["fields"], b"a picture", filename="cat & dog.jpg")
+        self.assertEqual(status, 201, body)
+        self.assertIn(b"<Key>uploads/cat &amp; dog.jpg</Key>", body)
+        self.assertEqual(s3.get_object(Bucket=b, Key="uploads/cat & dog.jpg")["Body"].read(), b"a picture")
+        # The form's ACL field is the object's ACL.
+        public = s3.generate_presigned_post(Bucket=b, Key="uploads/public.txt", Fields={"acl": "public-read"}, Conditions=conditions + [{"acl": "public-read"}], ExpiresIn=300)
+        status, body = post(public["fields"], b"for everyone")
+        self.assertEqual(status, 204, body)
+        self.assertEqual(anonymous().get_object(Bucket=b, Key="uploads/public.txt")["Body"].read(), b"for everyone")
 
     def test_aws_cli_versioning(self):
         s3, b = client(), "versioned-cli"
@@ -1300,11 +1406,12 @@ class Auth(unittest.TestCase):
         self.assertEqual([o["Key"] for o in anon.list_objects_v2(Bucket="open")["Contents"]], ["page.html"])
         self.assertEqual(error_of(anon.put_object, Bucket="open", Key="x", Body=b"x"), ("AccessDenied", 403))
         self.assertEqual(error_of(anon.delete_object, Bucket="open", Key="page.html"), ("AccessDenied", 403))
-        self.s3.put_bucket_acl(Bucket="open", ACL="private")
-        self.assertEqual(error_of(anon.get_object, Bucket="open", Key="page.html"), ("AccessDenied", 403))
-        self.s3.put_bucket_acl(Bucket="open", ACL="public-read")
         grants = self.s3.get_bucket_acl(Bucket="open")["Grants"]
         self.assertTrue(any(g["Grantee"].get("URI", "").endswith("AllUsers") for g in grants))
+        # A bucket ACL replaces the switch: private is private again.
+        self.s3.put_bucket_acl(Bucket="open", ACL="private")
+        self.assertEqual(error_of(anon.get_object, Bucket="open", Key="page.html"), ("AccessDenied", 403))
+        self.assertEqual(error_of(anon.list_objects_v2, Bucket="open"), ("AccessDenied", 403))
 
 
 class Lifecycle(unittest.TestCase):

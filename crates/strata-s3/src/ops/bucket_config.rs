@@ -9,11 +9,11 @@ use super::*;
 const TAGGING: &str = "tagging";
 
 impl StrataS3 {
-    fn doc(&self, bucket: &str, kind: &str) -> Result<Option<String>, S3Error> {
+    pub(super) fn doc(&self, bucket: &str, kind: &str) -> Result<Option<String>, S3Error> {
         strata_names::read(&*self.names, |s| s.bucket(bucket).map(|_| s.bucket_doc(bucket, kind).map(str::to_owned))).map_err(name_err)
     }
 
-    async fn set_doc(&self, bucket: String, kind: &str, doc: Option<String>) -> Result<(), S3Error> {
+    pub(super) async fn set_doc(&self, bucket: String, kind: &str, doc: Option<String>) -> Result<(), S3Error> {
         self.names.apply(NameOp::SetBucketDoc { bucket, kind: kind.to_owned(), doc }).await.map(|_| ()).map_err(name_err)
     }
 
@@ -74,24 +74,5 @@ impl StrataS3 {
         self.doc(&i.bucket, crate::policy::DOC)?;
         self.set_doc(i.bucket, crate::policy::DOC, None).await?;
         ok(DeleteBucketPolicyOutput::default())
-    }
-
-    pub(super) fn do_put_bucket_ownership_controls(&self, i: PutBucketOwnershipControlsInput) -> S3Result<S3Response<PutBucketOwnershipControlsOutput>> {
-        self.doc(&i.bucket, TAGGING)?;
-        match i.ownership_controls.rules.as_slice() {
-            [r] if r.object_ownership.as_str() == ObjectOwnership::BUCKET_OWNER_ENFORCED => ok(PutBucketOwnershipControlsOutput::default()),
-            [r] => Err(s3_error!(
-                InvalidArgument,
-                "object ownership {:?} is not supported: Strata's buckets own every object (BucketOwnerEnforced, ACLs disabled)",
-                r.object_ownership.as_str()
-            )),
-            rules => Err(s3_error!(MalformedXML, "ownership controls hold exactly one rule, not {}", rules.len())),
-        }
-    }
-
-    pub(super) fn do_get_bucket_ownership_controls(&self, i: GetBucketOwnershipControlsInput) -> S3Result<S3Response<GetBucketOwnershipControlsOutput>> {
-        self.doc(&i.bucket, TAGGING)?;
-        let rule = OwnershipControlsRule { object_ownership: ObjectOwnership::from_static(ObjectOwnership::BUCKET_OWNER_ENFORCED) };
-        ok(GetBucketOwnershipControlsOutput { ownership_controls: Some(OwnershipControls { rules: vec![rule] }) })
     }
 }

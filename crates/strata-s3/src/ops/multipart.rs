@@ -11,6 +11,8 @@ impl StrataS3 {
         let mut meta = meta_in(i.metadata.clone());
         crate::headers::standard_headers_in!(i).store_in(&mut meta);
         meta.extend(crate::tags::from_header(i.tagging.as_deref())?);
+        let acl = crate::acl::Asked { canned: i.acl.as_ref().map(|a| a.as_str()), headers: crate::acl::object_grant_headers!(i), body: None };
+        self.acl_on_write(&i.bucket, &acl, &mut meta)?;
         self.lock_for_write(
             &i.bucket,
             i.object_lock_mode.as_ref(),

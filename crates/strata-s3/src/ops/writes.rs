@@ -5,7 +5,17 @@ use super::*;
 
 impl StrataS3 {
     pub(super) async fn do_put(&self, req: S3Request<PutObjectInput>) -> S3Result<S3Response<PutObjectOutput>> {
-        let input = req.input;
+        let mut input = req.input;
+        // A browser POST upload's key may name the uploaded file's name;
+        // its form's `acl` field is the object's canned ACL.
+        if let Some(form) = req.extensions.get::<crate::request_id::PostForm>() {
+            if let Some(name) = &form.file_name {
+                input.key = input.key.replace("${filename}", name);
+            }
+            if input.acl.is_none() {
+                input.acl = form.acl.clone().map(ObjectCannedACL::from);
+            }
+        }
         let asked = crate::sse::encryption_asked!(input);
         let sums = Expected::new(given_checksums!(input), &req.headers, req.trailing_headers)?;
         check_key(&input.key)?;
@@ -43,6 +53,8 @@ impl StrataS3 {
             now,
         )?;
         lock.store_in(&mut meta);
+        let acl = crate::acl::Asked { canned: input.acl.as_ref().map(|a| a.as_str()), headers: crate::acl::object_grant_headers!(input), body: None };
+        self.acl_on_write(&input.bucket, &acl, &mut meta)?;
         let content_type = content_type_in(input.content_type);
         let sealing = self.seal_for_write(asked).await?;
         let opts = self.put_opts(content_type.clone(), meta.clone(), expiry_ms, now);
@@ -122,17 +134,20 @@ impl StrataS3 {
         let CopySource::Bucket { bucket, key, version_id } = src else {
             return Err(s3_error!(NotImplemented, "only bucket/key copy sources are supported"));
         };
-        self.check_source_readable(who, bucket)?;
+        self.check_source_readable(who, bucket, key)?;
         Ok((bucket, key, version_id.as_deref()))
     }
 
-    /// Copying from `bucket` needs a read grant on it (or a public bucket),
-    /// beside the write grant on the destination that access checks.
-    pub(super) fn check_source_readable(&self, who: Option<&s3s::auth::Credentials>, bucket: &str) -> Result<(), S3Error> {
+    /// Copying from `bucket` needs a read grant on it (or a public bucket,
+    /// or an object ACL granting READ), beside the write grant on the
+    /// destination that access checks.
+    pub(super) fn check_source_readable(&self, who: Option<&s3s::auth::Credentials>, bucket: &str, key: &str) -> Result<(), S3Error> {
         let who = who.map(|c| c.access_key.as_str());
         let readable = strata_names::read(&*self.names, |s| {
             let public = s.buckets.get(bucket).is_some_and(|b| b.public);
-            public || who.and_then(|w| s.keys.get(w)).is_some_and(|k| k.grant(bucket).read || !s.buckets.contains_key(bucket))
+            public
+                || who.and_then(|w| s.keys.get(w)).is_some_and(|k| k.grant(bucket).read || !s.buckets.contains_key(bucket))
+                || crate::acl::object_allows(s, bucket, key, who, crate::acl::Perm::Read)
         });
         if readable { Ok(()) } else { Err(s3_error!(AccessDenied, "no read grant on the source bucket {bucket}")) }
     }
@@ -176,9 +191,12 @@ impl StrataS3 {
         if let Some(tags) = new_tags {
             meta = crate::tags::replaced(&meta, tags);
         }
-        // The copy is encrypted and locked as this request asks (the
-        // source's encryption and lock are not carried over).
+        // The copy is encrypted, locked and given an ACL as this request
+        // asks (the source's encryption, lock and ACL are not carried over).
         crate::sse::strip(&mut meta);
+        let acl = crate::acl::Asked { canned: input.acl.as_ref().map(|a| a.as_str()), headers: crate::acl::object_grant_headers!(input), body: None };
+        meta = crate::acl::replaced(&meta, &crate::acl::Acl::default());
+        self.acl_on_write(&input.bucket, &acl, &mut meta)?;
         self.lock_for_write(
             &input.bucket,
             input.object_lock_mode.as_ref(),
