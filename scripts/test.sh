@@ -26,8 +26,12 @@ fi
 if ! command -v redis-server >/dev/null 2>&1 || ! command -v etcd >/dev/null 2>&1; then
     apt-get update -qq && apt-get install -y -qq redis-server etcd-server
 fi
+# The S3 browser test drives Debian's headless Chromium with Selenium.
+if ! command -v chromium >/dev/null 2>&1 || ! command -v chromedriver >/dev/null 2>&1; then
+    apt-get update -qq && apt-get install -y -qq chromium chromium-driver
+fi
 export STRATA_PYENV="${STRATA_PYENV:-$PWD/target/pyenv}"
-if ! "$STRATA_PYENV/bin/python" -c 'import pyspark, crc32c, boto3, awscli' >/dev/null 2>&1; then
+if ! "$STRATA_PYENV/bin/python" -c 'import pyspark, crc32c, boto3, awscli, selenium' >/dev/null 2>&1; then
     python3 -m venv "$STRATA_PYENV"
     "$STRATA_PYENV/bin/pip" install -q --disable-pip-version-check -r tools/spark/requirements.txt -r crates/strata-cli/tests/s3/requirements.txt
 fi

@@ -1,8 +1,10 @@
 //! The S3 API against real clients: a real `strata server` process driven by
-//! boto3 and the aws CLI (tests/s3/test_clients.py), and a crash test that
-//! kills the server with SIGKILL during S3 puts and checks every
-//! acknowledged object after a restart (tests/s3/crash.py). The clients come
-//! from the Python environment `scripts/test.sh` makes.
+//! boto3 and the aws CLI (tests/s3/test_clients.py); a crash test that kills
+//! the server with SIGKILL during S3 puts and checks every acknowledged
+//! object after a restart (tests/s3/crash.py); and Debian's headless
+//! Chromium posting a form and fetching across origins
+//! (tests/s3/test_browser.py). The clients come from the Python environment
+//! `scripts/test.sh` makes.
 
 mod common;
 
@@ -45,6 +47,30 @@ async fn boto3_and_the_aws_cli_work_unchanged() {
     let text = String::from_utf8_lossy(&out.stderr);
     println!("{}{text}", String::from_utf8_lossy(&out.stdout));
     assert!(out.status.success(), "S3 client tests failed:\n{text}");
+}
+
+/// Debian's headless Chromium uploads through an HTML form and passes a
+/// CORS preflight with fetch() (tests/s3/test_browser.py).
+#[tokio::test(flavor = "multi_thread")]
+async fn a_real_browser_posts_a_form_and_passes_cors_preflight() {
+    for tool in ["/usr/bin/chromium", "/usr/bin/chromedriver"] {
+        assert!(std::path::Path::new(tool).exists(), "{tool} is missing: scripts/test.sh installs Debian's chromium and chromium-driver");
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let node = Node::start(&dir.path().join("data"), &["--s3-listen", "127.0.0.1:0"]).await;
+    let (endpoint, ak, sk) = s3_of(&node).await;
+    let out = python("test_browser.py")
+        .env("STRATA_S3", &endpoint)
+        .env("AWS_ACCESS_KEY_ID", &ak)
+        .env("AWS_SECRET_ACCESS_KEY", &sk)
+        .env("HOME", dir.path())
+        // Selenium's own driver manager would try the network: the paths are given.
+        .env("SE_AVOID_STATS", "true")
+        .output()
+        .expect("run python");
+    let text = String::from_utf8_lossy(&out.stderr);
+    println!("{}{text}", String::from_utf8_lossy(&out.stdout));
+    assert!(out.status.success(), "browser tests failed:\n{text}");
 }
 
 #[tokio::test(flavor = "multi_thread")]
