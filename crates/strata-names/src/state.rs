@@ -425,6 +425,24 @@ pub enum NameOp {
         /// The document (JSON, the S3 API's), or None to remove it.
         doc: Option<String>,
     },
+    /// A lifecycle expiration in a versioned bucket: the current version
+    /// of `key`, if it is still `version_id`, becomes noncurrent behind a
+    /// new delete marker `marker_id` (in a suspended bucket a null current
+    /// version goes, as a DELETE would take it); nothing otherwise, so
+    /// every metadata member's sweep may send it and only the first acts.
+    /// (After `SetBucketDoc`: new variants go at the end.)
+    ExpireVersioned {
+        /// Bucket.
+        bucket: String,
+        /// Key.
+        key: String,
+        /// The version the expiry was judged on.
+        version_id: String,
+        /// The delete marker's id.
+        marker_id: String,
+        /// Now, ms since the epoch.
+        now_ms: u64,
+    },
 }
 
 /// A key of Strata's key store (SSE-S3 and SSE-KMS seal each object's data
@@ -535,6 +553,16 @@ impl NameState {
         self.buckets.remove(name)
     }
 
+    /// An object named in a versioned bucket carries no expiry of its own:
+    /// the bucket keeps its versions, and lifecycle expiration turns into a
+    /// delete marker (`ExpireVersioned`). (The S3 API gives such an
+    /// object's blob no TTL either; this holds the names to it too.)
+    fn keep_versions(&self, bucket: &str, object: &mut ObjectMeta) {
+        if self.versioning.contains_key(bucket) {
+            object.expiry_ms = 0;
+        }
+    }
+
     fn bucket_mut(&mut self, name: &str) -> Result<&mut Bucket, NameError> {
         self.buckets.get_mut(name).ok_or_else(|| NameError::NoSuchBucket(name.to_owned()))
     }
@@ -573,7 +601,21 @@ impl NameState {
                 if !enabled && self.versioning.get(&bucket).is_some_and(|v| v.lock.is_some()) {
                     return Err(NameError::InvalidBucketState(format!("versioning of {bucket:?} cannot be suspended: it has object lock")));
                 }
+                if !self.versioning.contains_key(&bucket) {
+                    // A versioned bucket keeps every version: lifecycle
+                    // expiration adds delete markers (ExpireVersioned)
+                    // instead of names (and blobs) that expire on their own.
+                    for o in self.bucket_mut(&bucket)?.objects.values_mut() {
+                        o.expiry_ms = 0;
+                    }
+                }
                 self.versioning.entry(bucket).or_default().enabled = enabled;
+            }
+            NameOp::ExpireVersioned { bucket, key, version_id, marker_id, now_ms } => {
+                let current = self.bucket(&bucket)?.objects.get(&key).map(|o| crate::versions::version_id(o) == version_id);
+                if self.versioning.contains_key(&bucket) && current == Some(true) {
+                    out.replaced = self.delete_versioned(&bucket, &key, None, &marker_id, now_ms, false)?;
+                }
             }
             NameOp::DeleteVersioned { bucket, key, version_id, marker_id, now_ms, bypass_governance } => {
                 self.bucket(&bucket)?;
@@ -615,16 +657,19 @@ impl NameState {
             NameOp::SetPublic { bucket, public } => self.bucket_mut(&bucket)?.public = public,
             NameOp::SetLifecycle { bucket, rules } => {
                 // Existing objects expire as the rules now say, counted from
-                // when each was written (S3's semantics).
+                // when each was written (S3's semantics); in a versioned
+                // bucket they never expire on their own (ExpireVersioned).
+                let versioned = self.versioning.contains_key(&bucket);
                 let b = self.bucket_mut(&bucket)?;
                 b.lifecycle = rules;
                 let rules = Bucket { lifecycle: std::mem::take(&mut b.lifecycle), ..Bucket::default() };
                 for (key, o) in &mut b.objects {
-                    o.expiry_ms = rules.expiry_for(key, o.modified_ms);
+                    o.expiry_ms = if versioned { 0 } else { rules.expiry_for(key, o.modified_ms) };
                 }
                 b.lifecycle = rules.lifecycle;
             }
-            NameOp::PutObject { bucket, key, object, if_absent } => {
+            NameOp::PutObject { bucket, key, mut object, if_absent } => {
+                self.keep_versions(&bucket, &mut object);
                 if key.len() > KEY_BYTES_MAX {
                     return Err(NameError::KeyTooLong(key.len()));
                 }
@@ -636,7 +681,8 @@ impl NameState {
                 let old = b.objects.insert(key.clone(), object);
                 out.replaced = self.displace(&bucket, &key, &id, old);
             }
-            NameOp::PutObjectIfMatch { bucket, key, object, etag } => {
+            NameOp::PutObjectIfMatch { bucket, key, mut object, etag } => {
+                self.keep_versions(&bucket, &mut object);
                 if key.len() > KEY_BYTES_MAX {
                     return Err(NameError::KeyTooLong(key.len()));
                 }
@@ -677,7 +723,8 @@ impl NameState {
                 let u = b.uploads.get_mut(&upload_id).ok_or(NameError::NoSuchUpload(upload_id))?;
                 out.parts.extend(u.parts.insert(number, part));
             }
-            NameOp::CompleteUpload { bucket, upload_id, used, object } => {
+            NameOp::CompleteUpload { bucket, upload_id, used, mut object } => {
+                self.keep_versions(&bucket, &mut object);
                 let b = self.bucket_mut(&bucket)?;
                 let u = b.uploads.get(&upload_id).ok_or_else(|| NameError::NoSuchUpload(upload_id.clone()))?;
                 for (n, blob) in &used {
@@ -872,6 +919,37 @@ mod tests {
         let out = s.apply(NameOp::DeleteBucketAbortingUploads { name: "b".into(), now_ms: 2 }).unwrap();
         assert_eq!(out.parts.iter().map(|p| p.blob).collect::<Vec<_>>(), vec![blob(1), blob(2)]);
         assert!(s.buckets.is_empty());
+    }
+
+    #[test]
+    fn a_versioned_bucket_s_objects_never_expire_on_their_own_and_expiry_adds_one_marker() {
+        let mut s = NameState::default();
+        s.apply(NameOp::CreateBucket { name: "b".into(), owner: String::new(), now_ms: 1 }).unwrap();
+        let rule = ExpiryRule { id: "r".into(), prefix: String::new(), enabled: true, days: Some(1), date_ms: None };
+        s.apply(put("b", "k", 1)).unwrap();
+        s.apply(NameOp::SetLifecycle { bucket: "b".into(), rules: vec![rule] }).unwrap();
+        assert_eq!(s.buckets["b"].objects["k"].expiry_ms, 10 + DAY_MS);
+        s.apply(NameOp::SetVersioning { bucket: "b".into(), enabled: true }).unwrap();
+        assert_eq!(s.buckets["b"].objects["k"].expiry_ms, 0, "enabling versioning keeps what is there");
+        let expiring = ObjectMeta { expiry_ms: 10 + DAY_MS, ..obj(2, 10) };
+        s.apply(NameOp::PutObject { bucket: "b".into(), key: "k".into(), object: expiring, if_absent: false }).unwrap();
+        assert_eq!(s.buckets["b"].objects["k"].expiry_ms, 0, "an expiry given with a put is dropped");
+        s.apply(NameOp::SetLifecycle { bucket: "b".into(), rules: s.buckets["b"].lifecycle.clone() }).unwrap();
+        assert_eq!(s.buckets["b"].objects["k"].expiry_ms, 0);
+        assert!(s.buckets["b"].object("k", u64::MAX).is_some(), "never expires by itself");
+        // Expiry judged on another version (overwritten meanwhile) does nothing.
+        let expire = |v: &str| NameOp::ExpireVersioned { bucket: "b".into(), key: "k".into(), version_id: v.into(), marker_id: "m1".into(), now_ms: 20 };
+        let before = s.clone();
+        assert_eq!(s.apply(expire("not-current")).unwrap(), Outcome::default());
+        assert_eq!(s, before);
+        let out = s.apply(expire(crate::NULL_VERSION)).unwrap();
+        assert_eq!(out.replaced, None, "the version is kept, not freed");
+        assert!(!s.buckets["b"].objects.contains_key("k"));
+        let after = s.clone();
+        assert_eq!(s.apply(expire(crate::NULL_VERSION)).unwrap(), Outcome::default(), "a second sweep's op does nothing");
+        assert_eq!(s, after);
+        let ids: Vec<&str> = s.versioning["b"].older["k"].iter().map(|v| v.id.as_str()).collect();
+        assert_eq!(ids, vec!["m1", crate::NULL_VERSION]);
     }
 
     #[test]

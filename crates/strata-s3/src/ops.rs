@@ -221,6 +221,7 @@ mod bucket_config;
 mod lock;
 mod reads;
 mod versioning;
+pub(crate) use versioning::new_version_id;
 mod writes;
 use lifecycle::{rule_out, rules_in};
 
@@ -245,8 +246,13 @@ impl StrataS3 {
     }
 
     /// Lifecycle expiry for a new object, checking that the bucket exists.
-    fn expiry(&self, bucket: &str, key: &str, now: u64) -> Result<u64, S3Error> {
-        strata_names::read(&*self.names, |s| s.bucket(bucket).map(|b| b.expiry_for(key, now))).map_err(name_err)
+    /// When an object written now to `bucket` as `key` expires (0:
+    /// never), and so its blob's TTL. Never in a versioned bucket, whose
+    /// versions stay until deleted: there lifecycle expiration adds a
+    /// delete marker (the expiry sweeper's `ExpireVersioned`).
+    pub(crate) fn expiry(&self, bucket: &str, key: &str, now: u64) -> Result<u64, S3Error> {
+        strata_names::read(&*self.names, |s| s.bucket(bucket).map(|b| if s.versioning.contains_key(bucket) { 0 } else { b.expiry_for(key, now) }))
+            .map_err(name_err)
     }
 
     fn put_opts(&self, content_type: String, meta: Vec<(String, String)>, expiry_ms: u64, now: u64) -> PutOptions {

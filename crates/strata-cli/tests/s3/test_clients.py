@@ -1448,6 +1448,30 @@ class Lifecycle(unittest.TestCase):
         self.assertEqual(out["Rules"][0]["Expiration"]["Days"], 30)
 
 
+    def test_expiration_never_destroys_a_version_or_a_retained_object(self):
+        # Lifecycle rules used to give blobs TTLs in versioned and locked
+        # buckets too, so every version went, COMPLIANCE retention or not.
+        s3 = client()
+        s3.create_bucket(Bucket="aging-locked", ObjectLockEnabledForBucket=True)
+        until = datetime.datetime.now(datetime.timezone.utc) + datetime.timedelta(days=1)
+        locked = s3.put_object(Bucket="aging-locked", Key="k", Body=b"retained", ObjectLockMode="COMPLIANCE", ObjectLockRetainUntilDate=until)["VersionId"]
+        s3.create_bucket(Bucket="aging-versioned")
+        s3.put_object(Bucket="aging-versioned", Key="k", Body=b"before versioning")
+        s3.put_bucket_lifecycle_configuration(Bucket="aging-versioned", LifecycleConfiguration={"Rules": [{"ID": "a", "Status": "Enabled", "Filter": {"Prefix": ""}, "Expiration": {"Days": 1}}]})
+        s3.put_bucket_versioning(Bucket="aging-versioned", VersioningConfiguration={"Status": "Enabled"})
+        kept = s3.put_object(Bucket="aging-versioned", Key="k", Body=b"kept")["VersionId"]
+        self.assertNotIn("Expiration", s3.head_object(Bucket="aging-versioned", Key="k"), "a version gets no expiry of its own")
+        midnight = datetime.datetime.now(datetime.timezone.utc).replace(hour=0, minute=0, second=0, microsecond=0)
+        past = {"Rules": [{"ID": "gone", "Status": "Enabled", "Filter": {"Prefix": ""}, "Expiration": {"Date": midnight}}]}
+        for b in ["aging-locked", "aging-versioned"]:
+            s3.put_bucket_lifecycle_configuration(Bucket=b, LifecycleConfiguration=past)
+        time.sleep(1)
+        self.assertEqual(s3.get_object(Bucket="aging-locked", Key="k", VersionId=locked)["Body"].read(), b"retained")
+        self.assertEqual(s3.get_object(Bucket="aging-versioned", Key="k", VersionId=kept)["Body"].read(), b"kept")
+        older = [v["VersionId"] for v in s3.list_object_versions(Bucket="aging-versioned")["Versions"] if v["VersionId"] != kept]
+        self.assertEqual(s3.get_object(Bucket="aging-versioned", Key="k", VersionId=older[0])["Body"].read(), b"before versioning")
+
+
 class Addressing(unittest.TestCase):
     def test_virtual_host_style(self):
         vs3 = boto3.client(

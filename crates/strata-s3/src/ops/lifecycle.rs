@@ -1,5 +1,6 @@
 //! Lifecycle expiration: rules in and out of S3's form, and the blob TTLs
-//! that follow a change of rules.
+//! that follow a change of rules. In a versioned bucket no blob gets a TTL:
+//! expiration there adds a delete marker (see `crate::sweep_expired`).
 
 use super::*;
 
@@ -15,12 +16,14 @@ impl StrataS3 {
         let now = self.now_ms();
         let proposed = strata_names::Bucket { lifecycle: rules.clone(), ..strata_names::Bucket::default() };
         // Live objects: (key, blob) -> (expiry now, expiry under the new rules).
+        // (A versioned bucket's objects never expire on their own.)
         let before: HashMap<(String, BlobId), (u64, u64)> = strata_names::read(&*self.names, |s| {
+            let versioned = s.versioning.contains_key(bucket);
             s.bucket(bucket).map(|b| {
                 b.objects
                     .iter()
                     .filter(|(_, o)| !o.expired(now))
-                    .map(|(k, o)| ((k.clone(), o.blob), (o.expiry_ms, proposed.expiry_for(k, o.modified_ms))))
+                    .map(|(k, o)| ((k.clone(), o.blob), (o.expiry_ms, if versioned { 0 } else { proposed.expiry_for(k, o.modified_ms) })))
                     .collect()
             })
         })

@@ -15,7 +15,7 @@ pub(crate) struct Deleted {
 }
 
 /// A new random version id (32 hex digits).
-fn new_version_id() -> String {
+pub(crate) fn new_version_id() -> String {
     use rand::RngCore;
     let mut raw = [0u8; 16];
     rand::rng().fill_bytes(&mut raw);
@@ -92,7 +92,7 @@ impl StrataS3 {
         })
     }
 
-    pub(super) async fn do_put_bucket_versioning(&self, i: PutBucketVersioningInput) -> S3Result<S3Response<PutBucketVersioningOutput>> {
+    pub(crate) async fn do_put_bucket_versioning(&self, i: PutBucketVersioningInput) -> S3Result<S3Response<PutBucketVersioningOutput>> {
         strata_names::read(&*self.names, |s| s.bucket(&i.bucket).map(|_| ())).map_err(name_err)?;
         if i.versioning_configuration.mfa_delete.as_ref().is_some_and(|m| m.as_str() == MFADelete::ENABLED) {
             return Err(s3_error!(NotImplemented, "MFA delete is not supported"));
@@ -102,6 +102,24 @@ impl StrataS3 {
             Some(BucketVersioningStatus::SUSPENDED) => false,
             other => return Err(s3_error!(MalformedXML, "the versioning status must be Enabled or Suspended, not {other:?}")),
         };
+        // Versions are kept: the blobs of objects that would expire under
+        // the bucket's lifecycle (and of open uploads' parts) lose their TTLs first (the names lose
+        // their expiries with the op), or the engine would drop bytes a
+        // version still names. If that fails, versioning stays off.
+        let expiring: Vec<(BlobId, u64)> = strata_names::read(&*self.names, |s| {
+            if s.versioning.contains_key(&i.bucket) {
+                return Vec::new();
+            }
+            // Open uploads' parts too: completed, they become a version.
+            s.buckets.get(&i.bucket).map_or_else(Vec::new, |b| {
+                let objects = b.objects.values().filter(|o| o.expiry_ms != 0).map(|o| (o.blob, 0));
+                objects.chain(b.uploads.values().flat_map(|u| u.parts.values()).map(|p| (p.blob, 0))).collect()
+            })
+        });
+        let failed = self.set_expiries(expiring).await;
+        if failed > 0 {
+            return Err(s3_error!(InternalError, "could not keep {failed} objects' blobs from expiring; versioning was not enabled, try again"));
+        }
         self.names.apply(NameOp::SetVersioning { bucket: i.bucket, enabled }).await.map_err(name_err)?;
         ok(PutBucketVersioningOutput::default())
     }
