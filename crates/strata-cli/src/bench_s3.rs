@@ -338,6 +338,23 @@ async fn get_phase(t: &Target, size: u64, conc: usize, secs: f64, keys: Arc<Vec<
     Ok(row("GET", size, conc, t.name, n, elapsed, &lat))
 }
 
+/// One PUT phase, logged; its keys go to `written`.
+async fn put_logged(t: &Target, size: u64, conc: usize, secs: f64, data: &Bytes, round: usize, written: &mut Vec<Vec<String>>) -> Result<Row> {
+    eprintln!("{} PUT {} x{conc} (round {})...", t.name, size_text(size), round + 1);
+    let (r, keys) = put_phase(t, size, conc, secs, data.clone(), round).await?;
+    eprintln!("  {:.0} objects/s, p50 {:.2} ms", r.objects_per_s, r.p50_ms);
+    written.push(keys);
+    Ok(r)
+}
+
+/// One GET phase of `keys`, logged.
+async fn get_logged(t: &Target, size: u64, conc: usize, secs: f64, keys: Arc<Vec<String>>, round: usize) -> Result<Row> {
+    eprintln!("{} GET {} x{conc} (round {})...", t.name, size_text(size), round + 1);
+    let r = get_phase(t, size, conc, secs, keys).await?;
+    eprintln!("  {:.0} objects/s, p50 {:.2} ms", r.objects_per_s, r.p50_ms);
+    Ok(r)
+}
+
 /// The objects each system's GET phase reads: the same number from every
 /// system (the fewest any of them wrote in its PUT phase), each system's
 /// most recent ones. Like warp's GET, which reads a fixed count of objects
@@ -421,24 +438,32 @@ async fn run_in(a: &BenchS3Args) -> Result<()> {
             for round in 0..a.rounds.max(1) {
                 // Alternate who goes first, so drift in the machine's state
                 // (page cache, disk) does not favor one system.
-                let order: Vec<&Target> = if round % 2 == 0 { targets.iter().collect() } else { targets.iter().rev().collect() };
+                // The SSE-S3 phases run after the others: they share
+                // Strata's server, and their PUTs would push the objects
+                // Strata's GET phase reads out of its tail cache.
+                let (compared, extra): (Vec<&Target>, Vec<&Target>) = targets.iter().partition(|t| t.name != "sse-s3");
+                let order: Vec<&Target> = if round % 2 == 0 { compared.into_iter().collect() } else { compared.into_iter().rev().collect() };
                 let mut written = Vec::new();
                 for t in &order {
-                    eprintln!("{} PUT {} x{conc} (round {})...", t.name, size_text(size), round + 1);
-                    let (r, keys) = put_phase(t, size, conc, a.seconds, data.clone(), round).await?;
-                    eprintln!("  {:.0} objects/s, p50 {:.2} ms", r.objects_per_s, r.p50_ms);
-                    all.push(r);
-                    written.push(keys);
+                    all.push(put_logged(t, size, conc, a.seconds, &data, round, &mut written).await?);
                 }
+                let k = written.iter().map(Vec::len).min().unwrap_or(0);
                 for (t, keys) in order.iter().zip(&written) {
                     let i = targets.iter().position(|x| std::ptr::eq(x, *t)).expect("ordered from targets");
                     cell_keys[i].extend(keys.iter().cloned());
                 }
                 for (t, keys) in order.iter().zip(same_size_sets(written)) {
-                    eprintln!("{} GET {} x{conc} (round {})...", t.name, size_text(size), round + 1);
-                    let r = get_phase(t, size, conc, a.seconds, keys).await?;
-                    eprintln!("  {:.0} objects/s, p50 {:.2} ms", r.objects_per_s, r.p50_ms);
-                    all.push(r);
+                    all.push(get_logged(t, size, conc, a.seconds, keys, round).await?);
+                }
+                for t in extra {
+                    let mut mine = Vec::new();
+                    all.push(put_logged(t, size, conc, a.seconds, &data, round, &mut mine).await?);
+                    let i = targets.iter().position(|x| std::ptr::eq(x, t)).expect("from targets");
+                    cell_keys[i].extend(mine[0].iter().cloned());
+                    // As many objects as the others read (or all it wrote, if fewer).
+                    let mut keys = mine.remove(0);
+                    let keys = Arc::new(keys.split_off(keys.len().saturating_sub(k.max(1))));
+                    all.push(get_logged(t, size, conc, a.seconds, keys, round).await?);
                 }
             }
             // Small objects take little space; large ones would fill the disk.
@@ -502,7 +527,9 @@ async fn run_in(a: &BenchS3Args) -> Result<()> {
         );
     }
     println!("×MinIO: Strata's objects/s (= MB/s) over MinIO's; p50/p99 ×M: Strata's latency over MinIO's (below 1 is faster).");
-    println!("sse-s3: Strata with SSE-S3 (AES-256-GCM at rest); its ratios are over Strata's unencrypted rows, not MinIO's.");
+    println!(
+        "sse-s3: Strata with SSE-S3 (AES-256-GCM at rest), its phases after the others' each round; its ratios are over Strata's unencrypted rows, not MinIO's."
+    );
     println!("GET reads, from each system, the same number of objects (the fewest either wrote in the round's PUT phase), its most recent ones.");
     Ok(())
 }
