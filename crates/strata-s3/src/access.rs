@@ -158,12 +158,13 @@ impl S3Access for KeyAccess {
             if verdict == crate::policy::Verdict::Deny && !manages_policy {
                 return Err(s3_error!(AccessDenied, "{op} is denied by the bucket policy"));
             }
-            // What the bucket's or the object's ACL grants (nothing where ACLs are off).
-            let acl = bucket.as_deref().is_some_and(|b| crate::acl::allows(s, op, b, key.as_deref(), who.as_deref()));
+            // What the bucket's or the object's ACL grants (nothing where
+            // ACLs are off), asked only when nothing else allows the request.
+            let acl = |who: Option<&str>| bucket.as_deref().is_some_and(|b| crate::acl::allows(s, op, b, key.as_deref(), who));
             let Some(who) = who else {
                 // Anonymous: what the policy and the ACLs allow, and reads of a public bucket.
                 let public = bucket.as_deref().and_then(|b| s.buckets.get(b)).is_some_and(|b| b.public);
-                return if verdict == crate::policy::Verdict::Allow || acl || (public && is_read(op) && op != "ListBuckets") {
+                return if verdict == crate::policy::Verdict::Allow || (public && is_read(op) && op != "ListBuckets") || acl(None) {
                     Ok(())
                 } else {
                     Err(s3_error!(AccessDenied, "anonymous {op} is not allowed here: sign the request with an access key"))
@@ -174,15 +175,15 @@ impl S3Access for KeyAccess {
             if verdict == crate::policy::Verdict::Allow {
                 return Ok(());
             }
-            let Some(bucket) = bucket else { return Ok(()) }; // ListBuckets filters by grant itself.
-            if op == "CreateBucket" || !s.buckets.contains_key(&bucket) {
+            let Some(bucket) = bucket.as_deref() else { return Ok(()) }; // ListBuckets filters by grant itself.
+            if op == "CreateBucket" || !s.buckets.contains_key(bucket) {
                 // Creating gives the creator its grant; a missing bucket
                 // gets its NoSuchBucket from the operation.
                 return Ok(());
             }
-            let right = if is_read(op) { strata_names::Right::BucketRead(&bucket) } else { strata_names::Right::BucketWrite(&bucket) };
+            let right = if is_read(op) { strata_names::Right::BucketRead(bucket) } else { strata_names::Right::BucketWrite(bucket) };
             match s.check(&who, right, now) {
-                Err(strata_names::Denied::Missing { .. }) if acl => Ok(()),
+                Err(strata_names::Denied::Missing { .. }) if acl(Some(&who)) => Ok(()),
                 r => r.map_err(denied),
             }
         })
