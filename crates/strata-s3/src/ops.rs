@@ -483,6 +483,18 @@ impl S3 for StrataS3 {
         timed!(self, "GetBucketAcl", self.do_get_bucket_acl(req.input))
     }
 
+    async fn put_bucket_encryption(&self, req: S3Request<PutBucketEncryptionInput>) -> S3Result<S3Response<PutBucketEncryptionOutput>> {
+        timed!(self, "PutBucketEncryption", self.do_put_bucket_encryption(req.input).await)
+    }
+
+    async fn get_bucket_encryption(&self, req: S3Request<GetBucketEncryptionInput>) -> S3Result<S3Response<GetBucketEncryptionOutput>> {
+        timed!(self, "GetBucketEncryption", self.do_get_bucket_encryption(req.input))
+    }
+
+    async fn delete_bucket_encryption(&self, req: S3Request<DeleteBucketEncryptionInput>) -> S3Result<S3Response<DeleteBucketEncryptionOutput>> {
+        timed!(self, "DeleteBucketEncryption", self.do_delete_bucket_encryption(req.input).await)
+    }
+
     async fn put_object_acl(&self, req: S3Request<PutObjectAclInput>) -> S3Result<S3Response<PutObjectAclOutput>> {
         timed!(self, "PutObjectAcl", self.do_put_object_acl(req.input).await)
     }

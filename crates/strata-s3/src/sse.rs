@@ -248,7 +248,13 @@ impl StrataS3 {
 
     /// The encryption a write asks for: a new data key and the metadata
     /// entries that keep it sealed (None for a write without encryption).
-    pub(crate) async fn seal_for_write(&self, asked: Asked<'_>) -> S3Result<Option<(Seal, Vec<(String, String)>)>> {
+    pub(crate) async fn seal_for_write(&self, bucket: &str, asked: Asked<'_>) -> S3Result<Option<(Seal, Vec<(String, String)>)>> {
+        // A request that asks for no encryption gets the bucket's default.
+        let default = if asked.any() { None } else { self.default_encryption(bucket) };
+        let asked = match &default {
+            Some(d) => Asked { sse: Some(d.algorithm.as_str()), kms_key: d.kms_key_id.as_deref(), customer: None },
+            None => asked,
+        };
         let kind = match (asked.sse, asked.customer) {
             (Some(_), Some(_)) => return Err(s3_error!(InvalidArgument, "server-side encryption and a customer key cannot both be given")),
             (None, Some(c)) => {
@@ -488,6 +494,49 @@ impl StrataS3 {
 
 /// A key id as SSE-KMS requests give it: the id, or an ARN ending in
 /// `key/<id>` (or `alias/<id>`).
+/// The document kind a bucket's default encryption is kept under.
+pub(crate) const DEFAULT_DOC: &str = "encryption";
+
+/// A bucket's default encryption (PutBucketEncryption), as stored: what a
+/// write that asks for none gets.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub(crate) struct BucketDefault {
+    /// `AES256` or `aws:kms`.
+    pub algorithm: String,
+    /// The key store key, for `aws:kms` (none: Strata's SSE-S3 key).
+    pub kms_key_id: Option<String>,
+    /// S3 Bucket Keys, stored and echoed (every object has its own data key anyway).
+    pub bucket_key: bool,
+}
+
+impl BucketDefault {
+    /// Checks a PutBucketEncryption rule: AES256, or aws:kms naming a key
+    /// the key store has (`key_exists`).
+    pub(crate) fn from_rule(algorithm: &str, kms_key: Option<&str>, bucket_key: bool, key_exists: impl Fn(&str) -> bool) -> S3Result<Self> {
+        match (algorithm, kms_key) {
+            ("AES256", Some(_)) => Err(s3_error!(InvalidArgument, "a KMS master key id is only valid with aws:kms")),
+            ("AES256", None) => Ok(Self { algorithm: algorithm.into(), kms_key_id: None, bucket_key }),
+            ("aws:kms", key) => {
+                let id = key.map(kms_id);
+                if let Some(id) = id
+                    && !key_exists(id)
+                {
+                    return Err(custom_err("KMS.NotFoundException", format!("the key store has no key {id:?}")));
+                }
+                Ok(Self { algorithm: algorithm.into(), kms_key_id: id.map(str::to_owned), bucket_key })
+            }
+            (other, _) => Err(s3_error!(InvalidArgument, "default encryption {other:?} is not supported (AES256, aws:kms)")),
+        }
+    }
+}
+
+impl crate::StrataS3 {
+    /// `bucket`'s default encryption, if it has one.
+    pub(crate) fn default_encryption(&self, bucket: &str) -> Option<BucketDefault> {
+        strata_names::read(&*self.names, |s| s.bucket_doc(bucket, DEFAULT_DOC).and_then(|d| serde_json::from_str(d).ok()))
+    }
+}
+
 fn kms_id(given: &str) -> &str {
     given.rsplit_once("key/").or_else(|| given.rsplit_once("alias/")).map_or(given, |(_, id)| id)
 }

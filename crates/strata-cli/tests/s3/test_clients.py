@@ -433,6 +433,45 @@ class Objects(unittest.TestCase):
         self.assertEqual(s3.head_object(Bucket=b, Key="sse/cli")["ServerSideEncryption"], "AES256")
         self.assertEqual(s3.get_object(Bucket=b, Key="sse/cli")["Body"].read(), body)
 
+    def test_bucket_default_encryption(self):
+        s3, b = self.s3, "default-sse-" + os.urandom(2).hex()
+        s3.create_bucket(Bucket=b)
+        self.assertEqual(error_of(s3.get_bucket_encryption, Bucket=b), ("ServerSideEncryptionConfigurationNotFoundError", 404))
+        rule = lambda alg, **kw: {"Rules": [{"ApplyServerSideEncryptionByDefault": dict(SSEAlgorithm=alg, **kw)}]}
+        # Bad input: S3's codes, nothing stored.
+        self.assertEqual(error_of(s3.put_bucket_encryption, Bucket=b, ServerSideEncryptionConfiguration=rule("aws:kms", KMSMasterKeyID="no-such-key")), ("KMS.NotFoundException", 400))
+        self.assertEqual(error_of(s3.put_bucket_encryption, Bucket=b, ServerSideEncryptionConfiguration=rule("AES512"))[1], 400)
+        self.assertEqual(error_of(s3.put_bucket_encryption, Bucket=b, ServerSideEncryptionConfiguration=rule("AES256", KMSMasterKeyID="x"))[1], 400)
+        self.assertEqual(error_of(s3.get_bucket_encryption, Bucket=b)[0], "ServerSideEncryptionConfigurationNotFoundError")
+        s3.put_bucket_encryption(Bucket=b, ServerSideEncryptionConfiguration=rule("AES256"))
+        got = s3.get_bucket_encryption(Bucket=b)["ServerSideEncryptionConfiguration"]["Rules"][0]
+        self.assertEqual(got["ApplyServerSideEncryptionByDefault"]["SSEAlgorithm"], "AES256")
+        # A write that asks for nothing is encrypted as the bucket says: put, copy, multipart.
+        marker = b"DEFAULT-SSE-PLAINTEXT-" + os.urandom(8).hex().encode()
+        body = marker * 3000
+        r = s3.put_object(Bucket=b, Key="plain-request", Body=body)
+        self.assertEqual(r["ServerSideEncryption"], "AES256")
+        self.assertEqual(s3.get_object(Bucket=b, Key="plain-request")["Body"].read(), body)
+        s3.copy_object(Bucket=b, Key="copied", CopySource={"Bucket": b, "Key": "plain-request"})
+        self.assertEqual(s3.head_object(Bucket=b, Key="copied")["ServerSideEncryption"], "AES256")
+        up = s3.create_multipart_upload(Bucket=b, Key="parted")
+        self.assertEqual(up["ServerSideEncryption"], "AES256")
+        e = s3.upload_part(Bucket=b, Key="parted", UploadId=up["UploadId"], PartNumber=1, Body=body)["ETag"]
+        s3.complete_multipart_upload(Bucket=b, Key="parted", UploadId=up["UploadId"], MultipartUpload={"Parts": [{"ETag": e, "PartNumber": 1}]})
+        self.assertEqual(s3.get_object(Bucket=b, Key="parted")["Body"].read(), body)
+        self.assertFalse(data_holds(marker), "a default-encrypted object's plaintext is on disk")
+        # A request's own choice wins over the default.
+        kid = "bucket-default-" + os.urandom(3).hex()
+        strata("kms", "create", kid)
+        s3.put_bucket_encryption(Bucket=b, ServerSideEncryptionConfiguration=rule("aws:kms", KMSMasterKeyID=kid))
+        r = s3.put_object(Bucket=b, Key="kms-default", Body=b"k")
+        self.assertEqual((r["ServerSideEncryption"], r["SSEKMSKeyId"]), ("aws:kms", kid))
+        self.assertEqual(s3.put_object(Bucket=b, Key="own-choice", Body=b"o", ServerSideEncryption="AES256")["ServerSideEncryption"], "AES256")
+        s3.delete_bucket_encryption(Bucket=b)
+        self.assertEqual(error_of(s3.get_bucket_encryption, Bucket=b)[1], 404)
+        self.assertNotIn("ServerSideEncryption", s3.put_object(Bucket=b, Key="after", Body=b"a"))
+        self.assertEqual(s3.get_object(Bucket=b, Key="kms-default")["Body"].read(), b"k", "objects keep the encryption they were written with")
+
     def test_unsigned_and_streaming_payloads(self):
         r = signed("PUT", "/objects/unsigned", body=b"not hashed", payload_hash="UNSIGNED-PAYLOAD")
         self.assertEqual(r.status, 200)

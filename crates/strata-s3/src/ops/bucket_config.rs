@@ -75,4 +75,54 @@ impl StrataS3 {
         self.set_doc(i.bucket, crate::policy::DOC, None).await?;
         ok(DeleteBucketPolicyOutput::default())
     }
+
+    pub(super) async fn do_put_bucket_encryption(&self, i: PutBucketEncryptionInput) -> S3Result<S3Response<PutBucketEncryptionOutput>> {
+        self.doc(&i.bucket, crate::sse::DEFAULT_DOC)?;
+        let rule = match i.server_side_encryption_configuration.rules.as_slice() {
+            [r] => r,
+            rules => return Err(s3_error!(MalformedXML, "a default encryption configuration holds exactly one rule, not {}", rules.len())),
+        };
+        let Some(by_default) = &rule.apply_server_side_encryption_by_default else {
+            return Err(s3_error!(MalformedXML, "the rule has no ApplyServerSideEncryptionByDefault"));
+        };
+        let default = strata_names::read(&*self.names, |s| {
+            crate::sse::BucketDefault::from_rule(
+                by_default.sse_algorithm.as_str(),
+                by_default.kms_master_key_id.as_deref(),
+                rule.bucket_key_enabled.unwrap_or(false),
+                |id| s.kms.contains_key(id),
+            )
+        })?;
+        let doc = serde_json::to_string(&default).map_err(|e| s3_error!(InternalError, "encoding the default encryption: {e}"))?;
+        self.set_doc(i.bucket, crate::sse::DEFAULT_DOC, Some(doc)).await?;
+        ok(PutBucketEncryptionOutput::default())
+    }
+
+    pub(super) fn do_get_bucket_encryption(&self, i: GetBucketEncryptionInput) -> S3Result<S3Response<GetBucketEncryptionOutput>> {
+        self.doc(&i.bucket, crate::sse::DEFAULT_DOC)?;
+        let d = self.default_encryption(&i.bucket).ok_or_else(|| {
+            let mut e = s3_error!(
+                ServerSideEncryptionConfigurationNotFoundError,
+                "the bucket {:?} has no default encryption: objects are stored as each request asks",
+                i.bucket
+            );
+            // S3 answers it with 404 (s3s's table says 400).
+            e.set_status_code(http::StatusCode::NOT_FOUND);
+            e
+        })?;
+        let rule = ServerSideEncryptionRule {
+            apply_server_side_encryption_by_default: Some(ServerSideEncryptionByDefault {
+                sse_algorithm: ServerSideEncryption::from(d.algorithm),
+                kms_master_key_id: d.kms_key_id,
+            }),
+            bucket_key_enabled: Some(d.bucket_key),
+        };
+        ok(GetBucketEncryptionOutput { server_side_encryption_configuration: Some(ServerSideEncryptionConfiguration { rules: vec![rule] }) })
+    }
+
+    pub(super) async fn do_delete_bucket_encryption(&self, i: DeleteBucketEncryptionInput) -> S3Result<S3Response<DeleteBucketEncryptionOutput>> {
+        self.doc(&i.bucket, crate::sse::DEFAULT_DOC)?;
+        self.set_doc(i.bucket, crate::sse::DEFAULT_DOC, None).await?;
+        ok(DeleteBucketEncryptionOutput::default())
+    }
 }

@@ -23,7 +23,7 @@ impl StrataS3 {
         .store_in(&mut meta);
         // The upload's data key, sealed, goes with it: every part is
         // sealed under it, and the object takes the upload's metadata.
-        let reply = self.seal_for_write(asked).await?.map(|(seal, entries)| {
+        let reply = self.seal_for_write(&i.bucket, asked).await?.map(|(seal, entries)| {
             meta.extend(entries);
             seal.reply()
         });

@@ -56,7 +56,7 @@ impl StrataS3 {
         let acl = crate::acl::Asked { canned: input.acl.as_ref().map(|a| a.as_str()), headers: crate::acl::object_grant_headers!(input), body: None };
         self.acl_on_write(&input.bucket, &acl, &mut meta)?;
         let content_type = content_type_in(input.content_type);
-        let sealing = self.seal_for_write(asked).await?;
+        let sealing = self.seal_for_write(&input.bucket, asked).await?;
         let opts = self.put_opts(content_type.clone(), meta.clone(), expiry_ms, now);
         let stored = self.store(input.body, input.content_length, input.content_md5.as_deref(), &sums, opts, sealing.as_ref().map(|s| &s.0)).await?;
         let tag = hex::encode(stored.md5);
@@ -205,7 +205,7 @@ impl StrataS3 {
             now,
         )?
         .store_in(&mut meta);
-        let sealing = self.seal_for_write(asked).await?;
+        let sealing = self.seal_for_write(&input.bucket, asked).await?;
         let opts = self.put_opts(content_type.clone(), meta.clone(), expiry_ms, now);
         let stored = self.store(Some(streaming(body.data)), Some(src.size as i64), None, &Expected::default(), opts, sealing.as_ref().map(|s| &s.0)).await?;
         let tag = hex::encode(stored.md5);
