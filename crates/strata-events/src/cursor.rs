@@ -6,7 +6,6 @@
 //! renamed over the old one, and the directory fsync'd.
 
 use crate::EventError;
-use std::io::Write;
 use std::path::{Path, PathBuf};
 
 const MAGIC: &[u8; 4] = b"SECU";
@@ -40,16 +39,7 @@ impl Cursor {
 
     /// Durably records `seq` as delivered.
     pub fn store(&mut self, seq: u64) -> Result<(), EventError> {
-        let tmp = self.path.with_extension("tmp");
-        let what = |doing: &str| format!("{doing} {}", tmp.display());
-        let mut f = std::fs::File::create(&tmp).map_err(EventError::io(what("creating")))?;
-        f.write_all(&encode(seq)).map_err(EventError::io(what("writing")))?;
-        f.sync_all().map_err(EventError::io(what("syncing")))?;
-        std::fs::rename(&tmp, &self.path).map_err(EventError::io(format!("renaming {} over {}", tmp.display(), self.path.display())))?;
-        if let Some(dir) = self.path.parent() {
-            let d = std::fs::File::open(dir).map_err(EventError::io(format!("opening {}", dir.display())))?;
-            d.sync_all().map_err(EventError::io(format!("syncing {}", dir.display())))?;
-        }
+        strata_fs::replace_file(&self.path, &encode(seq)).map_err(EventError::io(format!("replacing {}", self.path.display())))?;
         self.seq = seq;
         Ok(())
     }

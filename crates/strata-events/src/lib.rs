@@ -17,7 +17,7 @@
 //! Which logs are sources, and which changes become events, is the node's
 //! business, not this crate's.
 //!
-//! Layer rule (checked by the test command): may use strata-types; never the
+//! Layer rule (checked by the test command): may use strata-types, strata-fs; never the
 //! engine, the router, the server, the cluster map, the node crate, the S3
 //! crate or the CLI.
 
