@@ -267,15 +267,22 @@ mod tests {
         strata_names::ExpiryRule { id: prefix.into(), prefix: prefix.into(), enabled: true, days: Some(days), date_ms: None }
     }
 
-    #[tokio::test]
-    async fn lifecycle_changes_never_leave_a_blob_expiring_before_its_name() {
+    /// The S3 service over a fresh node and name index with bucket `b`, on
+    /// a clock at `now` (the directory lives as long as the first value).
+    async fn bucket_b(now: u64) -> (tempfile::TempDir, strata_types::ManualClock, StrataS3) {
         let dir = tempfile::tempdir().unwrap();
-        let now = 5 * DAY;
         let clock = strata_types::ManualClock::new(now);
         let router = node(dir.path(), &clock);
         let names: Arc<dyn NameIndex> = Arc::new(EmbeddedIndex::open(&dir.path().join("names")).unwrap());
         names.apply(NameOp::CreateBucket { name: "b".into(), owner: String::new(), now_ms: 1 }).await.unwrap();
-        let s3 = StrataS3 { router: router.clone(), names: names.clone(), clock: Arc::new(clock.clone()), opts: S3Options::default(), observer: None };
+        let s3 = StrataS3 { router, names, clock: Arc::new(clock.clone()), opts: S3Options::default(), observer: None };
+        (dir, clock, s3)
+    }
+
+    #[tokio::test]
+    async fn lifecycle_changes_never_leave_a_blob_expiring_before_its_name() {
+        let (_dir, _, s3) = bucket_b(5 * DAY).await;
+        let (now, router, names) = (5 * DAY, s3.router.clone(), s3.names.clone());
         let expiry = |blob| {
             let router = router.clone();
             async move { router.info(blob).await.unwrap().expiry_ms }
@@ -318,13 +325,8 @@ mod tests {
     /// engine dropped every version's bytes, COMPLIANCE retention or not.
     #[tokio::test]
     async fn lifecycle_expiration_in_a_versioned_bucket_keeps_every_version() {
-        let dir = tempfile::tempdir().unwrap();
-        let now = 5 * DAY;
-        let clock = strata_types::ManualClock::new(now);
-        let router = node(dir.path(), &clock);
-        let names: Arc<dyn NameIndex> = Arc::new(EmbeddedIndex::open(&dir.path().join("names")).unwrap());
-        names.apply(NameOp::CreateBucket { name: "b".into(), owner: String::new(), now_ms: 1 }).await.unwrap();
-        let s3 = StrataS3 { router: router.clone(), names: names.clone(), clock: Arc::new(clock.clone()), opts: S3Options::default(), observer: None };
+        let (_dir, clock, s3) = bucket_b(5 * DAY).await;
+        let (now, router, names) = (5 * DAY, s3.router.clone(), s3.names.clone());
         s3.set_lifecycle("b", vec![rule("logs/", 1)]).await.unwrap();
         // Written before versioning: its blob has a TTL, its name an expiry.
         let early = put(&router, &*names, now, "logs/early", now + DAY).await;
