@@ -70,17 +70,8 @@ impl StrataS3 {
         let acl = self
             .asked_acl(&i.bucket, &asked, false)?
             .ok_or_else(|| s3_error!(MissingSecurityHeader, "PutObjectAcl needs x-amz-acl, x-amz-grant-* headers or an AccessControlPolicy body"))?;
-        for _ in 0..3 {
-            let o = self.object(&i.bucket, &i.key)?;
-            let meta = crate::acl::replaced(&o.meta, &acl);
-            let op = NameOp::SetObjectMeta { bucket: i.bucket.clone(), key: i.key.clone(), blob: o.blob, meta, now_ms: self.now_ms() };
-            match self.names.apply(op).await {
-                Ok(_) => return ok(PutObjectAclOutput::default()),
-                Err(strata_names::NameError::PreconditionFailed(_)) => continue,
-                Err(e) => return Err(name_err(e)),
-            }
-        }
-        Err(s3_error!(OperationAborted, "{:?} kept changing while its ACL was set; try again", i.key))
+        self.rewrite_meta(&i.bucket, &i.key, "ACL grants", |meta| crate::acl::replaced(meta, &acl)).await?;
+        ok(PutObjectAclOutput::default())
     }
 
     pub(super) fn do_get_object_acl(&self, i: GetObjectAclInput) -> S3Result<S3Response<GetObjectAclOutput>> {

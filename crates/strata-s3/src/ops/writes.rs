@@ -78,17 +78,30 @@ impl StrataS3 {
     /// overwrite racing with it wins: the tags then go on the new object,
     /// as if the tagging came after it.
     pub(super) async fn set_tags(&self, bucket: &str, key: &str, tags: Vec<(String, String)>) -> Result<(), S3Error> {
+        self.rewrite_meta(bucket, key, "tags", |meta| crate::tags::replaced(meta, tags.clone())).await
+    }
+
+    /// Rewrites the current object's metadata in place with `change` (one
+    /// name op bound to its blob); an overwrite racing with it wins and the
+    /// change is made again on the new object. `what` names the change in
+    /// the error when the key keeps changing.
+    pub(super) async fn rewrite_meta(
+        &self,
+        bucket: &str,
+        key: &str,
+        what: &str,
+        change: impl Fn(&[(String, String)]) -> Vec<(String, String)>,
+    ) -> Result<(), S3Error> {
         for _ in 0..3 {
             let o = self.object(bucket, key)?;
-            let meta = crate::tags::replaced(&o.meta, tags.clone());
-            let op = NameOp::SetObjectMeta { bucket: bucket.to_owned(), key: key.to_owned(), blob: o.blob, meta, now_ms: self.now_ms() };
+            let op = NameOp::SetObjectMeta { bucket: bucket.to_owned(), key: key.to_owned(), blob: o.blob, meta: change(&o.meta), now_ms: self.now_ms() };
             match self.names.apply(op).await {
                 Ok(_) => return Ok(()),
                 Err(strata_names::NameError::PreconditionFailed(_)) => continue,
                 Err(e) => return Err(name_err(e)),
             }
         }
-        Err(s3_error!(OperationAborted, "{key:?} kept changing while its tags were set; try again"))
+        Err(s3_error!(OperationAborted, "{key:?} kept changing while its {what} were set; try again"))
     }
 
     pub(super) async fn delete_one(&self, bucket: &str, key: &str) -> Result<(), S3Error> {
