@@ -8,6 +8,33 @@ use crate::state::{AccessKey, Bucket, KmsKey, NameState};
 use serde::Deserialize;
 use std::collections::BTreeMap;
 
+/// The state as written before change capture's outbox.
+#[derive(Deserialize)]
+struct NameStateV5 {
+    buckets: BTreeMap<String, Bucket>,
+    keys: BTreeMap<String, AccessKey>,
+    accounts: BTreeMap<String, Account>,
+    rights: BTreeMap<String, KeyRights>,
+    kms: BTreeMap<String, KmsKey>,
+    versioning: BTreeMap<String, crate::versions::Versioning>,
+    bucket_docs: BTreeMap<String, BTreeMap<String, String>>,
+}
+
+impl From<NameStateV5> for NameState {
+    fn from(v: NameStateV5) -> Self {
+        Self {
+            buckets: v.buckets,
+            keys: v.keys,
+            accounts: v.accounts,
+            rights: v.rights,
+            kms: v.kms,
+            versioning: v.versioning,
+            bucket_docs: v.bucket_docs,
+            outbox: crate::events::Outbox::default(),
+        }
+    }
+}
+
 /// The state as written before bucket documents.
 #[derive(Deserialize)]
 struct NameStateV4 {
@@ -21,7 +48,7 @@ struct NameStateV4 {
 
 impl From<NameStateV4> for NameState {
     fn from(v: NameStateV4) -> Self {
-        Self { buckets: v.buckets, keys: v.keys, accounts: v.accounts, rights: v.rights, kms: v.kms, versioning: v.versioning, bucket_docs: BTreeMap::new() }
+        Self { buckets: v.buckets, keys: v.keys, accounts: v.accounts, rights: v.rights, kms: v.kms, versioning: v.versioning, ..Self::default() }
     }
 }
 
@@ -84,6 +111,9 @@ impl NameState {
             Ok(s) => return Ok(s),
             Err(e) => e,
         };
+        if let Ok((p, v5)) = postcard::from_bytes::<(P, NameStateV5)>(bytes) {
+            return Ok((p, v5.into()));
+        }
         if let Ok((p, v4)) = postcard::from_bytes::<(P, NameStateV4)>(bytes) {
             return Ok((p, v4.into()));
         }

@@ -19,6 +19,7 @@
 //! an HTTP crate.
 
 mod embedded;
+pub mod events;
 mod layouts;
 mod list;
 mod rights;
@@ -26,6 +27,7 @@ mod state;
 mod versions;
 
 pub use embedded::EmbeddedIndex;
+pub use events::{EventTarget, NameEvent, Outbox};
 pub use list::{ListPage, ListQuery};
 pub use rights::{ALL_CONTAINERS, Account, BlobGrant, CONTAINER_NAME_MAX, Container, ContainerRef, DEFAULT, Denied, KeyRights, KvGrant, Right, valid_name};
 pub use state::{AccessKey, Bucket, ExpiryRule, Grant, KmsKey, NameOp, NameState, ObjectMeta, Outcome, PartMeta, Upload};

@@ -443,6 +443,40 @@ pub enum NameOp {
         /// Now, ms since the epoch.
         now_ms: u64,
     },
+    /// `op`, applied on behalf of `who` (an access key), at `now_ms`: the
+    /// identity and time its change-capture event carries, and the event
+    /// name when the op alone does not say it (a copy is a put to the
+    /// names). (After `ExpireVersioned`: new variants go at the end.)
+    As {
+        /// The access key, if known.
+        who: Option<String>,
+        /// The event name, if not the op's own.
+        kind: Option<String>,
+        /// Now, ms since the epoch.
+        now_ms: u64,
+        /// The op.
+        op: Box<NameOp>,
+    },
+    /// Records that a change-capture target holds every event up to `seq`;
+    /// events every target holds leave the outbox.
+    TrimEvents {
+        /// The target's name.
+        target: String,
+        /// Its last delivered sequence number.
+        seq: u64,
+    },
+    /// Adds or replaces (keeping its position) a change-capture target, or
+    /// with no spec removes it.
+    SetEventTarget {
+        /// Its name.
+        name: String,
+        /// What it is (JSON the node reads), or None to remove it.
+        spec: Option<String>,
+        /// It takes every event, not only those of bucket notifications naming it.
+        all: bool,
+        /// Now, ms since the epoch.
+        now_ms: u64,
+    },
 }
 
 /// A key of Strata's key store (SSE-S3 and SSE-KMS seal each object's data
@@ -513,6 +547,9 @@ pub struct NameState {
     /// `tagging`, ...): text the S3 API writes and reads (JSON), so new
     /// kinds need no new layout.
     pub bucket_docs: BTreeMap<String, BTreeMap<String, String>>,
+    /// The change-capture outbox and its targets (docs/events.md). Added
+    /// with change capture.
+    pub outbox: crate::events::Outbox,
 }
 
 impl NameState {
@@ -567,8 +604,34 @@ impl NameState {
         self.buckets.get_mut(name).ok_or_else(|| NameError::NoSuchBucket(name.to_owned()))
     }
 
-    /// Applies `op`: all of it, or (on error) none of it.
+    /// Applies `op`: all of it, or (on error) none of it. An op captured
+    /// for change capture appends its events to the outbox in the same
+    /// step (crate::events).
     pub fn apply(&mut self, op: NameOp) -> Result<Outcome, NameError> {
+        let (cause, op) = match op {
+            NameOp::As { who, kind, now_ms, op } => (crate::events::Cause { who, kind, now_ms }, *op),
+            op => (crate::events::Cause::default(), op),
+        };
+        match op {
+            NameOp::As { .. } => return Err(NameError::Unavailable("a nested As op".into())),
+            NameOp::TrimEvents { target, seq } => {
+                self.outbox.delivered(&target, seq);
+                return Ok(Outcome::default());
+            }
+            NameOp::SetEventTarget { name, spec, all, now_ms } => {
+                self.outbox.set_target(name, spec.map(|s| (s, all)), now_ms);
+                return Ok(Outcome::default());
+            }
+            _ => {}
+        }
+        let Some(before) = self.before(&op) else { return self.apply_op(op) };
+        let copy = op.clone();
+        let out = self.apply_op(op)?;
+        self.record(&copy, &out, before, cause);
+        Ok(out)
+    }
+
+    fn apply_op(&mut self, op: NameOp) -> Result<Outcome, NameError> {
         let mut out = Outcome::default();
         match op {
             NameOp::CreateBucket { name, owner, now_ms } => {
@@ -797,6 +860,10 @@ impl NameState {
             NameOp::SetKeyExpiry { id, expires_ms } => {
                 self.key_mut(&id)?.expires_ms = expires_ms;
                 self.tidy_rights(&id);
+            }
+            // Applied by `apply` before it gets here.
+            NameOp::As { .. } | NameOp::TrimEvents { .. } | NameOp::SetEventTarget { .. } => {
+                return Err(NameError::Unavailable("a change-capture op out of place".into()));
             }
             NameOp::SetGrant { id, bucket, grant } => {
                 if !self.buckets.contains_key(&bucket) {
