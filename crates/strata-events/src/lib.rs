@@ -8,7 +8,8 @@
 //! that made it, read in order by sequence number, so a crash between a
 //! change and its delivery loses nothing. A [`Sender`] reads a source after
 //! a target's durable [`Cursor`], hands the events in order to a [`Target`]
-//! (a JSON-lines [`FileTarget`], a signed HTTP [`Webhook`]), moves the
+//! (a JSON-lines [`FileTarget`], a signed HTTP [`Webhook`], a [`Kafka`]
+//! topic), moves the
 //! cursor only once the target has them, and retries with exponential
 //! back-off while the target is down, raising an alarm when it has been
 //! down too long. Delivery is at least once: a send retried after a crash
@@ -21,15 +22,19 @@
 //! engine, the router, the server, the cluster map, the node crate, the S3
 //! crate or the CLI.
 
+pub mod config;
 mod cursor;
 pub mod event;
+mod kafka;
 mod sender;
 mod target;
 mod webhook;
 
+pub use config::{Notification, NotifyRule, S3_EVENT_TYPES, TargetSpec, valid_event_pattern, valid_target_name};
 pub use cursor::Cursor;
 pub use event::{Event, SCHEMA_VERSION, Subject};
-pub use sender::{Backoff, Sender, SenderStatus, Source};
+pub use kafka::{DEFAULT_PARTITIONS, Kafka, partition_of};
+pub use sender::{Backoff, Progress, Read, Sender, SenderStatus, Source};
 pub use target::{FileTarget, Target};
 pub use webhook::{SIGNATURE_HEADER, TIMESTAMP_HEADER, Webhook, signature, verify};
 

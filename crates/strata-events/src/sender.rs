@@ -2,6 +2,7 @@
 //! target's cursor, with exponential back-off while the target is down.
 
 use crate::{Cursor, Event, EventError, Target};
+use futures_util::future::BoxFuture;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -10,10 +11,50 @@ use strata_types::Clock;
 /// A durable, ordered log of events (the node's logs that hold each change
 /// in the commit that made it).
 pub trait Source: Send + Sync {
-    /// Up to `max` events with sequence numbers above `after`, in order.
-    fn read_after(&self, after: u64, max: usize) -> Result<Vec<Event>, EventError>;
+    /// Up to `max` events with sequence numbers above `after`, in order,
+    /// and the position the read covered: a source that filters events for
+    /// its target (a bucket notification's prefix, say) may return fewer,
+    /// or none, and still move the target past what it skipped.
+    fn read_after(&self, after: u64, max: usize) -> Result<Read, EventError>;
     /// The highest sequence number the source holds (0: none).
     fn last(&self) -> u64;
+}
+
+/// What one read of a source returned.
+#[derive(Debug, Clone, Default)]
+pub struct Read {
+    /// The events, in order.
+    pub events: Vec<Event>,
+    /// Every event up to here was read (delivered with `events` or skipped).
+    pub upto: u64,
+}
+
+impl Read {
+    /// A read of `events` that skipped none.
+    pub fn all(after: u64, events: Vec<Event>) -> Self {
+        let upto = events.last().map_or(after, |e| e.seq);
+        Self { events, upto }
+    }
+}
+
+/// Where a target's delivery stands, durably: a [`Cursor`] file on one
+/// node, or the position the names hold for a target of their outbox.
+pub trait Progress: Send + Sync {
+    /// The last sequence number the target holds (0: none).
+    fn seq(&self) -> u64;
+    /// Durably records that the target holds everything up to `seq`.
+    fn store(&self, seq: u64) -> BoxFuture<'_, Result<(), EventError>>;
+}
+
+impl Progress for Mutex<Cursor> {
+    fn seq(&self) -> u64 {
+        self.lock().map(|c| c.seq()).unwrap_or_else(|p| p.into_inner().seq())
+    }
+
+    fn store(&self, seq: u64) -> BoxFuture<'_, Result<(), EventError>> {
+        let r = self.lock().unwrap_or_else(std::sync::PoisonError::into_inner).store(seq);
+        Box::pin(async move { r })
+    }
 }
 
 /// How long to wait after a failed delivery: doubling from `first` to `max`.
@@ -64,7 +105,7 @@ pub struct SenderStatus {
 pub struct Sender {
     source: Arc<dyn Source>,
     target: Arc<dyn Target>,
-    cursor: Mutex<Cursor>,
+    cursor: Arc<dyn Progress>,
     clock: Arc<dyn Clock>,
     backoff: Backoff,
     batch: usize,
@@ -77,10 +118,15 @@ pub struct Sender {
 impl Sender {
     /// A sender of `source` to `target`, resuming after `cursor`.
     pub fn new(source: Arc<dyn Source>, target: Arc<dyn Target>, cursor: Cursor, clock: Arc<dyn Clock>) -> Self {
+        Self::with_progress(source, target, Arc::new(Mutex::new(cursor)), clock)
+    }
+
+    /// A sender of `source` to `target`, resuming after `progress`.
+    pub fn with_progress(source: Arc<dyn Source>, target: Arc<dyn Target>, progress: Arc<dyn Progress>, clock: Arc<dyn Clock>) -> Self {
         Self {
             source,
             target,
-            cursor: Mutex::new(cursor),
+            cursor: progress,
             clock,
             backoff: Backoff::default(),
             batch: 256,
@@ -110,7 +156,7 @@ impl Sender {
     }
 
     fn cursor_seq(&self) -> u64 {
-        self.cursor.lock().map(|c| c.seq()).unwrap_or_else(|p| p.into_inner().seq())
+        self.cursor.seq()
     }
 
     /// One attempt: reads the next batch after the cursor and delivers it.
@@ -118,17 +164,23 @@ impl Sender {
     /// the cursor where it was.
     pub async fn step(&self) -> Result<usize, EventError> {
         let after = self.cursor_seq();
-        let events = self.source.read_after(after, self.batch)?;
-        let Some(last) = events.last().map(|e| e.seq) else { return Ok(0) };
+        let Read { events, upto } = self.source.read_after(after, self.batch)?;
         if let Some(bad) = events.windows(2).find(|w| w[1].seq <= w[0].seq).or_else(|| events.first().filter(|e| e.seq <= after).map(std::slice::from_ref)) {
             return Err(EventError::Source(format!("events out of order at seq {}", bad[bad.len() - 1].seq)));
         }
+        if events.last().is_some_and(|e| e.seq > upto) {
+            return Err(EventError::Source(format!("a read says it covered {upto} but holds later events")));
+        }
+        if events.is_empty() {
+            // Nothing for this target: move past what was skipped.
+            if upto > after {
+                self.cursor.store(upto).await?;
+            }
+            return Ok(0);
+        }
         match self.target.deliver(&events).await {
             Ok(()) => {
-                {
-                    let mut c = self.cursor.lock().unwrap_or_else(|p| p.into_inner());
-                    c.store(last)?;
-                }
+                self.cursor.store(upto).await?;
                 self.delivered.fetch_add(events.len() as u64, Ordering::Relaxed);
                 *self.trouble.lock().unwrap_or_else(|p| p.into_inner()) = None;
                 Ok(events.len())
@@ -149,7 +201,10 @@ impl Sender {
         let mut failures = 0u32;
         while !stop.load(Ordering::Relaxed) {
             match self.step().await {
-                Ok(0) => {
+                // A short batch: let more gather before the next, so a
+                // steady trickle of writes is not one delivery (and one
+                // cursor write) each.
+                Ok(n) if n < self.batch => {
                     failures = 0;
                     tokio::time::sleep(idle).await;
                 }
@@ -194,8 +249,8 @@ mod tests {
     struct Log(Vec<Event>);
 
     impl Source for Log {
-        fn read_after(&self, after: u64, max: usize) -> Result<Vec<Event>, EventError> {
-            Ok(self.0.iter().filter(|e| e.seq > after).take(max).cloned().collect())
+        fn read_after(&self, after: u64, max: usize) -> Result<Read, EventError> {
+            Ok(Read::all(after, self.0.iter().filter(|e| e.seq > after).take(max).cloned().collect()))
         }
         fn last(&self) -> u64 {
             self.0.last().map_or(0, |e| e.seq)
