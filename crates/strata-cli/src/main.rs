@@ -12,6 +12,7 @@ mod bench_tract;
 mod bench_txn;
 mod cluster;
 mod commands;
+mod events;
 mod fault;
 mod identity;
 mod kv;
@@ -94,6 +95,9 @@ enum Cmd {
     /// The key store: keys for SSE-KMS (SSE-S3 uses its own, made on first use).
     #[command(subcommand)]
     Kms(s3::KmsCmd),
+    /// Change capture: event targets (Kafka, webhooks, files) and their status.
+    #[command(subcommand)]
+    Events(events::EventsCmd),
     /// Measures PUT/GET over loopback against this machine's disk and network limits (`bench s3`: the S3 API against MinIO).
     Bench(bench::BenchArgs),
     /// Measures a cluster of 1, 3 and 6 node processes on this machine: throughput, replication lag, catch-up.
@@ -194,6 +198,7 @@ fn main() -> std::process::ExitCode {
             Cmd::Audit(a) => identity::audit(a).await,
             Cmd::Bucket(c) => s3::bucket(c).await,
             Cmd::Kms(c) => s3::kms(c).await,
+            Cmd::Events(c) => events::events(c).await,
             Cmd::Bench(a) => bench::run(a).await,
             Cmd::BenchCluster(a) => bench_cluster::run(a).await,
             Cmd::BenchRw(a) => bench_rw::run(a).await,

@@ -556,6 +556,7 @@ async fn run_cluster(args: ServerArgs, node_id: u64) -> Result<()> {
     strata_node::start_space_monitor(&workers, node.disks.clone());
     state.scrub.start(&workers, args.scrub_config());
     state.sweep.start(&workers, args.sweep_config());
+    state.capture.start(&workers);
     println!("Strata node {node_id} is serving https://{listen} (data in {}; cluster {})", args.data_dir.display(), secret.cluster_id());
     if let Some(s3) = &s3_listen {
         let s3_addr =
@@ -650,6 +651,7 @@ pub async fn run(args: ServerArgs) -> Result<()> {
     strata_node::start_space_monitor(&workers, disks.clone());
     state.scrub.start(&workers, args.scrub_config());
     state.sweep.start(&workers, args.sweep_config());
+    state.capture.start(&workers);
     println!("Strata is serving {scheme}://{addr} (data in {}, {} partitions)", args.data_dir.display(), store.replicas().len());
     println!("Admin access key in {} (the strata CLI finds it there; more keys: strata key create)", creds_path.display());
     if args.tls_self_signed {

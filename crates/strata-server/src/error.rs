@@ -61,6 +61,17 @@ pub enum ApiError {
     /// A store of that name exists.
     #[error("read-only store {0:?} exists")]
     StoreExists(String),
+    /// No change-capture target of that name.
+    #[error("no event target {0:?}")]
+    NoSuchEventTarget(String),
+    /// The target is named by buckets' notification configurations.
+    #[error("event target {name:?} is named by the notification configuration of bucket(s) {buckets}; change those first")]
+    EventTargetInUse {
+        /// The target.
+        name: String,
+        /// The buckets, comma-separated.
+        buckets: String,
+    },
     /// A read-only store operation failed: a version rejected (the message
     /// names the file and the problem), or its files unreadable.
     #[error(transparent)]
@@ -233,6 +244,8 @@ impl ApiError {
             Self::NoSuchPartition(_) => (StatusCode::NOT_FOUND, "NoSuchPartition"),
             Self::BadRequest(_) => (StatusCode::BAD_REQUEST, "BadRequest"),
             Self::NoSuchStore(_) => (StatusCode::NOT_FOUND, "NoSuchStore"),
+            Self::NoSuchEventTarget(_) => (StatusCode::NOT_FOUND, "NoSuchEventTarget"),
+            Self::EventTargetInUse { .. } => (StatusCode::CONFLICT, "EventTargetInUse"),
             Self::NoSuchKey(_) => (StatusCode::NOT_FOUND, "NoSuchKey"),
             Self::StoreExists(_) => (StatusCode::CONFLICT, "StoreExists"),
             Self::Kv(strata_kv::VersionError::Io { .. }) => (StatusCode::INTERNAL_SERVER_ERROR, "StoreIoError"),

@@ -13,13 +13,14 @@
 //! Layer rule (checked by the test command): may use strata-types,
 //! strata-engine, strata-router, strata-cluster, strata-rpc, strata-kv,
 //! strata-rwstore, strata-tract, strata-txn, strata-names, strata-client, strata-auth, strata-net, strata-node,
-//! strata-format, strata-sse; never the S3 crate or the CLI.
+//! strata-format, strata-sse, strata-events; never the S3 crate or the CLI.
 
 pub mod audit;
 pub mod auth;
 mod cluster_api;
 mod conn;
 mod error;
+mod events_api;
 mod handlers;
 mod identity_api;
 mod kms_api;
@@ -71,6 +72,8 @@ pub struct AppState {
     pub workers: Arc<Workers>,
     /// The key store's root key (see [`Identities::kms_root`]).
     pub kms_root: Option<strata_sse::Key>,
+    /// Change capture's senders (started with [`strata_node::Capture::start`]).
+    pub capture: Arc<strata_node::Capture>,
 }
 
 /// What identifies requests: the name index's keys, how the port
@@ -94,6 +97,7 @@ impl AppState {
         let auth = Arc::new(auth::Auth::new(names.clone(), ids.config, router.clock().clone(), ids.audit_path.map(audit::AuditLog::new), None));
         let scrub = Scrubber::new(disks.clone(), None, router.clock().clone());
         let sweep = Sweeper::new(router.clone(), Some(names.clone()), None);
+        let capture = strata_node::Capture::new(names.clone(), router.clock().clone(), Arc::new(|| true));
         let metrics = Metrics::new(metrics::Sources {
             disks: disks.clone(),
             router: router.clone(),
@@ -103,9 +107,10 @@ impl AppState {
             scrub: scrub.clone(),
             sweep: sweep.clone(),
             workers: workers.clone(),
+            capture: capture.clone(),
         });
         let kms_root = ids.kms_root;
-        Arc::new(Self { router, disks, metrics, cluster: None, router_detector: None, kv, names, auth, scrub, sweep, workers, kms_root })
+        Arc::new(Self { router, disks, metrics, cluster: None, router_detector: None, kv, names, auth, scrub, sweep, workers, kms_root, capture })
     }
 
     /// State for a cluster node, its router and the router's failure detector.
@@ -122,6 +127,12 @@ impl AppState {
         let auth = Arc::new(auth::Auth::new(names.clone(), ids.config, node.clock().clone(), audit, Some(node.id())));
         let scrub = Scrubber::new(node.disks.clone(), Some(node.clone()), node.clock().clone());
         let sweep = Sweeper::new(router.clone(), Some(names.clone()), Some(node.clone()));
+        // The metadata leader sends (the targets' positions are in the names).
+        let leads = {
+            let meta = node.meta.clone();
+            Arc::new(move || meta.as_ref().is_some_and(|m| m.status().leader == Some(m.status().id))) as Arc<dyn Fn() -> bool + Send + Sync>
+        };
+        let capture = strata_node::Capture::new(names.clone(), node.clock().clone(), leads);
         let metrics = Metrics::new(metrics::Sources {
             disks: node.disks.clone(),
             router: router.clone(),
@@ -131,6 +142,7 @@ impl AppState {
             scrub: scrub.clone(),
             sweep: sweep.clone(),
             workers: node.workers.clone(),
+            capture: capture.clone(),
         });
         let workers = node.workers.clone();
         Arc::new(Self {
@@ -146,6 +158,7 @@ impl AppState {
             sweep,
             workers,
             kms_root,
+            capture,
         })
     }
 }
@@ -160,6 +173,7 @@ pub fn app(state: Arc<AppState>) -> axum::Router {
         .merge(txn_api::routes())
         .merge(identity_api::routes())
         .merge(kms_api::routes())
+        .merge(events_api::routes())
         .layer(axum::middleware::from_fn_with_state(state.clone(), auth::middleware))
         .with_state(state)
 }

@@ -81,12 +81,14 @@ pub struct Sources {
     pub sweep: Arc<strata_node::Sweeper>,
     /// The background workers.
     pub workers: Arc<strata_node::Workers>,
+    /// Change capture's senders.
+    pub capture: Arc<strata_node::Capture>,
 }
 
 impl Metrics {
     /// Registers everything, including the collectors over `from`.
     pub fn new(from: Sources) -> Self {
-        let Sources { disks: store, router, cluster, kv, names, scrub, sweep, workers } = from;
+        let Sources { disks: store, router, cluster, kv, names, scrub, sweep, workers, capture } = from;
         let mut registry = Registry::default();
         let requests = Family::<OpStatus, Counter>::default();
         let latency = Family::<Op, Histogram>::new_with_constructor(|| Histogram::new(exponential_buckets(0.000_05, 2.0, 20)));
@@ -120,6 +122,7 @@ impl Metrics {
         let s3_latency = Family::<Op, Histogram>::new_with_constructor(|| Histogram::new(exponential_buckets(0.000_05, 2.0, 20)));
         registry.register("strata_s3_requests", "S3 requests by operation and status", s3_requests.clone());
         registry.register("strata_s3_request_duration_seconds", "S3 request latency by operation (to the response head)", s3_latency.clone());
+        registry.register_collector(Box::new(CaptureCollector(capture)));
         if let Some(names) = names {
             registry.register_collector(Box::new(NamesCollector(names)));
         }
@@ -629,6 +632,53 @@ impl Collector for NamesCollector {
             ("strata_s3_access_keys", "Access keys", keys as i64),
         ] {
             ConstGauge::new(v).encode(encoder.encode_descriptor(name, help, None, MetricType::Gauge)?)?;
+        }
+        Ok(())
+    }
+}
+
+/// Change capture, read at scrape time: events made, in the outbox,
+/// dropped; per target delivered, pending, failed, and whether it is down
+/// past the alarm threshold.
+struct CaptureCollector(Arc<strata_node::Capture>);
+
+impl std::fmt::Debug for CaptureCollector {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("CaptureCollector")
+    }
+}
+
+impl Collector for CaptureCollector {
+    fn encode(&self, mut encoder: DescriptorEncoder) -> Result<(), std::fmt::Error> {
+        let st = self.0.status();
+        counter(&mut encoder, "strata_events_produced", "Change-capture events made (the outbox's last sequence number)", st.produced as f64)?;
+        gauge(&mut encoder, "strata_events_outbox", "Events in the outbox, not yet with every target", st.outbox as f64)?;
+        counter(&mut encoder, "strata_events_dropped", "Events dropped undelivered because the outbox was full", st.dropped as f64)?;
+        gauge(
+            &mut encoder,
+            "strata_events_sending",
+            "1 if this node sends the events (the one node, or the metadata leader)",
+            f64::from(u8::from(st.sending)),
+        )?;
+        type Row = (&'static str, &'static str, MetricType, fn(&strata_events::SenderStatus) -> f64);
+        let rows: [Row; 5] = [
+            ("strata_events_delivered", "Events delivered to a target since this node started sending", MetricType::Counter, |s| s.delivered as f64),
+            ("strata_events_pending", "Events in the outbox beyond a target's delivered position", MetricType::Gauge, |s| s.pending as f64),
+            ("strata_events_failed", "Failed deliveries to a target since this node started sending", MetricType::Counter, |s| s.failures as f64),
+            ("strata_events_delivered_seq", "A target's delivered position in the outbox", MetricType::Gauge, |s| s.delivered_seq as f64),
+            ("strata_events_target_alarm", "1 if a target has been failing longer than the alarm threshold (5 minutes)", MetricType::Gauge, |s| {
+                f64::from(u8::from(s.alarm))
+            }),
+        ];
+        for (name, help, kind, f) in rows {
+            let mut m = encoder.encode_descriptor(name, help, None, kind)?;
+            for t in &st.targets {
+                let labels = vec![("target", t.sender.target.clone())];
+                match kind {
+                    MetricType::Counter => ConstCounter::new(f(&t.sender)).encode(m.encode_family(&labels)?)?,
+                    _ => ConstGauge::new(f(&t.sender)).encode(m.encode_family(&labels)?)?,
+                }
+            }
         }
         Ok(())
     }

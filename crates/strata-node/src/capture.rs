@@ -1,0 +1,228 @@
+//! Change capture's sending side on a node (docs/events.md): one sender per
+//! configured target, reading the names' outbox (`strata_names::events`)
+//! and delivering through `strata-events`.
+//!
+//! The targets and their delivered positions are in the names, so the
+//! senders run where the names are written: on the one node, or on the
+//! metadata leader of a cluster (a new leader resumes where the old one
+//! stopped; a batch the old one sent but had not recorded is sent again,
+//! as at-least-once delivery allows). A target that takes every event gets
+//! the whole outbox; any other only the events of buckets whose
+//! notification configuration names it and matches them.
+
+use crate::worker::{Next, Workers};
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use strata_events::{Event, EventError, Notification, Progress, Read, Sender, SenderStatus, Source, Subject, TargetSpec};
+use strata_names::{NameEvent, NameIndex, NameOp, read};
+use strata_types::Clock;
+
+/// The `node` field of names events: the metadata group, whichever member
+/// sends them (ids stay the same across a change of leader).
+pub const NAMES_NODE: &str = "meta";
+/// The `source` field of names events.
+pub const NAMES_SOURCE: &str = "names";
+
+/// A names event in the schema.
+pub fn event_of(e: &NameEvent) -> Event {
+    let subject = Subject {
+        bucket: Some(e.bucket.clone()),
+        key: e.key.clone(),
+        version_id: e.version_id.clone(),
+        size: e.size,
+        etag: e.etag.clone(),
+        ..Subject::default()
+    };
+    Event::new(NAMES_NODE, NAMES_SOURCE, e.seq, e.time_ms, &e.kind, e.who.clone(), subject)
+}
+
+/// The outbox as one target sees it.
+struct Outbox {
+    names: Arc<dyn NameIndex>,
+    target: String,
+    all: bool,
+}
+
+impl Source for Outbox {
+    fn read_after(&self, after: u64, max: usize) -> Result<Read, EventError> {
+        read(&*self.names, |s| {
+            let events = s.outbox.after(after, max);
+            let upto = events.last().map_or(after, |e| e.seq);
+            let mut rules: BTreeMap<String, Option<Notification>> = BTreeMap::new();
+            let events = events
+                .iter()
+                .map(event_of)
+                .filter(|e| {
+                    self.all || {
+                        let bucket = e.subject.bucket.as_deref().unwrap_or("");
+                        let n = rules
+                            .entry(bucket.to_owned())
+                            .or_insert_with(|| s.bucket_doc(bucket, strata_names::events::NOTIFICATION_DOC).and_then(|d| serde_json::from_str(d).ok()));
+                        n.as_ref().is_some_and(|n| n.sends(&self.target, e))
+                    }
+                })
+                .collect::<Vec<_>>();
+            Ok(Read { events, upto })
+        })
+    }
+
+    fn last(&self) -> u64 {
+        read(&*self.names, |s| s.outbox.last_seq)
+    }
+}
+
+/// A target's delivered position, kept in the names (`TrimEvents`).
+struct Delivered {
+    names: Arc<dyn NameIndex>,
+    target: String,
+}
+
+impl Progress for Delivered {
+    fn seq(&self) -> u64 {
+        read(&*self.names, |s| s.outbox.targets.get(&self.target).map_or(0, |t| t.delivered))
+    }
+
+    fn store(&self, seq: u64) -> futures_util::future::BoxFuture<'_, Result<(), EventError>> {
+        Box::pin(async move {
+            self.names.apply(NameOp::TrimEvents { target: self.target.clone(), seq }).await.map(|_| ()).map_err(|e| EventError::Source(e.to_string()))
+        })
+    }
+}
+
+struct Running {
+    spec: String,
+    all: bool,
+    sender: Arc<Sender>,
+    stop: Arc<AtomicBool>,
+}
+
+/// Where capture stands (`GET /admin/events`, the metrics).
+#[derive(Debug, Clone, Default, serde::Serialize)]
+pub struct CaptureStatus {
+    /// Whether this node sends (the one node, or the metadata leader).
+    pub sending: bool,
+    /// Events made since the names began (the outbox's last sequence number).
+    pub produced: u64,
+    /// Events in the outbox (not yet with every target).
+    pub outbox: u64,
+    /// Events dropped undelivered because the outbox was full.
+    pub dropped: u64,
+    /// The targets.
+    pub targets: Vec<TargetStatus>,
+}
+
+/// One target's status.
+#[derive(Debug, Clone, Default, serde::Serialize)]
+pub struct TargetStatus {
+    /// What it is (never a secret).
+    pub describe: String,
+    /// Every event, or only bucket notifications naming it.
+    pub all: bool,
+    /// Delivery (from its sender; its position from the names where this
+    /// node does not send).
+    #[serde(flatten)]
+    pub sender: SenderStatus,
+}
+
+/// The senders of this node.
+pub struct Capture {
+    names: Arc<dyn NameIndex>,
+    clock: Arc<dyn Clock>,
+    sends: Arc<dyn Fn() -> bool + Send + Sync>,
+    running: Mutex<BTreeMap<String, Running>>,
+    idle: Duration,
+}
+
+impl Capture {
+    /// Senders of `names`' outbox, running while `sends` says this node
+    /// should (always on one node; the metadata leader's in a cluster).
+    pub fn new(names: Arc<dyn NameIndex>, clock: Arc<dyn Clock>, sends: Arc<dyn Fn() -> bool + Send + Sync>) -> Arc<Self> {
+        Arc::new(Self { names, clock, sends, running: Mutex::new(BTreeMap::new()), idle: Duration::from_millis(50) })
+    }
+
+    /// Starts the worker that keeps one sender per configured target.
+    pub fn start(self: &Arc<Self>, workers: &Workers) {
+        let me = self.clone();
+        workers.spawn("events", Next::Now, move || {
+            let me = me.clone();
+            async move {
+                me.reconcile();
+                Ok(Next::After(Duration::from_millis(500)))
+            }
+        });
+    }
+
+    /// Starts senders for new or changed targets and stops those of
+    /// targets removed (all of them where this node does not send).
+    pub fn reconcile(&self) {
+        let wanted: BTreeMap<String, (String, bool)> = if (self.sends)() {
+            read(&*self.names, |s| s.outbox.targets.iter().map(|(n, t)| (n.clone(), (t.spec.clone(), t.all))).collect())
+        } else {
+            BTreeMap::new()
+        };
+        let mut running = self.running.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        running.retain(|name, r| {
+            let keep = wanted.get(name).is_some_and(|(spec, all)| *spec == r.spec && *all == r.all);
+            if !keep {
+                r.stop.store(true, Ordering::Relaxed);
+            }
+            keep
+        });
+        for (name, (spec, all)) in wanted {
+            if running.contains_key(&name) {
+                continue;
+            }
+            let target = match serde_json::from_str::<TargetSpec>(&spec).map_err(EventError::from).and_then(|s| s.build(&name, self.clock.clone())) {
+                Ok(t) => t,
+                Err(e) => {
+                    tracing::error!(target_name = %name, error = %e, "an event target's spec is unusable; it gets nothing until replaced");
+                    continue;
+                }
+            };
+            let source = Arc::new(Outbox { names: self.names.clone(), target: name.clone(), all });
+            let progress = Arc::new(Delivered { names: self.names.clone(), target: name.clone() });
+            let sender = Arc::new(Sender::with_progress(source, target, progress, self.clock.clone()).with_batch(1000));
+            let stop = Arc::new(AtomicBool::new(false));
+            tokio::spawn({
+                let (sender, stop, idle) = (sender.clone(), stop.clone(), self.idle);
+                async move { sender.run(idle, stop).await }
+            });
+            running.insert(name, Running { spec, all, sender, stop });
+        }
+    }
+
+    /// Where capture stands.
+    pub fn status(&self) -> CaptureStatus {
+        let running = self.running.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        read(&*self.names, |s| CaptureStatus {
+            sending: (self.sends)(),
+            produced: s.outbox.last_seq,
+            outbox: s.outbox.events.len() as u64,
+            dropped: s.outbox.dropped,
+            targets: s
+                .outbox
+                .targets
+                .iter()
+                .map(|(name, t)| TargetStatus {
+                    describe: serde_json::from_str::<TargetSpec>(&t.spec).map_or_else(|e| format!("unusable spec: {e}"), |s| s.describe()),
+                    all: t.all,
+                    sender: running.get(name).map(|r| r.sender.status()).unwrap_or_else(|| SenderStatus {
+                        target: name.clone(),
+                        delivered_seq: t.delivered,
+                        pending: s.outbox.last_seq.saturating_sub(t.delivered),
+                        ..SenderStatus::default()
+                    }),
+                })
+                .collect(),
+        })
+    }
+
+    /// Stops every sender.
+    pub fn stop(&self) {
+        for r in self.running.lock().unwrap_or_else(std::sync::PoisonError::into_inner).values() {
+            r.stop.store(true, Ordering::Relaxed);
+        }
+    }
+}
