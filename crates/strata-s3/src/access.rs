@@ -135,6 +135,9 @@ impl S3Access for KeyAccess {
             S3Path::Object { bucket, key } => (Some(bucket.to_string()), Some(key.to_string())),
         };
         let who = cx.credentials().map(|c| c.access_key.clone());
+        if let Some(w) = &who {
+            crate::cause::set_who(w);
+        }
         let prefix = cx.uri().query().and_then(|q| form_urlencoded::parse(q.as_bytes()).find(|(k, _)| k == "prefix").map(|(_, v)| v.into_owned()));
         strata_names::read(&*self.names, |s| {
             // The bucket policy first: an explicit Deny wins over every

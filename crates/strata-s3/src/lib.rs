@@ -11,11 +11,12 @@
 //! without `s3s`.
 //!
 //! Layer rule (checked by the test command): may use strata-types,
-//! strata-format, strata-names, strata-router, strata-sse; never the
+//! strata-format, strata-names, strata-router, strata-sse, strata-events; never the
 //! engine, the node crate, the server, or the CLI.
 
 mod access;
 mod acl;
+mod cause;
 mod checksum;
 mod convert;
 mod cors;
@@ -110,7 +111,10 @@ pub use request_id::S3Endpoint;
 pub fn service(router: Arc<Router>, names: Arc<dyn NameIndex>, clock: Arc<dyn Clock>, opts: S3Options, observer: Option<Observer>) -> S3Endpoint {
     let domains = opts.domains.clone();
     let region = opts.region.clone();
-    let s3 = StrataS3 { router, names: names.clone(), clock: clock.clone(), opts, observer };
+    // The S3 API's own name ops carry their request's access key and time
+    // (change capture's events say who and when).
+    let attributed: Arc<dyn NameIndex> = Arc::new(cause::Attributed::new(names.clone(), clock.clone()));
+    let s3 = StrataS3 { router, names: attributed, clock: clock.clone(), opts, observer };
     let mut b = S3ServiceBuilder::new(s3);
     b.set_auth(KeyAuth::new(names.clone()));
     b.set_access(KeyAccess::new(names.clone(), region, clock));
@@ -153,7 +157,9 @@ pub async fn sweep_expired(router: &Router, names: &dyn NameIndex, now_ms: u64) 
         .map(|(bucket, key, blob)| async move {
             // Only the sweep whose op removed the name frees the blob (on a
             // cluster every metadata member sweeps).
-            if names.apply(strata_names::NameOp::DeleteObject { bucket, key, blob: Some(blob) }).await?.replaced.is_none() {
+            let op = strata_names::NameOp::DeleteObject { bucket, key, blob: Some(blob) };
+            let op = strata_names::NameOp::As { who: None, kind: Some("s3:LifecycleExpiration:Delete".into()), now_ms, op: Box::new(op) };
+            if names.apply(op).await?.replaced.is_none() {
                 return Ok(false);
             }
             match router.delete(blob).await {

@@ -216,6 +216,7 @@ mod attributes;
 mod lifecycle;
 mod listing;
 mod multipart;
+mod notify;
 pub(crate) use multipart::part_sizes;
 mod bucket_config;
 mod lock;
@@ -404,6 +405,20 @@ impl S3 for StrataS3 {
         timed!(self, "DeleteBucketPolicy", self.do_delete_bucket_policy(req.input).await)
     }
 
+    async fn put_bucket_notification_configuration(
+        &self,
+        req: S3Request<PutBucketNotificationConfigurationInput>,
+    ) -> S3Result<S3Response<PutBucketNotificationConfigurationOutput>> {
+        timed!(self, "PutBucketNotificationConfiguration", self.do_put_bucket_notification(req.input).await)
+    }
+
+    async fn get_bucket_notification_configuration(
+        &self,
+        req: S3Request<GetBucketNotificationConfigurationInput>,
+    ) -> S3Result<S3Response<GetBucketNotificationConfigurationOutput>> {
+        timed!(self, "GetBucketNotificationConfiguration", self.do_get_bucket_notification(req.input))
+    }
+
     async fn put_bucket_cors(&self, req: S3Request<PutBucketCorsInput>) -> S3Result<S3Response<PutBucketCorsOutput>> {
         timed!(self, "PutBucketCors", self.do_put_bucket_cors(req.input).await)
     }
@@ -576,6 +591,7 @@ impl S3 for StrataS3 {
         timed!(self, "PutObjectTagging", {
             let i = req.input;
             let tags = crate::tags::from_set(&i.tagging.tag_set)?;
+            crate::cause::set_kind("s3:ObjectTagging:Put");
             self.set_tags(&i.bucket, &i.key, tags).await?;
             ok(PutObjectTaggingOutput::default())
         })
@@ -583,6 +599,7 @@ impl S3 for StrataS3 {
 
     async fn delete_object_tagging(&self, req: S3Request<DeleteObjectTaggingInput>) -> S3Result<S3Response<DeleteObjectTaggingOutput>> {
         timed!(self, "DeleteObjectTagging", {
+            crate::cause::set_kind("s3:ObjectTagging:Delete");
             self.set_tags(&req.input.bucket, &req.input.key, Vec::new()).await?;
             ok(DeleteObjectTaggingOutput::default())
         })
@@ -629,6 +646,7 @@ impl S3 for StrataS3 {
     }
 
     async fn copy_object(&self, req: S3Request<CopyObjectInput>) -> S3Result<S3Response<CopyObjectOutput>> {
+        crate::cause::set_kind("s3:ObjectCreated:Copy");
         timed!(self, "CopyObject", self.do_copy(req).await)
     }
 

@@ -280,7 +280,7 @@ impl hyper::service::Service<http::Request<hyper::body::Incoming>> for S3Endpoin
                 .and_then(|v| v.to_str().ok())
                 .is_some_and(|t| t.to_ascii_lowercase().starts_with("multipart/form-data"));
         let inner = self.inner.clone();
-        Box::pin(async move {
+        Box::pin(crate::cause::scope(async move {
             let mut req = req.map(s3s::Body::from);
             // A browser POST upload's key may say `${filename}`: the file
             // part's name, read from the form's head before s3s parses it.
@@ -329,7 +329,7 @@ impl hyper::service::Service<http::Request<hyper::body::Incoming>> for S3Endpoin
                 resp.headers_mut().insert("x-amz-id-2", v);
             }
             Ok(resp)
-        })
+        }))
     }
 }
 

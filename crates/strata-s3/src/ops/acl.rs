@@ -70,6 +70,7 @@ impl StrataS3 {
         let acl = self
             .asked_acl(&i.bucket, &asked, false)?
             .ok_or_else(|| s3_error!(MissingSecurityHeader, "PutObjectAcl needs x-amz-acl, x-amz-grant-* headers or an AccessControlPolicy body"))?;
+        crate::cause::set_kind("s3:ObjectAcl:Put");
         self.rewrite_meta(&i.bucket, &i.key, "ACL grants", |meta| crate::acl::replaced(meta, &acl)).await?;
         ok(PutObjectAclOutput::default())
     }

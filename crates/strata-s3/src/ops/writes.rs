@@ -9,6 +9,7 @@ impl StrataS3 {
         // A browser POST upload's key may name the uploaded file's name;
         // its form's `acl` field is the object's canned ACL.
         if let Some(form) = req.extensions.get::<crate::request_id::PostForm>() {
+            crate::cause::set_kind("s3:ObjectCreated:Post");
             if let Some(name) = &form.file_name {
                 input.key = input.key.replace("${filename}", name);
             }
