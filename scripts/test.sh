@@ -9,27 +9,27 @@ if ! command -v cargo >/dev/null 2>&1; then
     echo "error: cargo not found. Strata needs Rust 1.95 (rust-version in Cargo.toml)." >&2
     exit 1
 fi
-# The full-disk test mounts a small tmpfs (util-linux's mount; root, as on CI).
-if ! command -v mount >/dev/null 2>&1; then
-    apt-get update -qq && apt-get install -y -qq mount
+# Debian packages the tests need, installed in one go where missing:
+# - mount: the full-disk test mounts a small tmpfs (util-linux; root, as on CI);
+# - Java 17: the Spark builder's test (spark-submit in local mode) and the
+#   change-capture test's Kafka broker; Maven fetches the broker's jars;
+# - Redis and etcd: `strata bench-rw`'s test measures the read-write stores
+#   beside them;
+# - Chromium and its driver: the S3 browser test drives them with Selenium.
+missing=()
+command -v mount >/dev/null 2>&1 || missing+=(mount)
+command -v java >/dev/null 2>&1 || missing+=(openjdk-17-jre-headless)
+command -v mvn >/dev/null 2>&1 || missing+=(maven)
+command -v redis-server >/dev/null 2>&1 || missing+=(redis-server)
+command -v etcd >/dev/null 2>&1 || missing+=(etcd-server)
+command -v chromium >/dev/null 2>&1 || missing+=(chromium)
+command -v chromedriver >/dev/null 2>&1 || missing+=(chromium-driver)
+if [ ${#missing[@]} -gt 0 ]; then
+    apt-get update -qq && apt-get install -y -qq "${missing[@]}"
 fi
-
-# The Spark builder's test runs tools/spark/build_store.py with spark-submit
-# in local mode: Java 17 and PySpark in a virtual environment under target/.
-# The S3 tests drive the server with boto3 and the aws CLI from the same
-# environment.
-if ! command -v java >/dev/null 2>&1; then
-    apt-get update -qq && apt-get install -y -qq openjdk-17-jre-headless
-fi
-# `strata bench-rw`'s test measures the read-write stores beside Redis and
-# etcd from Debian's packages.
-if ! command -v redis-server >/dev/null 2>&1 || ! command -v etcd >/dev/null 2>&1; then
-    apt-get update -qq && apt-get install -y -qq redis-server etcd-server
-fi
-# The S3 browser test drives Debian's headless Chromium with Selenium.
-if ! command -v chromium >/dev/null 2>&1 || ! command -v chromedriver >/dev/null 2>&1; then
-    apt-get update -qq && apt-get install -y -qq chromium chromium-driver
-fi
+# The Kafka broker's jars, from Maven Central (once; kept under target/).
+./scripts/kafka.sh fetch >/dev/null
+# PySpark, boto3, the aws CLI and Selenium in a virtual environment under target/.
 export STRATA_PYENV="${STRATA_PYENV:-$PWD/target/pyenv}"
 if ! "$STRATA_PYENV/bin/python" -c 'import pyspark, crc32c, boto3, awscli, selenium' >/dev/null 2>&1; then
     python3 -m venv "$STRATA_PYENV"

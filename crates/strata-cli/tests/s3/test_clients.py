@@ -13,6 +13,7 @@ import base64
 import concurrent.futures
 import datetime
 import hashlib
+import hmac
 import json
 import os
 import socket
@@ -1544,6 +1545,124 @@ class Addressing(unittest.TestCase):
             r = aws("s3", "ls", "s3://cli", check=False)
             self.assertNotEqual(r.returncode, 0)
             self.assertIn("NoSuchBucket", r.stderr)
+
+
+class Notifications(unittest.TestCase):
+    """S3 bucket notifications to a signed webhook (docs/events.md)."""
+
+    def test_bucket_notifications_reach_a_signed_webhook_through_their_filters(self):
+        import http.server
+        import threading
+
+        s3, b = client(), "notify-" + os.urandom(2).hex()
+        target, secret = "hook-" + os.urandom(2).hex(), "s3cr3t-" + os.urandom(8).hex()
+        posts, refused = [], []
+
+        class Receiver(http.server.BaseHTTPRequestHandler):
+            def do_POST(self):
+                body = self.rfile.read(int(self.headers["content-length"]))
+                # The first delivery is refused: the sender must retry it.
+                if not refused:
+                    refused.append(body)
+                    self.send_response(503)
+                    self.end_headers()
+                    return
+                posts.append((dict(self.headers), body))
+                self.send_response(204)
+                self.end_headers()
+
+            def log_message(self, *args):
+                pass
+
+        receiver = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Receiver)
+        threading.Thread(target=receiver.serve_forever, daemon=True).start()
+        try:
+            strata("events", "target", "add", target, "--webhook", f"http://127.0.0.1:{receiver.server_port}/events", "--secret", secret)
+            s3.create_bucket(Bucket=b)
+            arn = f"arn:strata:sqs:::{target}"
+            prefix_suffix = {"Key": {"FilterRules": [{"Name": "prefix", "Value": "images/"}, {"Name": "suffix", "Value": ".jpg"}]}}
+            config = {
+                "QueueConfigurations": [
+                    {"Id": "jpg-created", "QueueArn": arn, "Events": ["s3:ObjectCreated:*"], "Filter": prefix_suffix},
+                    {"Id": "removed", "QueueArn": arn, "Events": ["s3:ObjectRemoved:Delete"]},
+                ]
+            }
+            self.assertEqual(s3.get_bucket_notification_configuration(Bucket=b).get("QueueConfigurations", []), [])
+            s3.put_bucket_notification_configuration(Bucket=b, NotificationConfiguration=config)
+            # Bad input: S3's code, the configuration unchanged.
+            bad = [
+                {"QueueConfigurations": [{"QueueArn": "arn:strata:sqs:::no-such-target", "Events": ["s3:ObjectCreated:*"]}]},
+                {"QueueConfigurations": [{"QueueArn": arn, "Events": ["s3:ObjectMaybe:*"]}]},
+                {"QueueConfigurations": [{"QueueArn": arn, "Events": ["s3:ObjectCreated:*"], "Filter": {"Key": {"FilterRules": [{"Name": "middle", "Value": "x"}]}}}]},
+                {"QueueConfigurations": [{"Id": "same", "QueueArn": arn, "Events": ["s3:ObjectCreated:*"]}, {"Id": "same", "QueueArn": arn, "Events": ["s3:ObjectRemoved:*"]}]},
+            ]
+            for c in bad:
+                self.assertEqual(error_of(s3.put_bucket_notification_configuration, Bucket=b, NotificationConfiguration=c), ("InvalidArgument", 400), c)
+            got = s3.get_bucket_notification_configuration(Bucket=b)["QueueConfigurations"]
+            self.assertEqual([(q["Id"], q["QueueArn"], q["Events"]) for q in got], [("jpg-created", arn, ["s3:ObjectCreated:*"]), ("removed", arn, ["s3:ObjectRemoved:Delete"])])
+            self.assertEqual(got[0]["Filter"], prefix_suffix)
+            self.assertEqual(error_of(s3.get_bucket_notification_configuration, Bucket="no-such-bucket-here"), ("NoSuchBucket", 404))
+            # A target a notification names cannot be removed.
+            r = subprocess.run([BIN, "events", "target", "remove", target, "--server", ADMIN], capture_output=True, text=True)
+            self.assertNotEqual(r.returncode, 0)
+            self.assertIn(b, r.stderr)
+
+            s3.put_object(Bucket=b, Key="images/a.jpg", Body=b"a")  # sent
+            s3.put_object(Bucket=b, Key="images/b.png", Body=b"b")  # wrong suffix
+            s3.put_object(Bucket=b, Key="docs/c.jpg", Body=b"c")  # wrong prefix
+            s3.copy_object(Bucket=b, Key="images/d.jpg", CopySource={"Bucket": b, "Key": "images/a.jpg"})  # sent
+            up = s3.create_multipart_upload(Bucket=b, Key="images/e.jpg")["UploadId"]
+            etag = s3.upload_part(Bucket=b, Key="images/e.jpg", UploadId=up, PartNumber=1, Body=b"e" * 100)["ETag"]
+            s3.complete_multipart_upload(Bucket=b, Key="images/e.jpg", UploadId=up, MultipartUpload={"Parts": [{"PartNumber": 1, "ETag": etag}]})  # sent
+            s3.put_object_tagging(Bucket=b, Key="images/a.jpg", Tagging={"TagSet": [{"Key": "k", "Value": "v"}]})  # type not selected
+            s3.delete_object(Bucket=b, Key="docs/c.jpg")  # sent
+            s3.delete_object(Bucket=b, Key="images/b.png")  # sent
+            want = [
+                ("s3:ObjectCreated:Put", "images/a.jpg"),
+                ("s3:ObjectCreated:Copy", "images/d.jpg"),
+                ("s3:ObjectCreated:CompleteMultipartUpload", "images/e.jpg"),
+                ("s3:ObjectRemoved:Delete", "docs/c.jpg"),
+                ("s3:ObjectRemoved:Delete", "images/b.png"),
+            ]
+
+            def received():
+                seen, out = set(), []
+                for _, body in list(posts):
+                    for e in json.loads(body):
+                        if e["id"] not in seen:
+                            seen.add(e["id"])
+                            out.append(e)
+                return out
+
+            deadline = time.time() + 30
+            while len(received()) < len(want) and time.time() < deadline:
+                time.sleep(0.05)
+            events = received()
+            self.assertEqual([(e["type"], e["subject"]["key"]) for e in events], want)
+            self.assertTrue(refused, "the first delivery was refused and retried")
+            self.assertTrue(all(e["subject"]["bucket"] == b and e["who"] == AK and e["v"] == 1 for e in events), events)
+            self.assertEqual(events[0]["subject"]["size"], 1)
+            self.assertEqual([e["seq"] for e in events], sorted(e["seq"] for e in events))
+            # Every POST is signed: HMAC-SHA256 over the timestamp and the body.
+            for headers, body in posts:
+                h = {k.lower(): v for k, v in headers.items()}
+                mac = hmac.new(secret.encode(), h["x-strata-timestamp"].encode() + b"." + body, hashlib.sha256).hexdigest()
+                self.assertEqual(h["x-strata-signature"], "v1=" + mac)
+                forged = hmac.new(secret.encode(), h["x-strata-timestamp"].encode() + b"." + body + b" ", hashlib.sha256).hexdigest()
+                self.assertNotEqual(h["x-strata-signature"], "v1=" + forged)
+            status = json.loads(strata("events", "status", "--json"))
+            mine = [t for t in status["targets"] if t["target"] == target][0]
+            self.assertGreaterEqual(mine["failures"], 1)
+            self.assertNotIn(secret, json.dumps(status))
+            self.assertEqual(mine["pending"] if status["outbox"] == 0 else 0, 0)
+            # An empty configuration turns the notifications off; then the target can go.
+            s3.put_bucket_notification_configuration(Bucket=b, NotificationConfiguration={})
+            self.assertEqual(s3.get_bucket_notification_configuration(Bucket=b).get("QueueConfigurations", []), [])
+            strata("events", "target", "remove", target)
+            self.assertNotIn(target, [t["target"] for t in json.loads(strata("events", "status", "--json"))["targets"]])
+        finally:
+            receiver.shutdown()
+            receiver.server_close()
 
 
 class Metrics(unittest.TestCase):

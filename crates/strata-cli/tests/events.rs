@@ -1,0 +1,363 @@
+//! Change capture end to end (docs/events.md): a real Apache Kafka broker
+//! (KRaft mode, its jars from Maven Central through `scripts/kafka.sh`, on
+//! Debian's Java) receives the events of thousands of mixed S3 operations
+//! while the server is killed with SIGKILL at random points and the broker
+//! is stopped and restarted; then the topic must hold every acknowledged
+//! operation's event, in order per bucket, and nothing for an operation
+//! that was never attempted or did not take effect.
+//!
+//! `STRATA_EVENTS_OPS` sets the number of operations (10,000 by default);
+//! `STRATA_TEST_SEED` the kill points (printed, to replay a failure).
+//! Skips, saying so, only where Java is missing.
+
+mod common;
+
+use common::{Node, pyenv, workspace};
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+const TOPIC: &str = "strata-events";
+
+/// A single-node KRaft broker in a directory of its own.
+struct Broker {
+    dir: PathBuf,
+    libs: PathBuf,
+    port: u16,
+    child: Option<Child>,
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr()).map(|a| a.port()).expect("a free port")
+}
+
+fn java(libs: &Path) -> Command {
+    let mut c = Command::new("java");
+    c.args(["-Xmx512m", "-Xss1m", "-XX:+UseSerialGC", "-cp"]).arg(format!("{}/*", libs.display()));
+    c
+}
+
+impl Broker {
+    fn start(dir: &Path, libs: &Path) -> Self {
+        let (port, controller) = (free_port(), free_port());
+        std::fs::create_dir_all(dir).unwrap();
+        let props = dir.join("server.properties");
+        std::fs::write(
+            &props,
+            format!(
+                "process.roles=broker,controller\nnode.id=1\ncontroller.quorum.voters=1@127.0.0.1:{controller}\n\
+                 listeners=PLAINTEXT://127.0.0.1:{port},CONTROLLER://127.0.0.1:{controller}\n\
+                 advertised.listeners=PLAINTEXT://127.0.0.1:{port}\ncontroller.listener.names=CONTROLLER\n\
+                 listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT\nlog.dirs={}\n\
+                 offsets.topic.replication.factor=1\ntransaction.state.log.replication.factor=1\ntransaction.state.log.min.isr=1\n\
+                 group.initial.rebalance.delay.ms=0\nauto.create.topics.enable=false\n",
+                dir.join("logs").display()
+            ),
+        )
+        .unwrap();
+        let out = java(libs).args(["kafka.tools.StorageTool", "format", "-t", "c3RyYXRhLWV2ZW50cy0x", "-c"]).arg(&props).output().expect("run java");
+        assert!(out.status.success(), "formatting the broker's storage failed: {}", String::from_utf8_lossy(&out.stderr));
+        let mut b = Self { dir: dir.to_owned(), libs: libs.to_owned(), port, child: None };
+        b.run();
+        b
+    }
+
+    fn addr(&self) -> String {
+        format!("127.0.0.1:{}", self.port)
+    }
+
+    fn run(&mut self) {
+        let log = std::fs::OpenOptions::new().create(true).append(true).open(self.dir.join("broker.log")).unwrap();
+        let child = java(&self.libs)
+            .arg("kafka.Kafka")
+            .arg(self.dir.join("server.properties"))
+            .stdout(Stdio::from(log.try_clone().unwrap()))
+            .stderr(Stdio::from(log))
+            .spawn()
+            .expect("start the broker");
+        self.child = Some(child);
+        let deadline = Instant::now() + Duration::from_secs(90);
+        while std::net::TcpStream::connect(self.addr()).is_err() {
+            assert!(Instant::now() < deadline, "the Kafka broker did not start; see {}", self.dir.join("broker.log").display());
+            std::thread::sleep(Duration::from_millis(200));
+        }
+    }
+
+    /// SIGTERM and wait: the broker shuts down cleanly.
+    fn stop(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            // SAFETY: plain kill(2) on our own child's pid.
+            unsafe { libc::kill(c.id() as i32, libc::SIGTERM) };
+            let _ = c.wait();
+        }
+    }
+}
+
+impl Drop for Broker {
+    fn drop(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
+
+/// The broker's jars, fetched once by `scripts/kafka.sh`.
+fn kafka_libs() -> PathBuf {
+    let out = Command::new(workspace().join("scripts/kafka.sh")).arg("fetch").output().expect("run scripts/kafka.sh");
+    assert!(out.status.success(), "scripts/kafka.sh fetch failed: {}", String::from_utf8_lossy(&out.stderr));
+    PathBuf::from(String::from_utf8_lossy(&out.stdout).trim())
+}
+
+/// Every record of the topic, partition by partition, in offset order.
+async fn consume(addr: &str) -> BTreeMap<i32, Vec<serde_json::Value>> {
+    use rskafka::client::partition::UnknownTopicHandling;
+    let client = rskafka::client::ClientBuilder::new(vec![addr.to_owned()]).build().await.expect("connect to Kafka");
+    let topics = client.list_topics().await.expect("list topics");
+    let topic = topics.iter().find(|t| t.name == TOPIC).expect("Strata created the topic");
+    let mut out = BTreeMap::new();
+    for &p in &topic.partitions {
+        let pc = client.partition_client(TOPIC, p, UnknownTopicHandling::Retry).await.expect("partition client");
+        let mut offset = 0i64;
+        let mut records = Vec::new();
+        loop {
+            let (batch, high) = pc.fetch_records(offset, 1..4_000_000, 500).await.expect("fetch");
+            for r in &batch {
+                let v: serde_json::Value = serde_json::from_slice(r.record.value.as_deref().unwrap_or_default()).expect("a record is one JSON event");
+                records.push(v);
+                offset = r.offset + 1;
+            }
+            if offset >= high {
+                break;
+            }
+        }
+        out.insert(p, records);
+    }
+    out
+}
+
+/// What the driver's op `i` is, as the event that reports it would say:
+/// (type, bucket, key).
+fn expected(i: u64) -> (&'static str, String, String) {
+    let bucket = format!("ev{}", (i / 10) % 4);
+    match i % 10 {
+        6 => ("s3:ObjectCreated:Copy", bucket, format!("c{i}")),
+        7 => ("s3:ObjectRemoved:Delete", bucket, format!("k{}", i - 4)),
+        8 => ("s3:ObjectTagging:Put", bucket, format!("k{}", i - 8)),
+        _ => ("s3:ObjectCreated:Put", bucket, format!("k{i}")),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn kafka_holds_every_acknowledged_operation_through_kill9_and_a_broker_restart() {
+    if Command::new("java").arg("-version").output().is_err() {
+        println!("SKIPPED: Java is missing (Debian: apt-get install openjdk-17-jre-headless); the Kafka broker needs it");
+        return;
+    }
+    let total: u64 = std::env::var("STRATA_EVENTS_OPS").ok().and_then(|v| v.parse().ok()).unwrap_or(10_000);
+    let seed: u64 = std::env::var("STRATA_TEST_SEED")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or_else(rand::random::<u64>);
+    println!("STRATA_TEST_SEED={seed} STRATA_EVENTS_OPS={total}");
+    let mut rng = seed;
+    let mut next = move |lo: u64, hi: u64| {
+        rng = rng.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+        lo + (rng >> 33) % (hi - lo)
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let libs = kafka_libs();
+    let mut broker = Broker::start(&dir.path().join("kafka"), &libs);
+    let data = dir.path().join("data");
+    let log = dir.path().join("ops.log");
+    let mut node = Node::start(&data, &["--s3-listen", "127.0.0.1:0"]).await;
+    let (ok, out) = node.cli(&["events", "target", "add", "kafka", "--kafka", &broker.addr(), "--topic", TOPIC, "--all"]);
+    assert!(ok, "adding the Kafka target failed: {out}");
+
+    // Rounds of the driver; all but the last end in a SIGKILL of the server
+    // at a random point. The broker is stopped during the second round and
+    // started again during the fourth, so events pile up in the outbox
+    // across a crash and must all come out once it is back.
+    let mut round = 0;
+    let mut kills = 0;
+    loop {
+        round += 1;
+        let mut driver = s3_driver(&node).await.arg("run").arg(&log).arg(total.to_string()).spawn().expect("run the driver");
+        if round == 2 {
+            broker.stop();
+        }
+        if round == 4 {
+            broker.run();
+        }
+        let kill_at = Instant::now() + Duration::from_millis(next(1_000, 5_000));
+        let finished = loop {
+            if let Some(status) = driver.try_wait().expect("driver") {
+                break Some(status);
+            }
+            if kills < 4 && Instant::now() >= kill_at {
+                break None;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        };
+        match finished {
+            Some(status) => {
+                assert!(status.success(), "the driver failed: {status}");
+                break;
+            }
+            None => {
+                node.kill9();
+                kills += 1;
+                let status = driver.wait().expect("driver exits");
+                assert!(status.code() == Some(3) || status.success(), "the driver failed: {status}");
+                node = Node::start(&data, &["--s3-listen", "127.0.0.1:0"]).await;
+            }
+        }
+    }
+    if broker.child.is_none() {
+        broker.run();
+    }
+    println!("{kills} kills; every op attempted");
+
+    // Wait for the sender to catch up.
+    let deadline = Instant::now() + Duration::from_secs(180);
+    loop {
+        let st = node.client.json(http::Method::GET, "/admin/events").await.expect("events status");
+        let t = &st["targets"][0];
+        if t["pending"].as_u64() == Some(0) && st["produced"].as_u64() > Some(0) {
+            break;
+        }
+        assert!(Instant::now() < deadline, "events were never all delivered: {st}");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+
+    // What the driver attempted and what was acknowledged.
+    let text = std::fs::read_to_string(&log).unwrap();
+    let (mut attempted, mut acked) = (BTreeSet::new(), BTreeSet::new());
+    for line in text.lines() {
+        let (tag, n) = line.split_once(' ').expect("a log line");
+        let n: u64 = n.parse().expect("an op number");
+        match tag {
+            "A" => {
+                attempted.insert(n);
+            }
+            "K" => {
+                acked.insert(n);
+            }
+            _ => {}
+        }
+    }
+    assert_eq!(attempted.len() as u64, total, "every op is attempted once (one cut off by a crash is not retried)");
+    let topic = consume(&broker.addr()).await;
+    let events: usize = topic.values().map(Vec::len).sum();
+    // Each event by its first copy; an op is found by its (type, bucket, key).
+    let mut first: BTreeMap<String, (i32, usize)> = BTreeMap::new();
+    let mut by_op: BTreeMap<(String, String, String), Vec<u64>> = BTreeMap::new();
+    let mut duplicates = 0;
+    for (p, records) in &topic {
+        for (at, e) in records.iter().enumerate() {
+            let id = e["id"].as_str().expect("id").to_owned();
+            if first.contains_key(&id) {
+                duplicates += 1;
+                continue;
+            }
+            first.insert(id, (*p, at));
+            assert_eq!(e["v"], 1, "schema version 1");
+            let kind = e["type"].as_str().unwrap_or("").to_owned();
+            let bucket = e["subject"]["bucket"].as_str().unwrap_or("").to_owned();
+            // Each bucket's events are in one partition.
+            assert_eq!(strata_events::partition_of(&bucket, topic.len()), *p as usize, "bucket {bucket}'s events are all in its partition");
+            if kind == "strata:BucketCreated" {
+                continue;
+            }
+            let key = e["subject"]["key"].as_str().unwrap_or("").to_owned();
+            assert!(e["who"].as_str().is_some_and(|w| !w.is_empty()), "every S3 event names its access key: {e}");
+            by_op.entry((kind, bucket, key)).or_default().push(e["seq"].as_u64().expect("seq"));
+        }
+    }
+    // Nothing for an op never attempted: every event is one an attempted op
+    // would make, and none twice under different ids.
+    let ops: BTreeMap<(String, String, String), u64> = attempted
+        .iter()
+        .map(|&i| {
+            let (k, b, key) = expected(i);
+            ((k.to_owned(), b, key), i)
+        })
+        .collect();
+    for (op, seqs) in &by_op {
+        assert!(ops.contains_key(op), "an event for an operation never attempted: {op:?}");
+        assert_eq!(seqs.len(), 1, "one change, one event: {op:?} has {seqs:?}");
+    }
+    // Every acknowledged op's event is there (a delete only if what it
+    // deletes had been put: S3 answers a delete of nothing as a success).
+    let mut missing = Vec::new();
+    for &i in &acked {
+        let (k, b, key) = expected(i);
+        if i % 10 == 7 && !acked.contains(&(i - 4)) && !by_op.contains_key(&("s3:ObjectCreated:Put".to_owned(), b.clone(), key.clone())) {
+            continue;
+        }
+        if !by_op.contains_key(&(k.to_owned(), b, key)) {
+            missing.push(i);
+        }
+    }
+    assert!(missing.is_empty(), "{} acknowledged ops have no event, the first {:?}", missing.len(), &missing[..missing.len().min(10)]);
+    // An op cut off by a crash has an event only if it took effect: the
+    // object it put is there now (or a later delete of it was attempted).
+    let listed = dir.path().join("keys.txt");
+    let status = s3_driver(&node).await.arg("list").arg(&listed).status().expect("list keys");
+    assert!(status.success(), "listing the buckets failed");
+    let present: BTreeSet<String> = std::fs::read_to_string(&listed).unwrap().lines().map(str::to_owned).collect();
+    let mut cut_off_with_event = 0;
+    for &i in attempted.difference(&acked) {
+        let (k, b, key) = expected(i);
+        if !by_op.contains_key(&(k.to_owned(), b.clone(), key.clone())) {
+            continue;
+        }
+        cut_off_with_event += 1;
+        let deleted_later = i % 10 == 3 && attempted.contains(&(i + 4));
+        if matches!(i % 10, 0..=6 | 9) {
+            assert!(present.contains(&format!("{b}/{key}")) || deleted_later, "op {i} was cut off and has an event, but {b}/{key} is not there");
+        }
+    }
+    println!("{} ops cut off by a crash, {cut_off_with_event} of them took effect (and have their event)", attempted.len() - acked.len());
+    // In order per bucket: each bucket's ops ran one after another, so the
+    // first copies of their events are in op order, and so are their seqs.
+    for (p, records) in &topic {
+        let mut last_seq = BTreeMap::<String, u64>::new();
+        let mut last_op = BTreeMap::<String, u64>::new();
+        for (at, e) in records.iter().enumerate() {
+            let id = e["id"].as_str().unwrap_or("");
+            if first.get(id) != Some(&(*p, at)) || e["type"] == "strata:BucketCreated" {
+                continue;
+            }
+            let bucket = e["subject"]["bucket"].as_str().unwrap_or("").to_owned();
+            let seq = e["seq"].as_u64().unwrap_or(0);
+            let op = ops[&(e["type"].as_str().unwrap_or("").to_owned(), bucket.clone(), e["subject"]["key"].as_str().unwrap_or("").to_owned())];
+            assert!(last_seq.get(&bucket).is_none_or(|&s| s < seq), "bucket {bucket}: seq {seq} after a later one");
+            assert!(last_op.get(&bucket).is_none_or(|&o| o < op), "bucket {bucket}: op {op}'s event after a later op's");
+            last_seq.insert(bucket.clone(), seq);
+            last_op.insert(bucket, op);
+        }
+    }
+    println!(
+        "{} ops attempted, {} acknowledged; {events} records in the topic, {} distinct events, {duplicates} duplicates (at-least-once retries)",
+        attempted.len(),
+        acked.len(),
+        first.len()
+    );
+    drop(node);
+}
+
+/// The driver (tests/s3/events.py) against `node`'s S3 port as its admin.
+async fn s3_driver(node: &Node) -> Command {
+    let line = node.printed("S3 API on").await;
+    let endpoint = line.split_whitespace().find(|w| w.starts_with("http://")).expect("S3 URL").to_owned();
+    let keys = node.printed("AWS_ACCESS_KEY_ID=").await;
+    let field = |name: &str| keys.split_whitespace().find_map(|w| w.strip_prefix(name)).expect("key printed").to_owned();
+    let mut c = Command::new(pyenv().join("bin/python"));
+    c.arg(workspace().join("crates/strata-cli/tests/s3/events.py"))
+        .env("STRATA_S3", endpoint)
+        .env("AWS_ACCESS_KEY_ID", field("AWS_ACCESS_KEY_ID="))
+        .env("AWS_SECRET_ACCESS_KEY", field("AWS_SECRET_ACCESS_KEY="));
+    c
+}
