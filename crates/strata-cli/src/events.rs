@@ -124,5 +124,17 @@ fn render_status(v: &serde_json::Value) -> String {
             t["last_error"].as_str().unwrap_or("-")
         ));
     }
+    let blobs = v["blob_senders"].as_array().cloned().unwrap_or_default();
+    if !blobs.is_empty() {
+        let sum = |k: &str| blobs.iter().map(|b| b[k].as_u64().unwrap_or(0)).sum::<u64>();
+        let failing = blobs.iter().filter(|b| !b["last_error"].is_null()).count();
+        out.push_str(&format!(
+            "\nnative blob events: {} senders (target/partition), delivered {}, pending {}, {failing} failing, {} lost behind a journal",
+            blobs.len(),
+            sum("delivered"),
+            sum("pending"),
+            v["blob_lost"].as_u64().unwrap_or(0)
+        ));
+    }
     out
 }

@@ -556,6 +556,16 @@ async fn run_cluster(args: ServerArgs, node_id: u64) -> Result<()> {
     strata_node::start_space_monitor(&workers, node.disks.clone());
     state.scrub.start(&workers, args.scrub_config());
     state.sweep.start(&workers, args.sweep_config());
+    // A partition's blob events are sent by the node of its first replica.
+    state.capture.capture_blobs(strata_node::capture::BlobCapture {
+        disks: node.disks.clone(),
+        dir: args.data_dir.join("events"),
+        node: format!("n{node_id}"),
+        leads: {
+            let (node, me) = (node.clone(), node.id());
+            Arc::new(move |p| node.map().holders(p).first().is_some_and(|l| l.node == me))
+        },
+    });
     state.capture.start(&workers);
     println!("Strata node {node_id} is serving https://{listen} (data in {}; cluster {})", args.data_dir.display(), secret.cluster_id());
     if let Some(s3) = &s3_listen {
@@ -651,6 +661,12 @@ pub async fn run(args: ServerArgs) -> Result<()> {
     strata_node::start_space_monitor(&workers, disks.clone());
     state.scrub.start(&workers, args.scrub_config());
     state.sweep.start(&workers, args.sweep_config());
+    state.capture.capture_blobs(strata_node::capture::BlobCapture {
+        disks: disks.clone(),
+        dir: args.data_dir.join("events"),
+        node: "node".into(),
+        leads: Arc::new(|_| true),
+    });
     state.capture.start(&workers);
     println!("Strata is serving {scheme}://{addr} (data in {}, {} partitions)", args.data_dir.display(), store.replicas().len());
     println!("Admin access key in {} (the strata CLI finds it there; more keys: strata key create)", creds_path.display());

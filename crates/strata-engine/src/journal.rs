@@ -16,6 +16,8 @@ pub struct JournalEntry {
     pub kind: RecordKind,
     /// Encoded record size.
     pub record_len: u32,
+    /// When the record was written, ms since the epoch.
+    pub time_ms: u64,
 }
 
 /// A bounded journal.
@@ -43,6 +45,10 @@ impl Journal {
         }
         self.entries.push_back(e);
     }
+    /// The first lsn the journal holds every record from.
+    pub fn reach(&self) -> u64 {
+        self.complete_from
+    }
     /// Entries with lsn greater than `after`, at most `max`; `None` when the
     /// journal no longer reaches back that far (the caller must scan the log).
     pub fn since(&self, after: u64, max: usize) -> Option<Vec<JournalEntry>> {
@@ -66,7 +72,7 @@ mod tests {
         assert_eq!(j.since(4, 10), Some(vec![]));
         assert_eq!(j.since(3, 10), None);
         for lsn in 5..10 {
-            j.push(JournalEntry { lsn, key: k.clone(), kind: RecordKind::Put, record_len: 1 });
+            j.push(JournalEntry { lsn, key: k.clone(), kind: RecordKind::Put, record_len: 1, time_ms: 0 });
         }
         assert_eq!(j.since(6, 10).unwrap().iter().map(|e| e.lsn).collect::<Vec<_>>(), vec![7, 8, 9]);
         assert_eq!(j.since(5, 10), None);

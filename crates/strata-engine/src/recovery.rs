@@ -207,7 +207,7 @@ pub(crate) fn open(dir: &Path, config: EngineConfig, clock: Arc<dyn Clock>, cach
         if is_last {
             for (off, r) in &records {
                 memtable.insert(located(id, *off, r));
-                tail.push(JournalEntry { lsn: r.lsn, key: r.key.clone(), kind: r.kind, record_len: r.total_len });
+                tail.push(JournalEntry { lsn: r.lsn, key: r.key.clone(), kind: r.kind, record_len: r.total_len, time_ms: r.time_ms });
             }
             memtable_start = cover;
             active_len = stop;

@@ -598,6 +598,12 @@ impl Replica {
         self.shared.read_state().journal.since(after, max)
     }
 
+    /// The first lsn the journal holds every record from (older records
+    /// are only in the log and the index).
+    pub fn journal_reach(&self) -> u64 {
+        self.shared.read_state().journal.reach()
+    }
+
     /// Settles the damaged ranges found before `before_ms`: a comparison with
     /// a peer replica (scrub) since then brought every key here to the
     /// peer's state, so what they may have hidden (other keys' deletes) is

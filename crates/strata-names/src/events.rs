@@ -114,8 +114,8 @@ impl Outbox {
     pub(crate) fn set_target(&mut self, name: String, spec: Option<(String, bool)>, now_ms: u64) {
         match spec {
             Some((spec, all)) => {
-                let delivered = self.targets.get(&name).map_or(self.last_seq, |t| t.delivered);
-                self.targets.insert(name, EventTarget { spec, all, delivered, created_ms: now_ms });
+                let (delivered, created_ms) = self.targets.get(&name).map_or((self.last_seq, now_ms), |t| (t.delivered, t.created_ms));
+                self.targets.insert(name, EventTarget { spec, all, delivered, created_ms });
             }
             None => {
                 self.targets.remove(&name);

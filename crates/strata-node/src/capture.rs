@@ -22,6 +22,10 @@ use strata_types::Clock;
 /// The `node` field of names events: the metadata group, whichever member
 /// sends them (ids stay the same across a change of leader).
 pub const NAMES_NODE: &str = "meta";
+/// How often a sender stores its delivered position at most: a crash
+/// repeats up to this much of a stream (delivery is at least once).
+pub const POSITION_EVERY_MS: u64 = 1000;
+
 /// The `source` field of names events.
 pub const NAMES_SOURCE: &str = "names";
 
@@ -91,6 +95,63 @@ impl Progress for Delivered {
     }
 }
 
+/// One partition's log, as events.
+struct Journal {
+    replica: Arc<strata_engine::Replica>,
+    node: String,
+    source: String,
+    lost: Arc<std::sync::atomic::AtomicU64>,
+}
+
+impl Source for Journal {
+    fn read_after(&self, after: u64, max: usize) -> Result<Read, EventError> {
+        let (after, entries) = match self.replica.journal_since(after, max) {
+            Some(e) => (after, e),
+            None => {
+                // The journal no longer reaches back: what lies between is lost.
+                let reach = self.replica.journal_reach();
+                let lost = reach.saturating_sub(after + 1);
+                self.lost.fetch_add(lost, Ordering::Relaxed);
+                tracing::error!(source = %self.source, lost, "a target fell behind the partition's journal; its records in between are not sent");
+                let from = reach.saturating_sub(1);
+                (from, self.replica.journal_since(from, max).unwrap_or_default())
+            }
+        };
+        let events: Vec<Event> = entries
+            .iter()
+            .filter_map(|e| {
+                let blob = e.key.blob_id()?;
+                let kind = match e.kind {
+                    strata_format::RecordKind::Put => "strata:BlobPut",
+                    strata_format::RecordKind::Delete => "strata:BlobDeleted",
+                    strata_format::RecordKind::TtlUpdate => "strata:BlobTtlUpdated",
+                };
+                let c = blob.container();
+                let subject = Subject { blob: Some(blob.to_string()), container: Some(format!("{}/{}", c.account, c.container)), ..Subject::default() };
+                Some(Event::new(&self.node, &self.source, e.lsn, e.time_ms, kind, None, subject))
+            })
+            .collect();
+        Ok(Read { upto: entries.last().map_or(after, |e| e.lsn), events })
+    }
+
+    fn last(&self) -> u64 {
+        self.replica.status().next_lsn.saturating_sub(1)
+    }
+}
+
+/// What blob capture needs: the node's replicas, where cursors live, and
+/// which partitions this node sends.
+pub struct BlobCapture {
+    /// The node's disks.
+    pub disks: Arc<crate::Disks>,
+    /// Cursor files go under here (`<data>/events`).
+    pub dir: std::path::PathBuf,
+    /// The node's name in event ids.
+    pub node: String,
+    /// Whether this node sends a partition's events.
+    pub leads: Arc<dyn Fn(strata_types::PartitionId) -> bool + Send + Sync>,
+}
+
 struct Running {
     spec: String,
     all: bool,
@@ -111,6 +172,10 @@ pub struct CaptureStatus {
     pub dropped: u64,
     /// The targets.
     pub targets: Vec<TargetStatus>,
+    /// Native blob events, per target and partition this node sends.
+    pub blob_senders: Vec<SenderStatus>,
+    /// Blob events lost because a target fell behind a partition's journal.
+    pub blob_lost: u64,
 }
 
 /// One target's status.
@@ -132,6 +197,10 @@ pub struct Capture {
     clock: Arc<dyn Clock>,
     sends: Arc<dyn Fn() -> bool + Send + Sync>,
     running: Mutex<BTreeMap<String, Running>>,
+    blobs: Mutex<Option<Arc<BlobCapture>>>,
+    /// Blob senders by (target, partition).
+    blob_running: Mutex<BTreeMap<(String, strata_types::PartitionId), Running>>,
+    lost: Arc<std::sync::atomic::AtomicU64>,
     idle: Duration,
 }
 
@@ -139,7 +208,26 @@ impl Capture {
     /// Senders of `names`' outbox, running while `sends` says this node
     /// should (always on one node; the metadata leader's in a cluster).
     pub fn new(names: Arc<dyn NameIndex>, clock: Arc<dyn Clock>, sends: Arc<dyn Fn() -> bool + Send + Sync>) -> Arc<Self> {
-        Arc::new(Self { names, clock, sends, running: Mutex::new(BTreeMap::new()), idle: Duration::from_millis(50) })
+        Arc::new(Self {
+            names,
+            clock,
+            sends,
+            running: Mutex::new(BTreeMap::new()),
+            blobs: Mutex::new(None),
+            blob_running: Mutex::new(BTreeMap::new()),
+            lost: Arc::new(std::sync::atomic::AtomicU64::new(0)),
+            // Batches gather for this long once a sender has caught up: each
+            // batch costs the target an fsync (a file), a request (a webhook,
+            // Kafka) and a position write, so fewer, bigger ones keep capture
+            // cheap under load; events are still delivered within a fraction
+            // of a second.
+            idle: Duration::from_millis(200),
+        })
+    }
+
+    /// Also sends the native blob events of the node's partitions, as `b` says.
+    pub fn capture_blobs(&self, b: BlobCapture) {
+        *self.blobs.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = Some(Arc::new(b));
     }
 
     /// Starts the worker that keeps one sender per configured target.
@@ -183,7 +271,8 @@ impl Capture {
             };
             let source = Arc::new(Outbox { names: self.names.clone(), target: name.clone(), all });
             let progress = Arc::new(Delivered { names: self.names.clone(), target: name.clone() });
-            let sender = Arc::new(Sender::with_progress(source, target, progress, self.clock.clone()).with_batch(1000));
+            let sender =
+                Arc::new(Sender::with_progress(source, target, progress, self.clock.clone()).with_batch(1000).with_position_every_ms(POSITION_EVERY_MS));
             let stop = Arc::new(AtomicBool::new(false));
             tokio::spawn({
                 let (sender, stop, idle) = (sender.clone(), stop.clone(), self.idle);
@@ -191,12 +280,77 @@ impl Capture {
             });
             running.insert(name, Running { spec, all, sender, stop });
         }
+        drop(running);
+        self.reconcile_blobs();
+    }
+
+    /// One sender per (target taking every event, partition this node sends).
+    fn reconcile_blobs(&self) {
+        let Some(b) = self.blobs.lock().unwrap_or_else(std::sync::PoisonError::into_inner).clone() else { return };
+        let targets: BTreeMap<String, (String, u64)> =
+            read(&*self.names, |s| s.outbox.targets.iter().filter(|(_, t)| t.all).map(|(n, t)| (n.clone(), (t.spec.clone(), t.created_ms))).collect());
+        let replicas: BTreeMap<strata_types::PartitionId, Arc<strata_engine::Replica>> =
+            b.disks.replicas().into_iter().filter(|r| (b.leads)(r.partition())).map(|r| (r.partition(), r)).collect();
+        let mut running = self.blob_running.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        running.retain(|(name, p), r| {
+            let keep = replicas.contains_key(p) && targets.get(name).is_some_and(|(spec, _)| *spec == r.spec);
+            if !keep {
+                r.stop.store(true, Ordering::Relaxed);
+            }
+            keep
+        });
+        for (name, (spec, created_ms)) in &targets {
+            for (p, replica) in &replicas {
+                if running.contains_key(&(name.clone(), *p)) {
+                    continue;
+                }
+                let started =
+                    serde_json::from_str::<TargetSpec>(spec).map_err(EventError::from).and_then(|s| s.build(name, self.clock.clone())).and_then(|target| {
+                        // A target's cursors are its own: a target removed and
+                        // added again under the name starts afresh.
+                        let path = b.dir.join(format!("{name}-{created_ms}")).join(format!("partition-{p}.cursor"));
+                        let fresh = !path.exists();
+                        if let Some(d) = path.parent() {
+                            std::fs::create_dir_all(d).map_err(|e| EventError::Io { what: format!("creating {}", d.display()), source: e })?;
+                        }
+                        let mut cursor = strata_events::Cursor::open(&path)?;
+                        if fresh {
+                            // A new target starts at the end, as with the names.
+                            cursor.store(replica.status().next_lsn.saturating_sub(1))?;
+                        }
+                        let source =
+                            Arc::new(Journal { replica: replica.clone(), node: b.node.clone(), source: format!("partition-{p}"), lost: self.lost.clone() });
+                        Ok(Arc::new(Sender::new(source, target, cursor, self.clock.clone()).with_batch(1000).with_position_every_ms(POSITION_EVERY_MS)))
+                    });
+                match started {
+                    Ok(sender) => {
+                        let stop = Arc::new(AtomicBool::new(false));
+                        tokio::spawn({
+                            let (sender, stop, idle) = (sender.clone(), stop.clone(), self.idle);
+                            async move { sender.run(idle, stop).await }
+                        });
+                        running.insert((name.clone(), *p), Running { spec: spec.clone(), all: true, sender, stop });
+                    }
+                    Err(e) => tracing::error!(target_name = %name, partition = p, error = %e, "could not start a blob event sender"),
+                }
+            }
+        }
     }
 
     /// Where capture stands.
     pub fn status(&self) -> CaptureStatus {
         let running = self.running.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let blob_senders = self
+            .blob_running
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .iter()
+            .map(|((_, p), r)| SenderStatus { target: format!("{}/partition-{p}", r.sender.status().target), ..r.sender.status() })
+            .collect();
+        let blob_lost = self.lost.load(Ordering::Relaxed);
         read(&*self.names, |s| CaptureStatus {
+            blob_senders,
+            blob_lost,
             sending: (self.sends)(),
             produced: s.outbox.last_seq,
             outbox: s.outbox.events.len() as u64,
@@ -222,6 +376,9 @@ impl Capture {
     /// Stops every sender.
     pub fn stop(&self) {
         for r in self.running.lock().unwrap_or_else(std::sync::PoisonError::into_inner).values() {
+            r.stop.store(true, Ordering::Relaxed);
+        }
+        for r in self.blob_running.lock().unwrap_or_else(std::sync::PoisonError::into_inner).values() {
             r.stop.store(true, Ordering::Relaxed);
         }
     }

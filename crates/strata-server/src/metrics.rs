@@ -653,7 +653,12 @@ impl Collector for CaptureCollector {
         let st = self.0.status();
         counter(&mut encoder, "strata_events_produced", "Change-capture events made (the outbox's last sequence number)", st.produced as f64)?;
         gauge(&mut encoder, "strata_events_outbox", "Events in the outbox, not yet with every target", st.outbox as f64)?;
-        counter(&mut encoder, "strata_events_dropped", "Events dropped undelivered because the outbox was full", st.dropped as f64)?;
+        counter(
+            &mut encoder,
+            "strata_events_dropped",
+            "Events dropped undelivered: the names' outbox was full, or a target fell behind a partition's journal",
+            (st.dropped + st.blob_lost) as f64,
+        )?;
         gauge(
             &mut encoder,
             "strata_events_sending",
@@ -672,11 +677,12 @@ impl Collector for CaptureCollector {
         ];
         for (name, help, kind, f) in rows {
             let mut m = encoder.encode_descriptor(name, help, None, kind)?;
-            for t in &st.targets {
-                let labels = vec![("target", t.sender.target.clone())];
+            // Names events by target; native blob events by target/partition-N.
+            for sender in st.targets.iter().map(|t| &t.sender).chain(&st.blob_senders) {
+                let labels = vec![("target", sender.target.clone())];
                 match kind {
-                    MetricType::Counter => ConstCounter::new(f(&t.sender)).encode(m.encode_family(&labels)?)?,
-                    _ => ConstGauge::new(f(&t.sender)).encode(m.encode_family(&labels)?)?,
+                    MetricType::Counter => ConstCounter::new(f(sender)).encode(m.encode_family(&labels)?)?,
+                    _ => ConstGauge::new(f(sender)).encode(m.encode_family(&labels)?)?,
                 }
             }
         }
