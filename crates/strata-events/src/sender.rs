@@ -106,6 +106,12 @@ pub struct Sender {
     source: Arc<dyn Source>,
     target: Arc<dyn Target>,
     cursor: Arc<dyn Progress>,
+    /// The last sequence number delivered (the durable position may lag
+    /// it by up to `store_every_ms`).
+    pos: AtomicU64,
+    /// When the position was last stored durably (ms), and what it was.
+    stored: Mutex<(u64, u64)>,
+    store_every_ms: u64,
     clock: Arc<dyn Clock>,
     backoff: Backoff,
     batch: usize,
@@ -123,9 +129,13 @@ impl Sender {
 
     /// A sender of `source` to `target`, resuming after `progress`.
     pub fn with_progress(source: Arc<dyn Source>, target: Arc<dyn Target>, progress: Arc<dyn Progress>, clock: Arc<dyn Clock>) -> Self {
+        let at = progress.seq();
         Self {
             source,
             target,
+            pos: AtomicU64::new(at),
+            stored: Mutex::new((0, at)),
+            store_every_ms: 0,
             cursor: progress,
             clock,
             backoff: Backoff::default(),
@@ -149,6 +159,15 @@ impl Sender {
         self
     }
 
+    /// Storing the delivered position durably at most every `ms` (0: after
+    /// every batch). A crash then repeats up to that much of the stream,
+    /// which at-least-once delivery allows, for far fewer position writes
+    /// under load.
+    pub fn with_position_every_ms(mut self, ms: u64) -> Self {
+        self.store_every_ms = ms;
+        self
+    }
+
     /// Raising the alarm once the target has been failing for `ms`.
     pub fn with_alarm_after_ms(mut self, ms: u64) -> Self {
         self.alarm_after_ms = ms;
@@ -156,7 +175,27 @@ impl Sender {
     }
 
     fn cursor_seq(&self) -> u64 {
-        self.cursor.seq()
+        self.pos.load(Ordering::Relaxed)
+    }
+
+    /// Moves the position to `seq`, storing it if it is time to.
+    async fn advance(&self, seq: u64, force: bool) -> Result<(), EventError> {
+        self.pos.store(seq, Ordering::Relaxed);
+        let now = self.clock.now_ms();
+        let due = {
+            let stored = self.stored.lock().unwrap_or_else(|p| p.into_inner());
+            stored.1 != seq && (force || self.store_every_ms == 0 || now.saturating_sub(stored.0) >= self.store_every_ms)
+        };
+        if due {
+            self.cursor.store(seq).await?;
+            *self.stored.lock().unwrap_or_else(|p| p.into_inner()) = (now, seq);
+        }
+        Ok(())
+    }
+
+    /// Stores the delivered position now (a sender stopping).
+    pub async fn flush(&self) -> Result<(), EventError> {
+        self.advance(self.cursor_seq(), true).await
     }
 
     /// One attempt: reads the next batch after the cursor and delivers it.
@@ -174,13 +213,13 @@ impl Sender {
         if events.is_empty() {
             // Nothing for this target: move past what was skipped.
             if upto > after {
-                self.cursor.store(upto).await?;
+                self.advance(upto, false).await?;
             }
             return Ok(0);
         }
         match self.target.deliver(&events).await {
             Ok(()) => {
-                self.cursor.store(upto).await?;
+                self.advance(upto, false).await?;
                 self.delivered.fetch_add(events.len() as u64, Ordering::Relaxed);
                 *self.trouble.lock().unwrap_or_else(|p| p.into_inner()) = None;
                 Ok(events.len())
@@ -216,6 +255,9 @@ impl Sender {
                     tokio::time::sleep(wait).await;
                 }
             }
+        }
+        if let Err(e) = self.flush().await {
+            tracing::warn!(target_name = self.target.name(), error = %e, "could not store the delivered position; the next sender repeats what follows the last one stored");
         }
     }
 
@@ -352,6 +394,39 @@ mod tests {
         stop.store(true, Ordering::Relaxed);
         task.await.unwrap();
         assert_eq!(lines(&out).len(), 50);
+    }
+
+    #[tokio::test]
+    async fn a_lazy_position_repeats_after_a_restart_but_never_skips() {
+        let dir = tempfile::tempdir().unwrap();
+        let out = dir.path().join("events.jsonl");
+        let source = log(100);
+        let clock = Arc::new(ManualClock(AtomicU64::new(0)));
+        let target = Arc::new(FileTarget::new("file", &out));
+        let cursor_path = dir.path().join("c");
+        let sender =
+            Sender::new(source.clone(), target.clone(), Cursor::open(&cursor_path).unwrap(), clock.clone()).with_batch(10).with_position_every_ms(1000);
+        for _ in 0..3 {
+            assert_eq!(sender.step().await.unwrap(), 10);
+        }
+        // Within the first second nothing is stored; the position is in memory.
+        assert_eq!(Cursor::open(&cursor_path).unwrap().seq(), 0);
+        assert_eq!(sender.status().delivered_seq, 60);
+        clock.0.store(5000, Ordering::Relaxed);
+        assert_eq!(sender.step().await.unwrap(), 10);
+        assert_eq!(Cursor::open(&cursor_path).unwrap().seq(), 80);
+        assert_eq!(sender.step().await.unwrap(), 10);
+        // A crash now: the restarted sender repeats the batch after the stored position and skips none.
+        drop(sender);
+        let sender = Sender::new(source.clone(), target.clone(), Cursor::open(&cursor_path).unwrap(), clock.clone());
+        while sender.step().await.unwrap() > 0 {}
+        let got: Vec<u64> = lines(&out).iter().map(|e| e.seq / 2).collect();
+        let first: std::collections::BTreeSet<u64> = got.iter().copied().collect();
+        assert_eq!(first, (1..=100).collect());
+        assert_eq!(got.len(), 110, "the 10 events after the stored position come twice");
+        // A stopping sender stores where it is.
+        sender.flush().await.unwrap();
+        assert_eq!(Cursor::open(&cursor_path).unwrap().seq(), 200);
     }
 
     #[test]
