@@ -65,12 +65,12 @@ type Body = Full<Bytes>;
 /// payload is not hashed on either side, as clients do over TLS), signed
 /// by the signer every Strata client uses.
 #[derive(Clone)]
-struct S3Client {
+pub(crate) struct S3Client {
     http: HyperClient<HttpConnector, Body>,
     endpoint: String,
     host: String,
     signer: Arc<strata_auth::Signer>,
-    creds: strata_auth::Credentials,
+    pub(crate) creds: strata_auth::Credentials,
     /// Ask for SSE-S3 on PUTs.
     sse: bool,
 }
@@ -102,7 +102,7 @@ impl S3Client {
     }
 
     /// Sends a request; returns the status and the number of body bytes read.
-    async fn call(&self, method: http::Method, path: &str, body: Bytes) -> Result<(u16, u64)> {
+    pub(crate) async fn call(&self, method: http::Method, path: &str, body: Bytes) -> Result<(u16, u64)> {
         let (auth, date) = self.sign(method.as_str(), path);
         let sse = self.sse && method == http::Method::PUT;
         let mut req = http::Request::builder();
@@ -139,13 +139,13 @@ impl S3Client {
 }
 
 /// A server under test.
-struct Target {
+pub(crate) struct Target {
     name: &'static str,
-    client: S3Client,
+    pub(crate) client: S3Client,
     /// The server (None: another target's server, asked differently).
     child: Option<Child>,
     /// Strata's own API, for compaction between cells.
-    admin: Option<String>,
+    pub(crate) admin: Option<String>,
 }
 
 impl Drop for Target {
@@ -161,7 +161,7 @@ fn free_port() -> Result<u16> {
     Ok(std::net::TcpListener::bind("127.0.0.1:0")?.local_addr()?.port())
 }
 
-fn start_strata(dir: &Path, extra: &[String]) -> Result<Target> {
+pub(crate) fn start_strata(dir: &Path, extra: &[String]) -> Result<Target> {
     let exe = std::env::current_exe().context("locating the strata binary")?;
     let mut child = Command::new(exe)
         .args(["server", "--data-dir"])

@@ -156,10 +156,7 @@ async fn kafka_holds_every_acknowledged_operation_through_kill9_and_a_broker_res
         return;
     }
     let total: u64 = std::env::var("STRATA_EVENTS_OPS").ok().and_then(|v| v.parse().ok()).unwrap_or(10_000);
-    let seed: u64 = std::env::var("STRATA_TEST_SEED")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or_else(rand::random::<u64>);
+    let seed: u64 = std::env::var("STRATA_TEST_SEED").ok().and_then(|v| v.parse().ok()).unwrap_or_else(rand::random::<u64>);
     println!("STRATA_TEST_SEED={seed} STRATA_EVENTS_OPS={total}");
     let mut rng = seed;
     let mut next = move |lo: u64, hi: u64| {
@@ -249,35 +246,110 @@ async fn kafka_holds_every_acknowledged_operation_through_kill9_and_a_broker_res
     }
     assert_eq!(attempted.len() as u64, total, "every op is attempted once (one cut off by a crash is not retried)");
     let topic = consume(&broker.addr()).await;
+    let listed = dir.path().join("keys.txt");
+    let status = s3_driver(&node).await.arg("list").arg(&listed).status().expect("list keys");
+    assert!(status.success(), "listing the buckets failed");
+    let present: BTreeSet<String> = std::fs::read_to_string(&listed).unwrap().lines().map(str::to_owned).collect();
+    let run = Run { attempted, acked, present };
+    match check(&run, &topic) {
+        Ok(summary) => println!("{summary}"),
+        Err(e) => panic!("{e}"),
+    }
+    // The checker's broken modes: the same topic with an acknowledged op's
+    // event taken out, with two of a bucket's events swapped, and with an
+    // event no op made; each must be caught.
+    let mut copies = BTreeMap::<String, usize>::new();
+    for e in topic.values().flatten() {
+        *copies.entry(e["id"].as_str().unwrap_or("").to_owned()).or_default() += 1;
+    }
+    let once = |e: &serde_json::Value| copies.get(e["id"].as_str().unwrap_or("")) == Some(&1);
+    let (p, records) =
+        topic.iter().find(|(_, r)| r.iter().filter(|e| e["type"] == "s3:ObjectCreated:Put" && once(e)).count() > 3).expect("a partition with puts' events");
+    let at = records.iter().position(|e| e["type"] == "s3:ObjectCreated:Put" && once(e)).expect("a put's event");
+    let mut lost = topic.clone();
+    let gone = lost.get_mut(p).unwrap().remove(at);
+    let op: u64 = gone["subject"]["key"].as_str().unwrap()[1..].parse().unwrap();
+    if run.acked.contains(&op) {
+        assert!(check(&run, &lost).is_err_and(|e| e.contains("no event")), "the check missed a lost event");
+    }
+    let mut swapped = topic.clone();
+    let r = swapped.get_mut(p).unwrap();
+    let (i, j) = (1..r.len())
+        .find_map(|j| {
+            (0..j)
+                .find(|&i| {
+                    r[i]["source"] == "names"
+                        && r[j]["source"] == "names"
+                        && r[i]["subject"]["bucket"] == r[j]["subject"]["bucket"]
+                        && r[i]["type"] != "strata:BucketCreated"
+                        && once(&r[i])
+                        && once(&r[j])
+                })
+                .map(|i| (i, j))
+        })
+        .expect("two events of a bucket");
+    r.swap(i, j);
+    assert!(check(&run, &swapped).is_err_and(|e| e.contains("after a later")), "the check missed events out of order");
+    let mut invented = topic.clone();
+    let mut fake = records[at].clone();
+    fake["id"] = serde_json::json!("meta/names/999999999");
+    fake["subject"]["key"] = serde_json::json!(format!("k{}", total + 10));
+    invented.get_mut(p).unwrap().push(fake);
+    assert!(check(&run, &invented).is_err_and(|e| e.contains("never attempted")), "the check missed an event for no op");
+    drop(node);
+}
+
+/// What the driver did, and what the buckets hold after.
+struct Run {
+    attempted: BTreeSet<u64>,
+    acked: BTreeSet<u64>,
+    present: BTreeSet<String>,
+}
+
+/// Checks the topic against the run: every acknowledged op's event there,
+/// none for an op never attempted or cut off before taking effect, one
+/// event per change, each bucket's in one partition in op and seq order.
+fn check(run: &Run, topic: &BTreeMap<i32, Vec<serde_json::Value>>) -> Result<String, String> {
     let events: usize = topic.values().map(Vec::len).sum();
     // Each event by its first copy; an op is found by its (type, bucket, key).
     let mut first: BTreeMap<String, (i32, usize)> = BTreeMap::new();
     let mut by_op: BTreeMap<(String, String, String), Vec<u64>> = BTreeMap::new();
     let mut duplicates = 0;
-    for (p, records) in &topic {
+    for (p, records) in topic {
         for (at, e) in records.iter().enumerate() {
-            let id = e["id"].as_str().expect("id").to_owned();
+            let id = e["id"].as_str().ok_or("an event without an id")?.to_owned();
             if first.contains_key(&id) {
                 duplicates += 1;
                 continue;
             }
             first.insert(id, (*p, at));
-            assert_eq!(e["v"], 1, "schema version 1");
+            if e["v"] != 1 {
+                return Err(format!("not schema version 1: {e}"));
+            }
+            // The S3 API's data blobs: their own records, checked by the native test.
+            if e["source"] != "names" {
+                if !e["type"].as_str().is_some_and(|t| t.starts_with("strata:Blob")) {
+                    return Err(format!("a partition's event that is not a blob record: {e}"));
+                }
+                continue;
+            }
             let kind = e["type"].as_str().unwrap_or("").to_owned();
             let bucket = e["subject"]["bucket"].as_str().unwrap_or("").to_owned();
-            // Each bucket's events are in one partition.
-            assert_eq!(strata_events::partition_of(&bucket, topic.len()), *p as usize, "bucket {bucket}'s events are all in its partition");
+            if strata_events::partition_of(&bucket, topic.len()) != *p as usize {
+                return Err(format!("bucket {bucket}'s event in partition {p}, not its own"));
+            }
             if kind == "strata:BucketCreated" {
                 continue;
             }
             let key = e["subject"]["key"].as_str().unwrap_or("").to_owned();
-            assert!(e["who"].as_str().is_some_and(|w| !w.is_empty()), "every S3 event names its access key: {e}");
-            by_op.entry((kind, bucket, key)).or_default().push(e["seq"].as_u64().expect("seq"));
+            if e["who"].as_str().is_none_or(|w| w.is_empty()) {
+                return Err(format!("an S3 event without its access key: {e}"));
+            }
+            by_op.entry((kind, bucket, key)).or_default().push(e["seq"].as_u64().unwrap_or(0));
         }
     }
-    // Nothing for an op never attempted: every event is one an attempted op
-    // would make, and none twice under different ids.
-    let ops: BTreeMap<(String, String, String), u64> = attempted
+    let ops: BTreeMap<(String, String, String), u64> = run
+        .attempted
         .iter()
         .map(|&i| {
             let (k, b, key) = expected(i);
@@ -285,67 +357,72 @@ async fn kafka_holds_every_acknowledged_operation_through_kill9_and_a_broker_res
         })
         .collect();
     for (op, seqs) in &by_op {
-        assert!(ops.contains_key(op), "an event for an operation never attempted: {op:?}");
-        assert_eq!(seqs.len(), 1, "one change, one event: {op:?} has {seqs:?}");
+        if !ops.contains_key(op) {
+            return Err(format!("an event for an operation never attempted: {op:?}"));
+        }
+        if seqs.len() != 1 {
+            return Err(format!("one change, one event: {op:?} has {seqs:?}"));
+        }
     }
     // Every acknowledged op's event is there (a delete only if what it
     // deletes had been put: S3 answers a delete of nothing as a success).
     let mut missing = Vec::new();
-    for &i in &acked {
+    for &i in &run.acked {
         let (k, b, key) = expected(i);
-        if i % 10 == 7 && !acked.contains(&(i - 4)) && !by_op.contains_key(&("s3:ObjectCreated:Put".to_owned(), b.clone(), key.clone())) {
+        if i % 10 == 7 && !run.acked.contains(&(i - 4)) && !by_op.contains_key(&("s3:ObjectCreated:Put".to_owned(), b.clone(), key.clone())) {
             continue;
         }
         if !by_op.contains_key(&(k.to_owned(), b, key)) {
             missing.push(i);
         }
     }
-    assert!(missing.is_empty(), "{} acknowledged ops have no event, the first {:?}", missing.len(), &missing[..missing.len().min(10)]);
+    if !missing.is_empty() {
+        return Err(format!("{} acknowledged ops have no event, the first {:?}", missing.len(), &missing[..missing.len().min(10)]));
+    }
     // An op cut off by a crash has an event only if it took effect: the
     // object it put is there now (or a later delete of it was attempted).
-    let listed = dir.path().join("keys.txt");
-    let status = s3_driver(&node).await.arg("list").arg(&listed).status().expect("list keys");
-    assert!(status.success(), "listing the buckets failed");
-    let present: BTreeSet<String> = std::fs::read_to_string(&listed).unwrap().lines().map(str::to_owned).collect();
     let mut cut_off_with_event = 0;
-    for &i in attempted.difference(&acked) {
+    for &i in run.attempted.difference(&run.acked) {
         let (k, b, key) = expected(i);
         if !by_op.contains_key(&(k.to_owned(), b.clone(), key.clone())) {
             continue;
         }
         cut_off_with_event += 1;
-        let deleted_later = i % 10 == 3 && attempted.contains(&(i + 4));
-        if matches!(i % 10, 0..=6 | 9) {
-            assert!(present.contains(&format!("{b}/{key}")) || deleted_later, "op {i} was cut off and has an event, but {b}/{key} is not there");
+        let deleted_later = i % 10 == 3 && run.attempted.contains(&(i + 4));
+        if matches!(i % 10, 0..=6 | 9) && !run.present.contains(&format!("{b}/{key}")) && !deleted_later {
+            return Err(format!("op {i} was cut off and has an event, but {b}/{key} is not there"));
         }
     }
-    println!("{} ops cut off by a crash, {cut_off_with_event} of them took effect (and have their event)", attempted.len() - acked.len());
     // In order per bucket: each bucket's ops ran one after another, so the
     // first copies of their events are in op order, and so are their seqs.
-    for (p, records) in &topic {
+    for (p, records) in topic {
         let mut last_seq = BTreeMap::<String, u64>::new();
         let mut last_op = BTreeMap::<String, u64>::new();
         for (at, e) in records.iter().enumerate() {
             let id = e["id"].as_str().unwrap_or("");
-            if first.get(id) != Some(&(*p, at)) || e["type"] == "strata:BucketCreated" {
+            if first.get(id) != Some(&(*p, at)) || e["type"] == "strata:BucketCreated" || e["source"] != "names" {
                 continue;
             }
             let bucket = e["subject"]["bucket"].as_str().unwrap_or("").to_owned();
             let seq = e["seq"].as_u64().unwrap_or(0);
             let op = ops[&(e["type"].as_str().unwrap_or("").to_owned(), bucket.clone(), e["subject"]["key"].as_str().unwrap_or("").to_owned())];
-            assert!(last_seq.get(&bucket).is_none_or(|&s| s < seq), "bucket {bucket}: seq {seq} after a later one");
-            assert!(last_op.get(&bucket).is_none_or(|&o| o < op), "bucket {bucket}: op {op}'s event after a later op's");
+            if last_seq.get(&bucket).is_some_and(|&s| s >= seq) {
+                return Err(format!("bucket {bucket}: seq {seq} after a later one"));
+            }
+            if last_op.get(&bucket).is_some_and(|&o| o >= op) {
+                return Err(format!("bucket {bucket}: op {op}'s event after a later op's"));
+            }
             last_seq.insert(bucket.clone(), seq);
             last_op.insert(bucket, op);
         }
     }
-    println!(
-        "{} ops attempted, {} acknowledged; {events} records in the topic, {} distinct events, {duplicates} duplicates (at-least-once retries)",
-        attempted.len(),
-        acked.len(),
+    Ok(format!(
+        "{} ops attempted, {} acknowledged, {} cut off by a crash ({cut_off_with_event} of those took effect and have their event); {events} records in the topic, {} distinct events, {duplicates} duplicates (at-least-once retries)",
+        run.attempted.len(),
+        run.acked.len(),
+        run.attempted.len() - run.acked.len(),
         first.len()
-    );
-    drop(node);
+    ))
 }
 
 /// The driver (tests/s3/events.py) against `node`'s S3 port as its admin.
@@ -360,4 +437,84 @@ async fn s3_driver(node: &Node) -> Command {
         .env("AWS_ACCESS_KEY_ID", field("AWS_ACCESS_KEY_ID="))
         .env("AWS_SECRET_ACCESS_KEY", field("AWS_SECRET_ACCESS_KEY="));
     c
+}
+
+/// Native blob events come from each partition's log: puts and deletes
+/// acknowledged before a SIGKILL and after the restart are all in the
+/// JSON-lines file, each partition's in log order.
+#[tokio::test(flavor = "multi_thread")]
+async fn every_acknowledged_native_put_and_delete_is_captured_through_kill9() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let out = dir.path().join("events.jsonl");
+    let mut node = Node::start(&data, &[]).await;
+    let (ok, text) = node.cli(&["events", "target", "add", "capture", "--file", out.to_str().unwrap(), "--all"]);
+    assert!(ok, "{text}");
+    // The sender starts within the reconcile period; events before it are
+    // not the target's (a new target starts at the end).
+    tokio::time::sleep(Duration::from_millis(1200)).await;
+    let acked = std::sync::Arc::new(std::sync::Mutex::new(Vec::<(String, &'static str)>::new()));
+    for round in 0..2 {
+        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let mut tasks = Vec::new();
+        for t in 0..8u64 {
+            let (client, acked, stop) = (node.client.clone(), acked.clone(), stop.clone());
+            tasks.push(tokio::spawn(async move {
+                let mut i = 0u64;
+                while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                    let body = common::content(round * 1_000_000 + t * 10_000 + i, 2048);
+                    let Ok(put) = client.put_bytes(body, &strata_client::PutArgs::default()).await else { return };
+                    acked.lock().unwrap().push((put.id.clone(), "strata:BlobPut"));
+                    if i.is_multiple_of(3) {
+                        if client.delete(&put.id).await.is_err() {
+                            return;
+                        }
+                        acked.lock().unwrap().push((put.id, "strata:BlobDeleted"));
+                    }
+                    i += 1;
+                }
+            }));
+        }
+        tokio::time::sleep(Duration::from_millis(1500)).await;
+        if round == 0 {
+            node.kill9();
+        } else {
+            stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        }
+        for t in tasks {
+            t.await.unwrap();
+        }
+        if round == 0 {
+            node = Node::start(&data, &[]).await;
+        }
+    }
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let st = node.client.json(http::Method::GET, "/admin/events").await.expect("status");
+        let senders = st["blob_senders"].as_array().cloned().unwrap_or_default();
+        if !senders.is_empty() && senders.iter().all(|s| s["pending"] == 0) {
+            assert_eq!(st["blob_lost"], 0, "no record fell out of a journal: {st}");
+            break;
+        }
+        assert!(Instant::now() < deadline, "blob events never all delivered: {st}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let mut seen = BTreeSet::new();
+    let mut last: BTreeMap<String, u64> = BTreeMap::new();
+    for line in std::fs::read_to_string(&out).unwrap().lines() {
+        let e: serde_json::Value = serde_json::from_str(line).expect("one JSON event a line");
+        let source = e["source"].as_str().unwrap().to_owned();
+        let seq = e["seq"].as_u64().unwrap();
+        if seen.insert(e["id"].as_str().unwrap().to_owned()) {
+            // First copies are in log order per partition.
+            assert!(last.get(&source).is_none_or(|&s| s < seq), "{source}: {seq} after a later record");
+            last.insert(source, seq);
+        }
+        seen.insert(format!("{} {}", e["subject"]["blob"].as_str().unwrap(), e["type"].as_str().unwrap()));
+    }
+    let acked = acked.lock().unwrap();
+    assert!(acked.len() > 100, "too few ops to mean anything: {}", acked.len());
+    let missing: Vec<_> = acked.iter().filter(|(id, kind)| !seen.contains(&format!("{id} {kind}"))).collect();
+    assert!(missing.is_empty(), "{} of {} acknowledged ops have no event: {:?}", missing.len(), acked.len(), &missing[..missing.len().min(5)]);
+    println!("{} acknowledged native ops, every one captured", acked.len());
 }

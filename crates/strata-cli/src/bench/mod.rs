@@ -63,6 +63,8 @@ pub struct BenchArgs {
 pub enum BenchWhat {
     /// S3 PUT/GET against MinIO on the same filesystem, with our own SigV4 load generator.
     S3(crate::bench_s3::BenchS3Args),
+    /// What change capture costs: PUTs/s over S3 and the native API with a target of every event and with none.
+    Events(crate::bench_events::BenchEventsArgs),
     /// Every benchmark with a floor (native, S3 against MinIO, cluster,
     /// key-value against SQLite), and one table of verdicts.
     All(crate::bench_all::BenchAllArgs),
@@ -99,6 +101,7 @@ struct Row {
 pub async fn run(a: BenchArgs) -> Result<()> {
     match a.what {
         Some(BenchWhat::S3(s3)) => return crate::bench_s3::run(s3).await,
+        Some(BenchWhat::Events(e)) => return crate::bench_events::run(e).await,
         Some(BenchWhat::All(all)) => return crate::bench_all::run(all).await,
         None => {}
     }
