@@ -225,6 +225,16 @@ impl Capture {
         })
     }
 
+    /// Starts `sender` on a task of its own, until its stop flag is set.
+    fn run(&self, spec: String, all: bool, sender: Arc<Sender>) -> Running {
+        let stop = Arc::new(AtomicBool::new(false));
+        tokio::spawn({
+            let (sender, stop, idle) = (sender.clone(), stop.clone(), self.idle);
+            async move { sender.run(idle, stop).await }
+        });
+        Running { spec, all, sender, stop }
+    }
+
     /// Also sends the native blob events of the node's partitions, as `b` says.
     pub fn capture_blobs(&self, b: BlobCapture) {
         *self.blobs.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = Some(Arc::new(b));
@@ -273,12 +283,7 @@ impl Capture {
             let progress = Arc::new(Delivered { names: self.names.clone(), target: name.clone() });
             let sender =
                 Arc::new(Sender::with_progress(source, target, progress, self.clock.clone()).with_batch(1000).with_position_every_ms(POSITION_EVERY_MS));
-            let stop = Arc::new(AtomicBool::new(false));
-            tokio::spawn({
-                let (sender, stop, idle) = (sender.clone(), stop.clone(), self.idle);
-                async move { sender.run(idle, stop).await }
-            });
-            running.insert(name, Running { spec, all, sender, stop });
+            running.insert(name, self.run(spec, all, sender));
         }
         drop(running);
         self.reconcile_blobs();
@@ -289,8 +294,11 @@ impl Capture {
         let Some(b) = self.blobs.lock().unwrap_or_else(std::sync::PoisonError::into_inner).clone() else { return };
         let targets: BTreeMap<String, (String, u64)> =
             read(&*self.names, |s| s.outbox.targets.iter().filter(|(_, t)| t.all).map(|(n, t)| (n.clone(), (t.spec.clone(), t.created_ms))).collect());
-        let replicas: BTreeMap<strata_types::PartitionId, Arc<strata_engine::Replica>> =
-            b.disks.replicas().into_iter().filter(|r| (b.leads)(r.partition())).map(|r| (r.partition(), r)).collect();
+        let replicas: BTreeMap<strata_types::PartitionId, Arc<strata_engine::Replica>> = if targets.is_empty() {
+            BTreeMap::new()
+        } else {
+            b.disks.replicas().into_iter().filter(|r| (b.leads)(r.partition())).map(|r| (r.partition(), r)).collect()
+        };
         let mut running = self.blob_running.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
         running.retain(|(name, p), r| {
             let keep = replicas.contains_key(p) && targets.get(name).is_some_and(|(spec, _)| *spec == r.spec);
@@ -324,12 +332,7 @@ impl Capture {
                     });
                 match started {
                     Ok(sender) => {
-                        let stop = Arc::new(AtomicBool::new(false));
-                        tokio::spawn({
-                            let (sender, stop, idle) = (sender.clone(), stop.clone(), self.idle);
-                            async move { sender.run(idle, stop).await }
-                        });
-                        running.insert((name.clone(), *p), Running { spec: spec.clone(), all: true, sender, stop });
+                        running.insert((name.clone(), *p), self.run(spec.clone(), true, sender));
                     }
                     Err(e) => tracing::error!(target_name = %name, partition = p, error = %e, "could not start a blob event sender"),
                 }
