@@ -5,9 +5,11 @@
 //!
 //! A batch counts as delivered once every partition it touches has
 //! acknowledged its records (the broker's `acks=all` default of rskafka's
-//! produce). A failure drops the connection; the sender retries the whole
-//! batch, so a consumer may see a record twice (deduplicate by `id`), but
-//! never a later event of a bucket before an earlier one's first copy.
+//! produce). A failure drops the connection and the sender retries the
+//! batch; partitions that took their part before the failure are not sent
+//! it again. Delivery stays at least once (a crash repeats what follows the
+//! stored position: deduplicate by `id`), and a later event of a bucket
+//! never precedes an earlier one's first copy.
 
 use crate::{Event, EventError, Target};
 use futures_util::future::BoxFuture;
@@ -26,12 +28,21 @@ struct Connected {
     partitions: Vec<Arc<PartitionClient>>,
 }
 
+/// A batch cut short: its first event's id, the partition count, and
+/// the last sequence number each partition already holds.
+type Partial = (String, usize, BTreeMap<usize, u64>);
+
 /// A Kafka topic.
 pub struct Kafka {
     name: String,
     brokers: Vec<String>,
     topic: String,
     conn: tokio::sync::Mutex<Option<Connected>>,
+    /// A batch cut short: its first event's id, the topic's partition
+    /// count then (a different count maps keys elsewhere), and per partition the last
+    /// sequence number that partition already holds, so its retry sends a
+    /// partition only what it lacks.
+    partial: std::sync::Mutex<Option<Partial>>,
 }
 
 impl Kafka {
@@ -44,6 +55,7 @@ impl Kafka {
             brokers: brokers.split(',').map(str::trim).filter(|b| !b.is_empty()).map(str::to_owned).collect(),
             topic: topic.into(),
             conn: tokio::sync::Mutex::new(None),
+            partial: std::sync::Mutex::new(None),
         }
     }
 
@@ -97,22 +109,36 @@ impl Target for Kafka {
                 *conn = Some(self.connect().await?);
             }
             let parts = conn.as_ref().map(|c| c.partitions.clone()).unwrap_or_default();
-            let mut by_partition: BTreeMap<usize, Vec<Record>> = BTreeMap::new();
+            // A retry of a batch cut short skips what partitions already hold.
+            let first = events.first().map(|e| e.id.clone()).unwrap_or_default();
+            let mut held: BTreeMap<usize, u64> = match self.partial.lock().unwrap_or_else(std::sync::PoisonError::into_inner).take() {
+                Some((id, n, held)) if id == first && n == parts.len() => held,
+                _ => BTreeMap::new(),
+            };
+            let mut by_partition: BTreeMap<usize, (Vec<Record>, u64)> = BTreeMap::new();
             for e in events {
                 let key = e.order_key();
+                let p = partition_of(key, parts.len());
+                if held.get(&p).is_some_and(|&upto| e.seq <= upto) {
+                    continue;
+                }
                 let mut headers = BTreeMap::new();
                 headers.insert("id".to_owned(), e.id.clone().into_bytes());
                 let timestamp = rskafka::chrono::DateTime::from_timestamp_millis(i64::try_from(e.time_ms).unwrap_or(i64::MAX)).unwrap_or_default();
                 let record = Record { key: Some(key.as_bytes().to_vec()), value: Some(e.to_json().into_bytes()), headers, timestamp };
-                by_partition.entry(partition_of(key, parts.len())).or_default().push(record);
+                let entry = by_partition.entry(p).or_default();
+                entry.0.push(record);
+                entry.1 = e.seq;
             }
-            for (p, records) in by_partition {
+            for (p, (records, last)) in by_partition {
                 let Some(pc) = parts.get(p) else { continue };
                 if let Err(e) = pc.produce(records, Compression::NoCompression).await {
                     // Reconnect next time: the broker may have moved or restarted.
                     *conn = None;
+                    *self.partial.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = Some((first, parts.len(), held));
                     return Err(self.err(&format!("producing to partition {p}"), e));
                 }
+                held.insert(p, last);
             }
             Ok(())
         })
