@@ -82,9 +82,9 @@ pub struct Outbox {
 
 impl Outbox {
     /// Up to `max` events after `seq`, oldest first.
-    pub fn after(&self, seq: u64, max: usize) -> Vec<NameEvent> {
+    pub fn after(&self, seq: u64, max: usize) -> impl Iterator<Item = &NameEvent> {
         let start = self.events.partition_point(|e| e.seq <= seq);
-        self.events.range(start..).take(max).cloned().collect()
+        self.events.range(start..).take(max)
     }
 
     /// Whether an op on `bucket` (in `state`) is captured.
@@ -363,7 +363,7 @@ mod tests {
         assert_eq!(s.outbox.events.len(), 11);
         s.apply(NameOp::TrimEvents { target: "one".into(), seq: 4 }).unwrap();
         assert_eq!(s.outbox.events.front().map(|e| e.seq), Some(5));
-        assert_eq!(s.outbox.after(9, 10).iter().map(|e| e.seq).collect::<Vec<_>>(), vec![10, 11]);
+        assert_eq!(s.outbox.after(9, 10).map(|e| e.seq).collect::<Vec<_>>(), vec![10, 11]);
         // A position past the end counts as the end; an unknown target is ignored.
         s.apply(NameOp::TrimEvents { target: "one".into(), seq: 99 }).unwrap();
         s.apply(NameOp::TrimEvents { target: "ghost".into(), seq: 99 }).unwrap();

@@ -22,6 +22,7 @@ mod embedded;
 pub mod events;
 mod layouts;
 mod list;
+mod op;
 mod rights;
 mod state;
 mod versions;

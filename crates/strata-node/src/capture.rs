@@ -52,11 +52,12 @@ struct Outbox {
 impl Source for Outbox {
     fn read_after(&self, after: u64, max: usize) -> Result<Read, EventError> {
         read(&*self.names, |s| {
-            let events = s.outbox.after(after, max);
-            let upto = events.last().map_or(after, |e| e.seq);
+            let mut upto = after;
             let mut rules: BTreeMap<String, Option<Notification>> = BTreeMap::new();
-            let events = events
-                .iter()
+            let events = s
+                .outbox
+                .after(after, max)
+                .inspect(|e| upto = e.seq)
                 .map(event_of)
                 .filter(|e| {
                     self.all || {
@@ -225,6 +226,11 @@ impl Capture {
         })
     }
 
+    /// The target a stored spec names.
+    fn target(&self, name: &str, spec: &str) -> Result<Arc<dyn strata_events::Target>, EventError> {
+        serde_json::from_str::<TargetSpec>(spec)?.build(name, self.clock.clone())
+    }
+
     /// Starts `sender` on a task of its own, until its stop flag is set.
     fn run(&self, spec: String, all: bool, sender: Arc<Sender>) -> Running {
         let stop = Arc::new(AtomicBool::new(false));
@@ -272,7 +278,7 @@ impl Capture {
             if running.contains_key(&name) {
                 continue;
             }
-            let target = match serde_json::from_str::<TargetSpec>(&spec).map_err(EventError::from).and_then(|s| s.build(&name, self.clock.clone())) {
+            let target = match self.target(&name, &spec) {
                 Ok(t) => t,
                 Err(e) => {
                     tracing::error!(target_name = %name, error = %e, "an event target's spec is unusable; it gets nothing until replaced");
@@ -312,24 +318,23 @@ impl Capture {
                 if running.contains_key(&(name.clone(), *p)) {
                     continue;
                 }
-                let started =
-                    serde_json::from_str::<TargetSpec>(spec).map_err(EventError::from).and_then(|s| s.build(name, self.clock.clone())).and_then(|target| {
-                        // A target's cursors are its own: a target removed and
-                        // added again under the name starts afresh.
-                        let path = b.dir.join(format!("{name}-{created_ms}")).join(format!("partition-{p}.cursor"));
-                        let fresh = !path.exists();
-                        if let Some(d) = path.parent() {
-                            std::fs::create_dir_all(d).map_err(|e| EventError::Io { what: format!("creating {}", d.display()), source: e })?;
-                        }
-                        let mut cursor = strata_events::Cursor::open(&path)?;
-                        if fresh {
-                            // A new target starts at the end, as with the names.
-                            cursor.store(replica.status().next_lsn.saturating_sub(1))?;
-                        }
-                        let source =
-                            Arc::new(Journal { replica: replica.clone(), node: b.node.clone(), source: format!("partition-{p}"), lost: self.lost.clone() });
-                        Ok(Arc::new(Sender::new(source, target, cursor, self.clock.clone()).with_batch(1000).with_position_every_ms(POSITION_EVERY_MS)))
-                    });
+                let started = self.target(name, spec).and_then(|target| {
+                    // A target's cursors are its own: a target removed and
+                    // added again under the name starts afresh.
+                    let path = b.dir.join(format!("{name}-{created_ms}")).join(format!("partition-{p}.cursor"));
+                    let fresh = !path.exists();
+                    if let Some(d) = path.parent() {
+                        std::fs::create_dir_all(d).map_err(|e| EventError::Io { what: format!("creating {}", d.display()), source: e })?;
+                    }
+                    let mut cursor = strata_events::Cursor::open(&path)?;
+                    if fresh {
+                        // A new target starts at the end, as with the names.
+                        cursor.store(replica.status().next_lsn.saturating_sub(1))?;
+                    }
+                    let source =
+                        Arc::new(Journal { replica: replica.clone(), node: b.node.clone(), source: format!("partition-{p}"), lost: self.lost.clone() });
+                    Ok(Arc::new(Sender::new(source, target, cursor, self.clock.clone()).with_batch(1000).with_position_every_ms(POSITION_EVERY_MS)))
+                });
                 match started {
                     Ok(sender) => {
                         running.insert((name.clone(), *p), self.run(spec.clone(), true, sender));
@@ -348,7 +353,10 @@ impl Capture {
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
             .iter()
-            .map(|((_, p), r)| SenderStatus { target: format!("{}/partition-{p}", r.sender.status().target), ..r.sender.status() })
+            .map(|((_, p), r)| {
+                let st = r.sender.status();
+                SenderStatus { target: format!("{}/partition-{p}", st.target), ..st }
+            })
             .collect();
         let blob_lost = self.lost.load(Ordering::Relaxed);
         read(&*self.names, |s| CaptureStatus {
