@@ -559,6 +559,10 @@ async fn run_cluster(args: ServerArgs, node_id: u64) -> Result<()> {
     // A partition's blob events are sent by the node of its first replica.
     state.capture.capture_blobs(strata_node::capture::BlobCapture {
         disks: node.disks.clone(),
+        stores: {
+            let kv = state.kv.clone();
+            Arc::new(move || kv.all())
+        },
         dir: args.data_dir.join("events"),
         node: format!("n{node_id}"),
         leads: {
@@ -663,6 +667,10 @@ pub async fn run(args: ServerArgs) -> Result<()> {
     state.sweep.start(&workers, args.sweep_config());
     state.capture.capture_blobs(strata_node::capture::BlobCapture {
         disks: disks.clone(),
+        stores: {
+            let kv = state.kv.clone();
+            Arc::new(move || kv.all())
+        },
         dir: args.data_dir.join("events"),
         node: "node".into(),
         leads: Arc::new(|_| true),

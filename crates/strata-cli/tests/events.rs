@@ -519,3 +519,67 @@ async fn every_acknowledged_native_put_and_delete_is_captured_through_kill9() {
     assert!(missing.is_empty(), "{} of {} acknowledged ops have no event: {:?}", missing.len(), acked.len(), &missing[..missing.len().min(5)]);
     println!("{} acknowledged native ops, every one captured", acked.len());
 }
+
+/// Read-only store versions: each load, swap and rollback asked for
+/// through the admin API is an event with the key that asked, including a
+/// swap made right before a SIGKILL (its record is in the same file
+/// replace as the swap, so the restarted node sends it).
+#[tokio::test(flavor = "multi_thread")]
+async fn read_only_store_version_changes_are_captured_through_kill9() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let out = dir.path().join("events.jsonl");
+    let mut node = Node::start(&data, &[]).await;
+    let (ok, text) = node.cli(&["events", "target", "add", "capture", "--file", out.to_str().unwrap(), "--all"]);
+    assert!(ok, "{text}");
+    let def = strata_kv::StoreDef { name: "scores".into(), partitions: 4, replication: 1, chunks: 2 };
+    for v in [1u8, 2] {
+        let recs: Vec<(Vec<u8>, Vec<u8>)> = (0..200u32).map(|i| (i.to_be_bytes().to_vec(), format!("v{v}:{i}").into_bytes())).collect();
+        strata_kv::build_in_memory(&def, recs, &dir.path().join(format!("b{v}")), strata_kv::Duplicates::Fail).unwrap();
+    }
+    // The store exists before the sender starts, so its history is a source.
+    node.client.post_json("/admin/kv/scores", &serde_json::json!({ "partitions": 4, "chunks": 2 })).await.unwrap();
+    tokio::time::sleep(Duration::from_millis(1200)).await;
+    let load = |v: u8| serde_json::json!({ "dir": dir.path().join(format!("b{v}")) });
+    let n1 = node.client.post_json("/admin/kv/scores/load", &load(1)).await.unwrap()["version"].as_u64().unwrap();
+    node.client.post_json("/admin/kv/scores/swap", &serde_json::json!({ "version": n1 })).await.unwrap();
+    node.kill9();
+    node = Node::start(&data, &[]).await;
+    let n2 = node.client.post_json("/admin/kv/scores/load", &load(2)).await.unwrap()["version"].as_u64().unwrap();
+    node.client.post_json("/admin/kv/scores/swap", &serde_json::json!({ "version": n2 })).await.unwrap();
+    // A refused swap makes no event.
+    assert!(node.client.post_json("/admin/kv/scores/swap", &serde_json::json!({ "version": 99 })).await.is_err());
+    node.client.post_json("/admin/kv/scores/rollback", &serde_json::json!({})).await.unwrap();
+    let want = vec![
+        ("strata:StoreVersionLoaded".to_owned(), n1.to_string()),
+        ("strata:StoreVersionSwapped".to_owned(), n1.to_string()),
+        ("strata:StoreVersionLoaded".to_owned(), n2.to_string()),
+        ("strata:StoreVersionSwapped".to_owned(), n2.to_string()),
+        ("strata:StoreVersionRolledBack".to_owned(), n1.to_string()),
+    ];
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let text = std::fs::read_to_string(&out).unwrap_or_default();
+        let mut seen = BTreeSet::new();
+        let events: Vec<serde_json::Value> = text
+            .lines()
+            .map(|l| serde_json::from_str::<serde_json::Value>(l).expect("one JSON event a line"))
+            .filter(|e| e["source"] == "store-scores" && seen.insert(e["id"].as_str().unwrap_or("").to_owned()))
+            .collect();
+        let got: Vec<(String, String)> =
+            events.iter().map(|e| (e["type"].as_str().unwrap_or("").to_owned(), e["subject"]["version_id"].as_str().unwrap_or("").to_owned())).collect();
+        if got.len() >= want.len() || Instant::now() > deadline {
+            assert_eq!(got, want, "store events in order, once each by id");
+            for e in &events {
+                assert_eq!(e["subject"]["name"], "scores", "{e}");
+                let who = e["who"].as_str().unwrap_or("");
+                assert!(!who.is_empty() && who != "strata", "the admin key that asked: {e}");
+                assert!(e["time_ms"].as_u64().unwrap_or(0) > 1_600_000_000_000, "{e}");
+            }
+            let seqs: Vec<u64> = events.iter().map(|e| e["seq"].as_u64().unwrap_or(0)).collect();
+            assert_eq!(seqs, (1..=5).collect::<Vec<u64>>());
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}

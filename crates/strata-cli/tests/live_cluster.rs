@@ -340,6 +340,10 @@ async fn a_rebalance_moves_replicas_onto_a_new_node_and_survives_the_leaders_dea
     let _serial = SERIAL.lock().await;
     let extra = ["--heartbeat-ms", "200", "--down-after-ms", "1500", "--intra-replication-ms", "50", "--inter-replication-ms", "100"];
     let mut c = Cluster::start_zones(70, 1, 8, &extra).await;
+    // Every event to a file: the cluster's changes are among them.
+    let events = c.dir.join("events.jsonl");
+    let (ok, out) = c.cli(1, &["events", "target", "add", "ops", "--file", &events.to_string_lossy(), "--all"]);
+    assert!(ok, "{out}");
     let mut blobs: Vec<(String, Vec<u8>)> = Vec::new();
     for seed in 0..16u64 {
         let data = content(5000 + seed, 300_000);
@@ -384,4 +388,45 @@ async fn a_rebalance_moves_replicas_onto_a_new_node_and_survives_the_leaders_dea
     assert!(ok && out.contains("nothing to move"), "{out}");
     let metrics = c.client(2).get_text("/metrics").await.expect("metrics");
     assert_eq!(metric(&metrics, "strata_rebalance_moves_planned"), 0.0);
+
+    // The cluster's changes were captured, once each by id, with who made
+    // them, through the leader's death: the new leader resumed the stream.
+    let mut cluster_events: Vec<serde_json::Value> = Vec::new();
+    let leader_name = leader.to_string();
+    for _ in 0..100 {
+        let text = std::fs::read_to_string(&events).unwrap_or_default();
+        let mut seen = std::collections::BTreeSet::new();
+        cluster_events = text
+            .lines()
+            .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap_or_else(|e| panic!("a line that is not an event ({e}): {l}")))
+            .filter(|e| e["type"].as_str().is_some_and(|t| t.starts_with("strata:Node") || t.starts_with("strata:Rebalance") || t.starts_with("strata:Disk")))
+            .filter(|e| seen.insert(e["id"].as_str().unwrap_or("").to_owned()))
+            .collect();
+        let is = |e: &serde_json::Value, kind: &str| e["type"] == kind && e["subject"]["name"].as_str() == Some(leader_name.as_str());
+        let down = cluster_events.iter().position(|e| is(e, "strata:NodeDown"));
+        let up_again = down.is_none_or(|d| cluster_events[d..].iter().any(|e| is(e, "strata:NodeUp")));
+        if cluster_events.iter().any(|e| e["type"] == "strata:RebalanceFinished") && up_again {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    let kinds: Vec<(String, String, String)> = cluster_events
+        .iter()
+        .map(|e| {
+            (e["type"].as_str().unwrap_or("").to_owned(), e["subject"]["name"].as_str().unwrap_or("").to_owned(), e["who"].as_str().unwrap_or("").to_owned())
+        })
+        .collect();
+    eprintln!("cluster events: {kinds:?}");
+    let at = |kind: &str, name: &str| kinds.iter().position(|(k, n, _)| k == kind && n == name).unwrap_or_else(|| panic!("no {kind} {name}: {kinds:?}"));
+    let (added, disk, started, finished) =
+        (at("strata:NodeAdded", "4"), at("strata:DiskAdded", "4/0"), at("strata:RebalanceStarted", "4 moves"), at("strata:RebalanceFinished", "rebalance"));
+    assert!(added < disk && disk < started && started < finished, "out of order: {kinds:?}");
+    assert_eq!(kinds[started].2, "node", "asked for with the cluster secret: {kinds:?}");
+    assert_eq!(kinds[finished].2, "strata", "ended by the cluster itself: {kinds:?}");
+    let seqs: Vec<u64> = cluster_events.iter().map(|e| e["seq"].as_u64().unwrap_or(0)).collect();
+    assert!(seqs.windows(2).all(|w| w[0] < w[1]), "names events in seq order: {seqs:?}");
+    // The killed leader was seen down (it stayed away past the down time) and up again.
+    if let Some(down) = kinds.iter().position(|(k, n, _)| k == "strata:NodeDown" && *n == leader_name) {
+        assert!(kinds[down..].iter().any(|(k, n, _)| k == "strata:NodeUp" && *n == leader_name), "{kinds:?}");
+    }
 }

@@ -199,6 +199,78 @@ pub enum Command {
         /// When (ms since the epoch).
         now_ms: u64,
     },
+    /// `cmd`, with who asked for it and when (change capture,
+    /// docs/events.md): applied as `cmd` is; the metadata service records
+    /// the cluster event it makes in the same entry.
+    As {
+        /// The access key, `strata` for the cluster's own work (failure
+        /// detection, evacuation, rebalancing), `node` for a peer.
+        who: Option<String>,
+        /// When (ms since the epoch).
+        now_ms: u64,
+        /// The command.
+        cmd: Box<Command>,
+    },
+}
+
+/// Who a change the cluster makes by itself is recorded as.
+pub const SYSTEM: &str = "strata";
+
+impl Command {
+    /// This command as asked for by `who` at `now_ms` (a wrapped one is
+    /// rewrapped; name ops carry their own cause and stay as they are).
+    pub fn by(self, who: Option<String>, now_ms: u64) -> Command {
+        match self {
+            Command::As { cmd, .. } => Command::As { who, now_ms, cmd },
+            Command::Names(_) => self,
+            c => Command::As { who, now_ms, cmd: Box::new(c) },
+        }
+    }
+
+    /// This command as the cluster's own work at `now_ms`, unless it
+    /// already says who asked.
+    pub fn by_system(self, now_ms: u64) -> Command {
+        match self {
+            Command::As { .. } | Command::Names(_) => self,
+            c => c.by(Some(SYSTEM.into()), now_ms),
+        }
+    }
+
+    /// The cluster event (type, subject) this command makes if it applies
+    /// to `before` (docs/events.md).
+    pub fn event(&self, before: &ClusterMap) -> Option<(&'static str, String)> {
+        Some(match self {
+            Command::AddNode { id, .. } => ("strata:NodeAdded", id.to_string()),
+            Command::AddDisk { node, .. } => ("strata:DiskAdded", format!("{node}/{}", before.nodes.get(node).map_or(0, |n| n.disks.len()))),
+            Command::SetNodeState { node, state } => {
+                if before.nodes.get(node).is_some_and(|n| n.state.is_up() == state.is_up()) {
+                    return None;
+                }
+                (if state.is_up() { "strata:NodeUp" } else { "strata:NodeDown" }, node.to_string())
+            }
+            Command::SetDiskState { node, disk, state } => {
+                let kind = match state {
+                    DiskState::Up => "strata:DiskUp",
+                    DiskState::Down => "strata:DiskDown",
+                    DiskState::Failed => "strata:DiskFailed",
+                    _ => return None,
+                };
+                (kind, format!("{node}/{disk}"))
+            }
+            Command::RemoveNode { node } => ("strata:NodeRemoving", node.to_string()),
+            Command::DropNode { node } => ("strata:NodeRemoved", node.to_string()),
+            Command::RemoveDisk { node, disk } => ("strata:DiskRemoving", format!("{node}/{disk}")),
+            Command::DropDisk { node, disk } => ("strata:DiskRemoved", format!("{node}/{disk}")),
+            Command::StartRebalance { plan } => ("strata:RebalanceStarted", format!("{} moves", plan.moves.len())),
+            Command::EndRebalance => {
+                // Ended with every move done (or no longer possible), or given up.
+                let done = before.rebalance_steps(0) == vec![Command::EndRebalance];
+                (if done { "strata:RebalanceFinished" } else { "strata:RebalanceCancelled" }, "rebalance".into())
+            }
+            Command::As { cmd, .. } => return cmd.event(before),
+            _ => return None,
+        })
+    }
 }
 
 /// What an applied command reports.
@@ -227,6 +299,9 @@ impl ClusterMap {
     /// map is unchanged. Deterministic: every replica of the metadata log
     /// computes the same map.
     pub fn apply(&mut self, cmd: &Command) -> Outcome {
+        if let Command::As { cmd, .. } = cmd {
+            return self.apply(cmd);
+        }
         if let Command::Names(_) = cmd {
             return Outcome::Names(Err(strata_names::NameError::Unavailable("name ops are applied by the metadata service, not the map".into())));
         }
@@ -274,6 +349,7 @@ impl ClusterMap {
         let invalid = |field: &str, detail: &str| MapError::Invalid { field: field.to_string(), detail: detail.to_string() };
         match cmd {
             Command::Names(_) => Err(invalid("command", "name ops are not map commands")),
+            Command::As { cmd, .. } => self.apply_inner(cmd),
             Command::AddNode { id, addr, zone, rack } => {
                 if self.nodes.contains_key(id) {
                     return Err(MapError::NodeExists(*id));

@@ -117,3 +117,60 @@ async fn three_members_elect_agree_and_survive_leader_loss() {
         }
     }
 }
+
+/// A cluster change that says who asked makes its event in the names'
+/// outbox in the same entry, on every replay: only while a target of every
+/// event exists, never for a refused command, and with the identity and time
+/// the command carries.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cluster_changes_make_their_events_in_the_same_entry() {
+    let dir = tempfile::tempdir().unwrap();
+    let l = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = l.local_addr().unwrap().to_string();
+    let slot: Slot = Arc::new(RwLock::new(None));
+    tokio::spawn(serve(l, slot.clone()));
+    let m = MetaService::start(MetaConfig::new(1, dir.path().to_path_buf())).await.unwrap();
+    *slot.write().await = Some(m.clone());
+    m.initialize(BTreeMap::from([(1, addr)])).await.unwrap();
+    leader_of(std::slice::from_ref(&slot)).await.expect("a leader");
+    let add = |id: u64| Command::AddNode { id, addr: format!("10.0.0.{id}:7000"), zone: "z1".into(), rack: "r1".into() };
+    let events = |m: &MetaService| -> Vec<(String, Option<String>, Option<String>, u64)> {
+        let n = m.names().read().unwrap();
+        n.outbox.events.iter().map(|e| (e.kind.clone(), e.name.clone(), e.who.clone(), e.time_ms)).collect()
+    };
+
+    // No target: nothing is recorded.
+    assert!(matches!(m.propose(add(1).by(Some("AK1".into()), 100)).await.unwrap(), Outcome::Applied { .. }));
+    assert!(events(&m).is_empty());
+    let target = strata_names::NameOp::SetEventTarget { name: "t".into(), spec: Some("{}".into()), all: true, now_ms: 1 };
+    m.propose(Command::Names(target)).await.unwrap();
+    assert!(matches!(m.propose(add(2).by(Some("AK1".into()), 200)).await.unwrap(), Outcome::Applied { .. }));
+    // Refused (node 2 exists): no event.
+    assert!(matches!(m.propose(add(2).by(Some("AK1".into()), 250)).await.unwrap(), Outcome::Refused(_)));
+    let down = Command::SetNodeState { node: 2, state: strata_cluster::NodeState::Down { since_ms: 300 } };
+    m.propose(down.clone().by_system(300)).await.unwrap();
+    // Already down: no second event.
+    m.propose(down.by_system(310)).await.unwrap();
+    m.propose(Command::SetNodeState { node: 2, state: strata_cluster::NodeState::Up }.by_system(400)).await.unwrap();
+    let want = vec![
+        ("strata:NodeAdded".to_owned(), Some("2".to_owned()), Some("AK1".to_owned()), 200),
+        ("strata:NodeDown".to_owned(), Some("2".to_owned()), Some("strata".to_owned()), 300),
+        ("strata:NodeUp".to_owned(), Some("2".to_owned()), Some("strata".to_owned()), 400),
+    ];
+    assert_eq!(events(&m), want);
+
+    // A restart replays the log (or loads the snapshot): the same events.
+    m.shutdown().await;
+    drop(m);
+    *slot.write().await = None;
+    let back = MetaService::start(MetaConfig::new(1, dir.path().to_path_buf())).await.unwrap();
+    *slot.write().await = Some(back.clone());
+    for _ in 0..100 {
+        if events(&back) == want {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_eq!(events(&back), want);
+    back.shutdown().await;
+}

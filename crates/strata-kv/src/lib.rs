@@ -11,18 +11,20 @@
 //! Files are replaced durably with `strata-fs`.
 //!
 //! Layer rule (checked by the test command): may use strata-fs,
-//! strata-placement; never the blob engine, the router, the server, or an
+//! strata-placement, strata-types; never the blob engine, the router, the server, or an
 //! HTTP crate.
 
 pub mod build;
 pub mod format;
 pub mod input;
+pub mod latest;
 pub mod placement;
 pub mod store;
 pub mod version;
 
 pub use build::{BuildReport, Builder, Duplicates, build_in_memory, build_with_memory};
 pub use format::{ChunkReader, ChunkWriter, FormatError, Search};
+pub use latest::{By, Change, ChangeKind};
 pub use placement::{KeyHash, Md5Hash, chunk_of, partition_of};
 pub use store::{LoadProgress, ReadOnlyStore};
 pub use version::{Layout, Lookup, Metadata, RingFile, StoreDef, Version, VersionError, ring_checksum};

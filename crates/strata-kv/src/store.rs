@@ -5,7 +5,8 @@
 //!   store.json         the store definition (name, ring, chunks)
 //!   version-1/ ...     chunk files and .metadata
 //!   version-2/ ...
-//!   latest             "version-2\n": the live version, replaced atomically
+//!   latest             the live version and its last changes, replaced
+//!                      atomically (`crate::latest`)
 //! ```
 //!
 //! A version is verified and mapped before it goes live; going live is one
@@ -15,6 +16,7 @@
 //! versions, and an old version's maps last until its last reader is done.
 
 use crate::Search;
+use crate::latest::{By, Change, ChangeKind, Latest};
 use crate::version::{Layout, StoreDef, Version, VersionError};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, RwLock};
@@ -73,6 +75,8 @@ pub struct ReadOnlyStore {
     admin: Mutex<()>,
     /// The version a fetch is filling, if one runs.
     fetching: Mutex<Option<u64>>,
+    /// The `latest` file as last written.
+    latest: Mutex<Latest>,
 }
 
 impl ReadOnlyStore {
@@ -121,13 +125,48 @@ impl ReadOnlyStore {
             live: RwLock::new(None),
             admin: Mutex::new(()),
             fetching: Mutex::new(None),
+            latest: Mutex::new(Latest::default()),
         };
-        if let Ok(text) = std::fs::read_to_string(root.join(LATEST)) {
-            let n = parse_version(text.trim()).ok_or_else(|| VersionError::Invalid(format!("{}/latest names {:?}", root.display(), text.trim())))?;
-            let v = Version::open(n, &store.version_dir(n), &store.def, &store.layout())?;
-            *store.live.write().unwrap_or_else(|p| p.into_inner()) = Some(Arc::new(v));
+        let path = root.join(LATEST);
+        if let Ok(text) = std::fs::read_to_string(&path) {
+            let latest = Latest::parse(&text, &path.display().to_string())?;
+            if let Some(n) = latest.live {
+                let v = Version::open(n, &store.version_dir(n), &store.def, &store.layout())?;
+                *store.live.write().unwrap_or_else(|p| p.into_inner()) = Some(Arc::new(v));
+            }
+            let recorded = latest.history.iter().map(|c| c.version).chain(latest.live).max().unwrap_or(0);
+            let keeps_history = latest.last_seq > 0;
+            *store.latest.lock().unwrap_or_else(|p| p.into_inner()) = latest;
+            // A load moves its version in, then records it: one cut off
+            // between the two is recorded now (with no identity).
+            if keeps_history {
+                for n in store.versions().into_iter().filter(|&n| n > recorded) {
+                    store.commit(|l| l.push(ChangeKind::Loaded, n, &By::system()))?;
+                }
+            }
         }
         Ok(store)
+    }
+
+    /// Rewrites `latest` with `change` applied (under the admin lock).
+    fn commit(&self, change: impl FnOnce(&mut Latest)) -> Result<(), VersionError> {
+        let mut g = self.latest.lock().unwrap_or_else(|p| p.into_inner());
+        let mut next = g.clone();
+        change(&mut next);
+        write_atomic(&self.root.join(LATEST), &next.encode())?;
+        *g = next;
+        Ok(())
+    }
+
+    /// The changes of this store's versions after `seq`, oldest first, and
+    /// whether the kept history reaches back that far (change capture).
+    pub fn changes_after(&self, seq: u64) -> (Vec<Change>, bool) {
+        self.latest.lock().unwrap_or_else(|p| p.into_inner()).after(seq)
+    }
+
+    /// The last change's sequence number (0: none).
+    pub fn last_change(&self) -> u64 {
+        self.latest.lock().unwrap_or_else(|p| p.into_inner()).last_seq
     }
 
     /// The definition.
@@ -190,6 +229,11 @@ impl ReadOnlyStore {
     /// (default: the highest present + 1; it must exceed every present
     /// one), after checking it against the store. Does not make it live.
     pub fn load(&self, src: &Path, number: Option<u64>) -> Result<u64, VersionError> {
+        self.load_by(src, number, &By::system())
+    }
+
+    /// [`ReadOnlyStore::load`], recording who asked.
+    pub fn load_by(&self, src: &Path, number: Option<u64>, by: &By) -> Result<u64, VersionError> {
         let _g = self.admin.lock().unwrap_or_else(|p| p.into_inner());
         let max = self.versions().last().copied().unwrap_or(0);
         let n = number.unwrap_or(max + 1);
@@ -198,7 +242,7 @@ impl ReadOnlyStore {
         }
         let set = |p: Option<LoadProgress>| *self.progress.lock().unwrap_or_else(|e| e.into_inner()) = p;
         set(Some(LoadProgress { version: n, phase: "checking", copied: 0, total: 0 }));
-        let r = self.copy_in(src, n, &set);
+        let r = self.copy_in(src, n, &set).and_then(|n| self.commit(|l| l.push(ChangeKind::Loaded, n, by)).map(|()| n));
         set(None);
         r
     }
@@ -271,8 +315,13 @@ impl ReadOnlyStore {
     /// its metadata and this store (sizes, CRCs, layout) and moves it in as
     /// version `n`; on failure leaves it for a retry to resume.
     pub fn end_fetch(&self, n: u64, ok: bool) -> Result<u64, VersionError> {
+        self.end_fetch_by(n, ok, &By::system())
+    }
+
+    /// [`ReadOnlyStore::end_fetch`], recording who asked.
+    pub fn end_fetch_by(&self, n: u64, ok: bool, by: &By) -> Result<u64, VersionError> {
         let _g = self.admin.lock().unwrap_or_else(|p| p.into_inner());
-        let r = if ok { self.adopt(n) } else { Ok(n) };
+        let r = if ok { self.adopt(n).and_then(|n| self.commit(|l| l.push(ChangeKind::Loaded, n, by)).map(|()| n)) } else { Ok(n) };
         *self.fetching.lock().unwrap_or_else(|p| p.into_inner()) = None;
         self.set_progress(None);
         r
@@ -419,7 +468,7 @@ impl ReadOnlyStore {
         let v = Arc::new(Version::open(live, &dir, &self.def, &layout)?);
         mark_verified(&dir, v.meta.checksum)?;
         if fresh {
-            write_atomic(&self.root.join(LATEST), format!("version-{live}\n").as_bytes())?;
+            self.commit(|l| l.live = Some(live))?;
         }
         *self.live.write().unwrap_or_else(|p| p.into_inner()) = Some(v);
         Ok(())
@@ -438,17 +487,25 @@ impl ReadOnlyStore {
     /// Makes version `n` live: verifies and maps it first, then swaps the
     /// pointer under the write lock, then drops versions beyond `keep`.
     pub fn swap(&self, n: u64) -> Result<(), VersionError> {
-        let _g = self.admin.lock().unwrap_or_else(|p| p.into_inner());
-        self.swap_locked(n)
+        self.swap_by(n, &By::system())
     }
 
-    fn swap_locked(&self, n: u64) -> Result<(), VersionError> {
+    /// [`ReadOnlyStore::swap`], recording who asked.
+    pub fn swap_by(&self, n: u64, by: &By) -> Result<(), VersionError> {
+        let _g = self.admin.lock().unwrap_or_else(|p| p.into_inner());
+        self.swap_locked(n, ChangeKind::Swapped, by)
+    }
+
+    fn swap_locked(&self, n: u64, kind: ChangeKind, by: &By) -> Result<(), VersionError> {
         let dir = self.version_dir(n);
         if !dir.is_dir() {
             return Err(VersionError::Invalid(format!("store {} has no version {n}", self.def.name)));
         }
         let v = Arc::new(Version::open_checked(n, &dir, &self.def, &self.layout(), !verified(&dir))?);
-        write_atomic(&self.root.join(LATEST), format!("version-{n}\n").as_bytes())?;
+        self.commit(|l| {
+            l.live = Some(n);
+            l.push(kind, n, by);
+        })?;
         *self.live.write().unwrap_or_else(|p| p.into_inner()) = Some(v);
         self.collect_old(n);
         Ok(())
@@ -457,6 +514,11 @@ impl ReadOnlyStore {
     /// Makes an older version live again: `to`, or the newest one below the
     /// live version.
     pub fn rollback(&self, to: Option<u64>) -> Result<u64, VersionError> {
+        self.rollback_by(to, &By::system())
+    }
+
+    /// [`ReadOnlyStore::rollback`], recording who asked.
+    pub fn rollback_by(&self, to: Option<u64>, by: &By) -> Result<u64, VersionError> {
         let _g = self.admin.lock().unwrap_or_else(|p| p.into_inner());
         let live = self.live_version().ok_or_else(|| VersionError::Invalid(format!("store {} has no live version", self.def.name)))?;
         let target = match to {
@@ -468,7 +530,7 @@ impl ReadOnlyStore {
                 .find(|&v| v < live)
                 .ok_or_else(|| VersionError::Invalid(format!("store {} keeps no version older than {live}", self.def.name)))?,
         };
-        self.swap_locked(target)?;
+        self.swap_locked(target, ChangeKind::RolledBack, by)?;
         Ok(target)
     }
 
@@ -490,6 +552,6 @@ impl ReadOnlyStore {
     }
 }
 
-fn parse_version(name: &str) -> Option<u64> {
+pub(crate) fn parse_version(name: &str) -> Option<u64> {
     name.strip_prefix("version-")?.parse().ok()
 }

@@ -226,3 +226,68 @@ fn swap_trusts_checked_copies_but_not_damage() {
     store.swap(n).unwrap();
     assert_eq!(store.get(b"k1").unwrap().unwrap(), vec![b'v'; 50]);
 }
+
+/// Every load, swap and rollback is recorded with its identity and time in
+/// `latest`, atomically with the swap; the record survives a reopen, a load
+/// cut off before its record is recorded at the next open, and a store
+/// written before the history (a bare `version-N`) still opens.
+#[test]
+fn version_changes_are_recorded_with_the_swap_and_survive_a_reopen() {
+    use strata_kv::{By, ChangeKind};
+    let tmp = tempfile::tempdir().unwrap();
+    for v in [1u8, 2, 3] {
+        build_in_memory(&def(), records(v, 50), &tmp.path().join(format!("built-{v}")), Duplicates::Fail).unwrap();
+    }
+    let root = tmp.path().join("store");
+    let store = ReadOnlyStore::open(&root, def(), 3, Search::Interpolation).unwrap();
+    let by = |t: u64| By::new(Some("AKADMIN".into()), t);
+    let v1 = store.load_by(&tmp.path().join("built-1"), None, &by(10)).unwrap();
+    store.swap_by(v1, &by(11)).unwrap();
+    let v2 = store.load_by(&tmp.path().join("built-2"), None, &by(12)).unwrap();
+    store.swap_by(v2, &by(13)).unwrap();
+    assert_eq!(store.rollback_by(None, &by(14)).unwrap(), 1);
+    let seen = |s: &ReadOnlyStore, after: u64| -> Vec<(u64, ChangeKind, u64, Option<String>)> {
+        let (changes, reaches) = s.changes_after(after);
+        assert!(reaches);
+        changes.into_iter().map(|c| (c.seq, c.kind, c.version, c.who)).collect()
+    };
+    let want = vec![
+        (1, ChangeKind::Loaded, 1, Some("AKADMIN".to_owned())),
+        (2, ChangeKind::Swapped, 1, Some("AKADMIN".to_owned())),
+        (3, ChangeKind::Loaded, 2, Some("AKADMIN".to_owned())),
+        (4, ChangeKind::Swapped, 2, Some("AKADMIN".to_owned())),
+        (5, ChangeKind::RolledBack, 1, Some("AKADMIN".to_owned())),
+    ];
+    assert_eq!(seen(&store, 0), want);
+    assert_eq!(seen(&store, 3), want[3..].to_vec());
+    assert_eq!(store.changes_after(0).0[4].time_ms, 14);
+    // A failed swap records nothing.
+    assert!(store.swap_by(9, &by(15)).is_err());
+    assert_eq!(store.last_change(), 5);
+    drop(store);
+
+    // A crash after a load moved its version in but before it was recorded.
+    let staged = ReadOnlyStore::open(&tmp.path().join("other"), def(), 3, Search::Interpolation).unwrap();
+    let v = staged.load(&tmp.path().join("built-3"), Some(3)).unwrap();
+    std::fs::rename(tmp.path().join("other").join(format!("version-{v}")), root.join("version-3")).unwrap();
+    let store = ReadOnlyStore::open(&root, def(), 3, Search::Interpolation).unwrap();
+    assert_eq!(store.live_version(), Some(1));
+    let after = seen(&store, 5);
+    assert_eq!(after, vec![(6, ChangeKind::Loaded, 3, None)]);
+    drop(store);
+    // Reopening again records nothing more.
+    assert_eq!(ReadOnlyStore::open(&root, def(), 3, Search::Interpolation).unwrap().last_change(), 6);
+
+    // A store from before the history.
+    std::fs::write(root.join("latest"), "version-2\n").unwrap();
+    let store = ReadOnlyStore::open(&root, def(), 3, Search::Interpolation).unwrap();
+    assert_eq!((store.live_version(), store.last_change()), (Some(2), 0));
+    store.swap(3).unwrap();
+    assert_eq!(seen(&store, 0).into_iter().map(|c| (c.1, c.2)).collect::<Vec<_>>(), vec![(ChangeKind::Swapped, 3)]);
+    // A damaged file is refused with its name, not misread.
+    drop(store);
+    let text = std::fs::read_to_string(root.join("latest")).unwrap();
+    std::fs::write(root.join("latest"), text.replacen("swapped 3", "swapped 2", 1)).unwrap();
+    let e = ReadOnlyStore::open(&root, def(), 3, Search::Interpolation).err().expect("a damaged latest opened").to_string();
+    assert!(e.contains("latest") && e.contains("checksum"), "{e}");
+}

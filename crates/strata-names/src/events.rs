@@ -50,6 +50,9 @@ pub struct NameEvent {
     pub size: Option<u64>,
     /// ETag, for created objects.
     pub etag: Option<String>,
+    /// What a cluster event names (a node id, `node/disk`); bucket events
+    /// leave it empty and their `bucket` names it.
+    pub name: Option<String>,
 }
 
 /// A configured target, as the names hold it: what it is (opaque here: the
@@ -122,6 +125,28 @@ impl Outbox {
             }
         }
         self.trim();
+    }
+
+    /// Appends an event of the cluster (not of a bucket: `name` says what
+    /// it is about) if a target of every event exists. The metadata
+    /// service calls it as it applies the map change the event describes,
+    /// so the two are one Raft entry.
+    pub fn note(&mut self, kind: &str, who: Option<String>, now_ms: u64, name: String) {
+        if !self.targets.values().any(|t| t.all) {
+            return;
+        }
+        self.push(NameEvent {
+            seq: 0,
+            time_ms: now_ms,
+            kind: kind.to_owned(),
+            who,
+            bucket: String::new(),
+            key: None,
+            version_id: None,
+            size: None,
+            etag: None,
+            name: Some(name),
+        });
     }
 
     /// Records that `target` holds every event up to `seq`.
@@ -199,6 +224,7 @@ impl NameState {
             version_id: None,
             size: None,
             etag: None,
+            name: None,
         };
         let created = |kind: &str, key: &str, o: &ObjectMeta| NameEvent {
             time_ms: if cause.now_ms == 0 { o.modified_ms } else { cause.now_ms },

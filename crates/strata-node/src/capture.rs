@@ -2,6 +2,11 @@
 //! configured target, reading the names' outbox (`strata_names::events`)
 //! and delivering through `strata-events`.
 //!
+//! A node's own logs are sources too, for targets of every event: each
+//! partition's journal (native blob records) and each read-only store's
+//! history of versions (`strata_kv::latest`), one sender per target and
+//! source with a cursor file of its own.
+//!
 //! The targets and their delivered positions are in the names, so the
 //! senders run where the names are written: on the one node, or on the
 //! metadata leader of a cluster (a new leader resumes where the old one
@@ -31,6 +36,11 @@ pub const NAMES_SOURCE: &str = "names";
 
 /// A names event in the schema.
 pub fn event_of(e: &NameEvent) -> Event {
+    if let Some(name) = &e.name {
+        // A cluster event: about a node, a disk or a rebalancing.
+        let subject = Subject { name: Some(name.clone()), ..Subject::default() };
+        return Event::new(NAMES_NODE, NAMES_SOURCE, e.seq, e.time_ms, &e.kind, e.who.clone(), subject);
+    }
     let subject = Subject {
         bucket: Some(e.bucket.clone()),
         key: e.key.clone(),
@@ -140,11 +150,65 @@ impl Source for Journal {
     }
 }
 
-/// What blob capture needs: the node's replicas, where cursors live, and
-/// which partitions this node sends.
+/// One read-only store's history of versions, as events.
+struct StoreHistory {
+    store: Arc<strata_kv::ReadOnlyStore>,
+    node: String,
+    source: String,
+    lost: Arc<std::sync::atomic::AtomicU64>,
+}
+
+impl Source for StoreHistory {
+    fn read_after(&self, after: u64, max: usize) -> Result<Read, EventError> {
+        let (changes, reaches) = self.store.changes_after(after);
+        if !reaches && let Some(first) = changes.first() {
+            let lost = first.seq.saturating_sub(after + 1);
+            self.lost.fetch_add(lost, Ordering::Relaxed);
+            tracing::error!(source = %self.source, lost, "a target fell behind a store's kept history; the changes in between are not sent");
+        }
+        let events: Vec<Event> = changes
+            .into_iter()
+            .take(max)
+            .map(|c| {
+                let kind = match c.kind {
+                    strata_kv::ChangeKind::Loaded => "strata:StoreVersionLoaded",
+                    strata_kv::ChangeKind::Swapped => "strata:StoreVersionSwapped",
+                    strata_kv::ChangeKind::RolledBack => "strata:StoreVersionRolledBack",
+                };
+                let subject = Subject { name: Some(self.store.def().name.clone()), version_id: Some(c.version.to_string()), ..Subject::default() };
+                Event::new(&self.node, &self.source, c.seq, c.time_ms, kind, c.who, subject)
+            })
+            .collect();
+        Ok(Read::all(after, events))
+    }
+
+    fn last(&self) -> u64 {
+        self.store.last_change()
+    }
+}
+
+/// A source of this node's own: a partition's journal or a store's history.
+enum Local {
+    Partition(Arc<strata_engine::Replica>),
+    Store(Arc<strata_kv::ReadOnlyStore>),
+}
+
+impl Local {
+    fn last(&self) -> u64 {
+        match self {
+            Self::Partition(r) => r.status().next_lsn.saturating_sub(1),
+            Self::Store(s) => s.last_change(),
+        }
+    }
+}
+
+/// What local capture needs: the node's replicas and stores, where
+/// cursors live, and which partitions this node sends.
 pub struct BlobCapture {
     /// The node's disks.
     pub disks: Arc<crate::Disks>,
+    /// The node's read-only stores.
+    pub stores: Arc<dyn Fn() -> Vec<Arc<strata_kv::ReadOnlyStore>> + Send + Sync>,
     /// Cursor files go under here (`<data>/events`).
     pub dir: std::path::PathBuf,
     /// The node's name in event ids.
@@ -173,9 +237,11 @@ pub struct CaptureStatus {
     pub dropped: u64,
     /// The targets.
     pub targets: Vec<TargetStatus>,
-    /// Native blob events, per target and partition this node sends.
+    /// This node's own sources (native blob events per partition it
+    /// sends, store version events per store), per target.
     pub blob_senders: Vec<SenderStatus>,
-    /// Blob events lost because a target fell behind a partition's journal.
+    /// Events lost because a target fell behind a partition's journal or a
+    /// store's kept history.
     pub blob_lost: u64,
 }
 
@@ -199,8 +265,8 @@ pub struct Capture {
     sends: Arc<dyn Fn() -> bool + Send + Sync>,
     running: Mutex<BTreeMap<String, Running>>,
     blobs: Mutex<Option<Arc<BlobCapture>>>,
-    /// Blob senders by (target, partition).
-    blob_running: Mutex<BTreeMap<(String, strata_types::PartitionId), Running>>,
+    /// Senders of this node's own sources by (target, source).
+    blob_running: Mutex<BTreeMap<(String, String), Running>>,
     lost: Arc<std::sync::atomic::AtomicU64>,
     idle: Duration,
 }
@@ -295,33 +361,38 @@ impl Capture {
         self.reconcile_blobs();
     }
 
-    /// One sender per (target taking every event, partition this node sends).
+    /// One sender per (target taking every event, source of this node's
+    /// own: a partition it sends, a store).
     fn reconcile_blobs(&self) {
         let Some(b) = self.blobs.lock().unwrap_or_else(std::sync::PoisonError::into_inner).clone() else { return };
         let targets: BTreeMap<String, (String, u64)> =
             read(&*self.names, |s| s.outbox.targets.iter().filter(|(_, t)| t.all).map(|(n, t)| (n.clone(), (t.spec.clone(), t.created_ms))).collect());
-        let replicas: BTreeMap<strata_types::PartitionId, Arc<strata_engine::Replica>> = if targets.is_empty() {
-            BTreeMap::new()
-        } else {
-            b.disks.replicas().into_iter().filter(|r| (b.leads)(r.partition())).map(|r| (r.partition(), r)).collect()
-        };
+        let mut sources: BTreeMap<String, Local> = BTreeMap::new();
+        if !targets.is_empty() {
+            for r in b.disks.replicas().into_iter().filter(|r| (b.leads)(r.partition())) {
+                sources.insert(format!("partition-{}", r.partition()), Local::Partition(r));
+            }
+            for s in (b.stores)() {
+                sources.insert(format!("store-{}", s.def().name), Local::Store(s));
+            }
+        }
         let mut running = self.blob_running.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-        running.retain(|(name, p), r| {
-            let keep = replicas.contains_key(p) && targets.get(name).is_some_and(|(spec, _)| *spec == r.spec);
+        running.retain(|(name, source), r| {
+            let keep = sources.contains_key(source) && targets.get(name).is_some_and(|(spec, _)| *spec == r.spec);
             if !keep {
                 r.stop.store(true, Ordering::Relaxed);
             }
             keep
         });
         for (name, (spec, created_ms)) in &targets {
-            for (p, replica) in &replicas {
-                if running.contains_key(&(name.clone(), *p)) {
+            for (source_name, local) in &sources {
+                if running.contains_key(&(name.clone(), source_name.clone())) {
                     continue;
                 }
                 let started = self.target(name, spec).and_then(|target| {
                     // A target's cursors are its own: a target removed and
                     // added again under the name starts afresh.
-                    let path = b.dir.join(format!("{name}-{created_ms}")).join(format!("partition-{p}.cursor"));
+                    let path = b.dir.join(format!("{name}-{created_ms}")).join(format!("{source_name}.cursor"));
                     let fresh = !path.exists();
                     if let Some(d) = path.parent() {
                         std::fs::create_dir_all(d).map_err(|e| EventError::Io { what: format!("creating {}", d.display()), source: e })?;
@@ -329,17 +400,20 @@ impl Capture {
                     let mut cursor = strata_events::Cursor::open(&path)?;
                     if fresh {
                         // A new target starts at the end, as with the names.
-                        cursor.store(replica.status().next_lsn.saturating_sub(1))?;
+                        cursor.store(local.last())?;
                     }
-                    let source =
-                        Arc::new(Journal { replica: replica.clone(), node: b.node.clone(), source: format!("partition-{p}"), lost: self.lost.clone() });
+                    let (node, source) = (b.node.clone(), source_name.clone());
+                    let source: Arc<dyn Source> = match local {
+                        Local::Partition(r) => Arc::new(Journal { replica: r.clone(), node, source, lost: self.lost.clone() }),
+                        Local::Store(s) => Arc::new(StoreHistory { store: s.clone(), node, source, lost: self.lost.clone() }),
+                    };
                     Ok(Arc::new(Sender::new(source, target, cursor, self.clock.clone()).with_batch(1000).with_position_every_ms(POSITION_EVERY_MS)))
                 });
                 match started {
                     Ok(sender) => {
-                        running.insert((name.clone(), *p), self.run(spec.clone(), true, sender));
+                        running.insert((name.clone(), source_name.clone()), self.run(spec.clone(), true, sender));
                     }
-                    Err(e) => tracing::error!(target_name = %name, partition = p, error = %e, "could not start a blob event sender"),
+                    Err(e) => tracing::error!(target_name = %name, source = %source_name, error = %e, "could not start an event sender"),
                 }
             }
         }
@@ -353,9 +427,9 @@ impl Capture {
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
             .iter()
-            .map(|((_, p), r)| {
+            .map(|((_, source), r)| {
                 let st = r.sender.status();
-                SenderStatus { target: format!("{}/partition-{p}", st.target), ..st }
+                SenderStatus { target: format!("{}/{source}", st.target), ..st }
             })
             .collect();
         let blob_lost = self.lost.load(Ordering::Relaxed);

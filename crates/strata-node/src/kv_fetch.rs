@@ -331,6 +331,11 @@ async fn staged(path: &Path) -> (u64, u32) {
 /// (default: the highest present + 1), pacing the copy to `mb_per_sec`.
 /// Returns the version number; it is not live until swapped.
 pub async fn fetch(store: Arc<ReadOnlyStore>, source: &Source, number: Option<u64>, mb_per_sec: Option<f64>) -> Result<u64, FetchError> {
+    fetch_by(store, source, number, mb_per_sec, strata_kv::By::system()).await
+}
+
+/// [`fetch`], recording who asked for the version (change capture).
+pub async fn fetch_by(store: Arc<ReadOnlyStore>, source: &Source, number: Option<u64>, mb_per_sec: Option<f64>, by: strata_kv::By) -> Result<u64, FetchError> {
     let layout = store.layout();
     let src = source.folder(layout.node).await?;
     let text = read_all(&src, strata_kv::version::METADATA_FILE).await?;
@@ -342,7 +347,7 @@ pub async fn fetch(store: Arc<ReadOnlyStore>, source: &Source, number: Option<u6
     let ok = r.is_ok();
     let adopted = tokio::task::spawn_blocking({
         let store = store.clone();
-        move || store.end_fetch(n, ok)
+        move || store.end_fetch_by(n, ok, &by)
     })
     .await
     .map_err(|e| FetchError::Source(e.to_string()))?;

@@ -163,7 +163,7 @@ impl ClusterNode {
                 }
                 let mut failed = Vec::new();
                 for cmd in cmds {
-                    match meta.propose(cmd.clone()).await {
+                    match meta.propose(cmd.clone().by_system(now)).await {
                         // Already so: the map had not caught up with the last pass.
                         Ok(strata_cluster::Outcome::Refused(e)) => tracing::debug!(command = ?cmd, error = %e, "failure detection: refused"),
                         Ok(_) => tracing::warn!(command = ?cmd, "failure detection or evacuation changed the cluster map"),

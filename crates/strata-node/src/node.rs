@@ -414,8 +414,10 @@ impl ClusterNode {
     }
 
     /// Commits a change to the map: through this node's member, or through
-    /// any member that answers.
+    /// any member that answers. A command that does not say who asked is
+    /// recorded as the cluster's own work (`strata`, docs/events.md).
     pub async fn propose(&self, cmd: Command) -> Result<Outcome, ClusterError> {
+        let cmd = cmd.by_system(self.clock().now_ms());
         if let Some(meta) = &self.meta {
             return Ok(meta.propose(cmd).await?);
         }

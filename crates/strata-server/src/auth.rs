@@ -95,6 +95,17 @@ impl Principal {
             Self::Open => "open".into(),
         }
     }
+
+    /// How a change's event names it (docs/events.md `who`): the access
+    /// key, `node` for a peer, nothing when authentication is off.
+    pub fn who(&self) -> Option<String> {
+        match self {
+            Self::Anonymous => Some("anonymous".into()),
+            Self::Key(k) => Some(k.clone()),
+            Self::Peer => Some("node".into()),
+            Self::Open => None,
+        }
+    }
 }
 
 /// What a route needs.

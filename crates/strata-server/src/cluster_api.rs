@@ -7,7 +7,7 @@ use axum::extract::State;
 use axum::http::header;
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
-use axum::{Json, Router};
+use axum::{Extension, Json, Router};
 use std::sync::Arc;
 use strata_cluster::{Command, Outcome, encode_map};
 
@@ -140,11 +140,17 @@ async fn init(State(st): S) -> Response {
     Json(serde_json::json!({ "initialized": true, "members": n.config.meta_peers, "admin_key": made })).into_response()
 }
 
-async fn command(State(st): S, body: Bytes) -> Response {
+async fn command(State(st): S, Extension(who): Extension<crate::Principal>, body: Bytes) -> Response {
     let Some(n) = st.cluster.clone() else { return not_clustered() };
     let cmd: Command = match serde_json::from_slice(&body) {
         Ok(c) => c,
         Err(e) => return ApiError::BadRequest(format!("not a cluster command: {e}")).into_response(),
+    };
+    // The event records who asked: the caller, unless a node forwards a
+    // command that already says (docs/events.md).
+    let cmd = match (&who, cmd) {
+        (crate::Principal::Peer | crate::Principal::Open, c @ Command::As { .. }) => c,
+        (_, c) => c.by(who.who(), st.router.clock().now_ms()),
     };
     match n.propose(cmd).await {
         // A refusal says why in words too, for the CLI to print.

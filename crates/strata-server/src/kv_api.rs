@@ -36,7 +36,7 @@ use axum::body::Bytes;
 use axum::extract::{Path, State};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
-use axum::{Json, Router};
+use axum::{Extension, Json, Router};
 use base64::Engine;
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -159,6 +159,11 @@ impl KvStores {
                 }
             })
             .collect()
+    }
+
+    /// Every store of this node.
+    pub fn all(&self) -> Vec<Arc<ReadOnlyStore>> {
+        self.stores.read().unwrap_or_else(|p| p.into_inner()).values().cloned().collect()
     }
 
     fn get(&self, name: &str) -> Result<Arc<ReadOnlyStore>, ApiError> {
@@ -299,7 +304,12 @@ struct Fetch {
     throttle_mb_s: Option<f64>,
 }
 
-async fn fetch(State(st): S, Path(store): Path<String>, body: Bytes) -> Response {
+/// Who asked, and when: what a version change records (docs/events.md).
+fn by(st: &AppState, who: &crate::Principal) -> strata_kv::By {
+    strata_kv::By::new(who.who(), st.router.clock().now_ms())
+}
+
+async fn fetch(State(st): S, Extension(who): Extension<crate::Principal>, Path(store): Path<String>, body: Bytes) -> Response {
     let r = async {
         let req: Fetch = json_body(&body)?;
         let source = strata_node::kv_fetch::Source::parse(&req.source)?;
@@ -308,7 +318,7 @@ async fn fetch(State(st): S, Path(store): Path<String>, body: Bytes) -> Response
         let name = store.clone();
         let s = blocking(move || kv.get_or_create_from_map(&name, cluster.as_deref(), false)).await?;
         let t = std::time::Instant::now();
-        let n = strata_node::kv_fetch::fetch(s.clone(), &source, req.version, req.throttle_mb_s).await?;
+        let n = strata_node::kv_fetch::fetch_by(s.clone(), &source, req.version, req.throttle_mb_s, by(&st, &who)).await?;
         let bytes: u64 = s.versions().contains(&n).then(|| s.version_bytes(n)).flatten().unwrap_or(0);
         Ok::<_, ApiError>(Json(serde_json::json!({ "store": store, "version": n, "bytes": bytes, "seconds": t.elapsed().as_secs_f64() })).into_response())
     }
@@ -450,7 +460,7 @@ struct Load {
     timestamp: bool,
 }
 
-async fn load(State(st): S, Path(store): Path<String>, body: Bytes) -> Response {
+async fn load(State(st): S, Extension(who): Extension<crate::Principal>, Path(store): Path<String>, body: Bytes) -> Response {
     let r = async {
         let req: Load = json_body(&body)?;
         let number = match (req.version, req.timestamp) {
@@ -459,7 +469,8 @@ async fn load(State(st): S, Path(store): Path<String>, body: Bytes) -> Response 
             (None, true) => Some(strata_types::Clock::now_ms(&strata_types::SystemClock) / 1000),
         };
         let s = st.kv.get(&store)?;
-        let n = blocking(move || Ok(s.load(&req.dir, number)?)).await?;
+        let by = by(&st, &who);
+        let n = blocking(move || Ok(s.load_by(&req.dir, number, &by)?)).await?;
         Ok::<_, ApiError>(Json(serde_json::json!({ "store": store, "version": n })).into_response())
     }
     .await;
@@ -471,11 +482,12 @@ struct Swap {
     version: u64,
 }
 
-async fn swap(State(st): S, Path(store): Path<String>, body: Bytes) -> Response {
+async fn swap(State(st): S, Extension(who): Extension<crate::Principal>, Path(store): Path<String>, body: Bytes) -> Response {
     let r = async {
         let req: Swap = json_body(&body)?;
         let s = st.kv.get(&store)?;
-        blocking(move || Ok(s.swap(req.version)?)).await?;
+        let by = by(&st, &who);
+        blocking(move || Ok(s.swap_by(req.version, &by)?)).await?;
         Ok::<_, ApiError>(Json(serde_json::json!({ "store": store, "live": req.version })).into_response())
     }
     .await;
@@ -487,11 +499,12 @@ struct Rollback {
     version: Option<u64>,
 }
 
-async fn rollback(State(st): S, Path(store): Path<String>, body: Bytes) -> Response {
+async fn rollback(State(st): S, Extension(who): Extension<crate::Principal>, Path(store): Path<String>, body: Bytes) -> Response {
     let r = async {
         let req: Rollback = if body.is_empty() { Rollback::default() } else { json_body(&body)? };
         let s = st.kv.get(&store)?;
-        let n = blocking(move || Ok(s.rollback(req.version)?)).await?;
+        let by = by(&st, &who);
+        let n = blocking(move || Ok(s.rollback_by(req.version, &by)?)).await?;
         Ok::<_, ApiError>(Json(serde_json::json!({ "store": store, "live": n })).into_response())
     }
     .await;

@@ -162,7 +162,18 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
                 EntryPayload::Normal(crate::map::Command::Names(op)) => {
                     Outcome::Names(self.names.write().unwrap_or_else(std::sync::PoisonError::into_inner).apply(op))
                 }
-                EntryPayload::Normal(cmd) => g.map.apply(&cmd),
+                EntryPayload::Normal(cmd) => {
+                    // A cluster change and its event are one entry (docs/events.md).
+                    let event = match &cmd {
+                        crate::map::Command::As { who, now_ms, cmd } => cmd.event(&g.map).map(|(kind, name)| (kind, name, who.clone(), *now_ms)),
+                        _ => None,
+                    };
+                    let out = g.map.apply(&cmd);
+                    if let (Some((kind, name, who, now_ms)), Outcome::Applied { .. } | Outcome::PartitionsAdded { .. }) = (event, &out) {
+                        self.names.write().unwrap_or_else(std::sync::PoisonError::into_inner).outbox.note(kind, who, now_ms, name);
+                    }
+                    out
+                }
                 EntryPayload::Membership(m) => {
                     g.membership = StoredMembership::new(Some(e.log_id), m);
                     Outcome::Applied { epoch }
