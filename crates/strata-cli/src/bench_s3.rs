@@ -311,7 +311,7 @@ async fn clear(t: &Target, keys: Vec<String>) -> Result<()> {
 /// Waits until Strata's tail cache is faulted in, as its metrics say
 /// (`strata_engine_tail_cache_ready_bytes` against `_bytes`); see
 /// [`crate::bench::wait_for_tail_cache`].
-async fn warmed_up(t: &Target) -> Result<()> {
+pub(crate) async fn warmed_up(t: &Target) -> Result<()> {
     let Some(admin) = &t.admin else { return Ok(()) };
     let opts = strata_client::ClientOptions { credentials: Some(t.client.creds.clone()), ..Default::default() };
     let client = strata_client::Client::with_options(admin, &opts);

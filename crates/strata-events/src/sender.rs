@@ -187,6 +187,8 @@ impl Sender {
             stored.1 != seq && (force || self.store_every_ms == 0 || now.saturating_sub(stored.0) >= self.store_every_ms)
         };
         if due {
+            // What the position covers must be durable at the target first.
+            self.target.sync().await?;
             self.cursor.store(seq).await?;
             *self.stored.lock().unwrap_or_else(|p| p.into_inner()) = (now, seq);
         }
@@ -284,6 +286,7 @@ mod tests {
     use super::*;
     use crate::{FileTarget, Subject};
     use futures_util::future::BoxFuture;
+    use std::sync::Mutex;
     use std::sync::atomic::AtomicBool;
 
     /// Events 1..=n of one source, some with gaps (sequence numbers need
@@ -326,6 +329,81 @@ mod tests {
             }
             self.file.deliver(events)
         }
+        fn sync(&self) -> BoxFuture<'_, Result<(), EventError>> {
+            self.file.sync()
+        }
+    }
+
+    /// A target that holds events in memory until synced, and a position
+    /// store that checks every event up to a stored position was synced.
+    #[derive(Default)]
+    struct Volatile {
+        unsynced: Mutex<Vec<u64>>,
+        durable: Mutex<Vec<u64>>,
+    }
+    impl Target for Volatile {
+        fn name(&self) -> &str {
+            "volatile"
+        }
+        fn deliver<'a>(&'a self, events: &'a [Event]) -> BoxFuture<'a, Result<(), EventError>> {
+            self.unsynced.lock().unwrap().extend(events.iter().map(|e| e.seq));
+            Box::pin(async { Ok(()) })
+        }
+        fn sync(&self) -> BoxFuture<'_, Result<(), EventError>> {
+            let moved = std::mem::take(&mut *self.unsynced.lock().unwrap());
+            self.durable.lock().unwrap().extend(moved);
+            Box::pin(async { Ok(()) })
+        }
+    }
+    struct Checked(Arc<Volatile>, Mutex<u64>);
+    impl Progress for Checked {
+        fn seq(&self) -> u64 {
+            *self.1.lock().unwrap()
+        }
+        fn store(&self, seq: u64) -> BoxFuture<'_, Result<(), EventError>> {
+            assert!(self.0.unsynced.lock().unwrap().iter().all(|&s| s > seq), "a position was stored past events the target had not synced");
+            *self.1.lock().unwrap() = seq;
+            Box::pin(async { Ok(()) })
+        }
+    }
+
+    #[tokio::test]
+    async fn a_position_is_stored_only_after_the_target_synced_what_it_covers() {
+        let target = Arc::new(Volatile::default());
+        let progress = Arc::new(Checked(target.clone(), Mutex::new(0)));
+        let clock = Arc::new(ManualClock(AtomicU64::new(0)));
+        let sender = Sender::with_progress(log(100), target.clone(), progress.clone(), clock.clone()).with_batch(10).with_position_every_ms(1000);
+        for i in 0..10 {
+            clock.0.store(i * 400, Ordering::Relaxed);
+            assert_eq!(sender.step().await.unwrap(), 10);
+        }
+        sender.flush().await.unwrap();
+        assert_eq!(progress.seq(), 200);
+        assert_eq!(target.durable.lock().unwrap().len(), 100);
+    }
+
+    /// A crash mid-append leaves a torn last line: the next writer of the
+    /// file cuts it off before appending, so every line is a whole event.
+    #[tokio::test]
+    async fn a_torn_last_line_is_cut_off_before_appending() {
+        let dir = tempfile::tempdir().unwrap();
+        let out = dir.path().join("events.jsonl");
+        let whole: Vec<String> = log(3).0.iter().map(Event::to_json).collect();
+        std::fs::write(&out, format!("{}\n{}\n{}", whole[0], whole[1], &whole[2][..20])).unwrap();
+        let target = FileTarget::new("f", &out);
+        target.deliver(&log(5).0[3..]).await.unwrap();
+        target.sync().await.unwrap();
+        let seqs: Vec<u64> = lines(&out).iter().map(|e| e.seq).collect();
+        assert_eq!(seqs, vec![2, 4, 8, 10]);
+        // A second target of the same path shares the writer: no second cut.
+        let again = FileTarget::new("g", &out);
+        again.deliver(&log(1).0).await.unwrap();
+        assert_eq!(lines(&out).len(), 5);
+        // Rotated away: the old file keeps what it has, a new one starts.
+        let rotated = dir.path().join("events.jsonl.1");
+        std::fs::rename(&out, &rotated).unwrap();
+        target.deliver(&log(2).0[1..]).await.unwrap();
+        assert_eq!((lines(&rotated).len(), lines(&out).len()), (5, 1));
     }
 
     fn lines(path: &std::path::Path) -> Vec<Event> {
