@@ -147,13 +147,14 @@ impl Target for FileTarget {
 
     fn deliver<'a>(&'a self, events: &'a [Event]) -> BoxFuture<'a, Result<(), EventError>> {
         Box::pin(async move {
-            let mut text = String::new();
+            // One buffer for the batch, each event encoded straight into it.
+            let mut text = Vec::new();
             for e in events {
-                text.push_str(&e.to_json());
-                text.push('\n');
+                serde_json::to_writer(&mut text, e)?;
+                text.push(b'\n');
             }
             let file = self.file.clone();
-            tokio::task::spawn_blocking(move || file.append(text.as_bytes()))
+            tokio::task::spawn_blocking(move || file.append(&text))
                 .await
                 .map_err(|e| EventError::Target { target: self.name.clone(), why: format!("the writer stopped: {e}") })?
         })

@@ -20,6 +20,7 @@
 use crate::state::{NameOp, NameState, ObjectMeta, Outcome};
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, VecDeque};
+use std::sync::Arc;
 
 /// Most events the outbox holds; past it the oldest are dropped (and
 /// counted) so a target down for long cannot stop writes.
@@ -75,8 +76,10 @@ pub struct EventTarget {
 pub struct Outbox {
     /// The last sequence number given (0: none yet).
     pub last_seq: u64,
-    /// Events not yet delivered to every target, oldest first.
-    pub events: VecDeque<NameEvent>,
+    /// Events not yet delivered to every target, oldest first (shared, so
+    /// a sender takes a batch under the state's lock without copying it;
+    /// encoded as the events themselves).
+    pub events: VecDeque<Arc<NameEvent>>,
     /// Events dropped undelivered because the outbox was full.
     pub dropped: u64,
     /// Targets by name.
@@ -85,7 +88,7 @@ pub struct Outbox {
 
 impl Outbox {
     /// Up to `max` events after `seq`, oldest first.
-    pub fn after(&self, seq: u64, max: usize) -> impl Iterator<Item = &NameEvent> {
+    pub fn after(&self, seq: u64, max: usize) -> impl Iterator<Item = &Arc<NameEvent>> {
         let start = self.events.partition_point(|e| e.seq <= seq);
         self.events.range(start..).take(max)
     }
@@ -98,7 +101,7 @@ impl Outbox {
     fn push(&mut self, mut e: NameEvent) {
         self.last_seq += 1;
         e.seq = self.last_seq;
-        self.events.push_back(e);
+        self.events.push_back(Arc::new(e));
         while self.events.len() > OUTBOX_MAX {
             self.events.pop_front();
             self.dropped += 1;

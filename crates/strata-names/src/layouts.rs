@@ -53,17 +53,19 @@ impl From<NameStateV6> for NameState {
         let events = o
             .events
             .into_iter()
-            .map(|e| crate::events::NameEvent {
-                seq: e.seq,
-                time_ms: e.time_ms,
-                kind: e.kind,
-                who: e.who,
-                bucket: e.bucket,
-                key: e.key,
-                version_id: e.version_id,
-                size: e.size,
-                etag: e.etag,
-                name: None,
+            .map(|e| {
+                std::sync::Arc::new(crate::events::NameEvent {
+                    seq: e.seq,
+                    time_ms: e.time_ms,
+                    kind: e.kind,
+                    who: e.who,
+                    bucket: e.bucket,
+                    key: e.key,
+                    version_id: e.version_id,
+                    size: e.size,
+                    etag: e.etag,
+                    name: None,
+                })
             })
             .collect();
         Self {
@@ -231,7 +233,9 @@ mod tests {
             s.outbox.events.clear();
             for i in 0..n {
                 s.outbox.note("strata:NodeAdded", Some("AK".into()), i as u64, format!("{i}"));
-                s.outbox.events.back_mut().unwrap().name = None;
+                if let Some(e) = s.outbox.events.back_mut() {
+                    std::sync::Arc::make_mut(e).name = None;
+                }
             }
             let o = &s.outbox;
             let old = NameStateV6 {
