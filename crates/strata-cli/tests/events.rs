@@ -440,17 +440,24 @@ async fn s3_driver(node: &Node) -> Command {
     c
 }
 
+/// A single node in a fresh directory with a JSON-lines target of every
+/// event: (the directory, the data directory, the events file, the node).
+async fn node_with_file_target() -> (tempfile::TempDir, std::path::PathBuf, std::path::PathBuf, Node) {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let out = dir.path().join("events.jsonl");
+    let node = Node::start(&data, &[]).await;
+    let (ok, text) = node.cli(&["events", "target", "add", "capture", "--file", out.to_str().unwrap(), "--all"]);
+    assert!(ok, "{text}");
+    (dir, data, out, node)
+}
+
 /// Native blob events come from each partition's log: puts and deletes
 /// acknowledged before a SIGKILL and after the restart are all in the
 /// JSON-lines file, each partition's in log order.
 #[tokio::test(flavor = "multi_thread")]
 async fn every_acknowledged_native_put_and_delete_is_captured_through_kill9() {
-    let dir = tempfile::tempdir().unwrap();
-    let data = dir.path().join("data");
-    let out = dir.path().join("events.jsonl");
-    let mut node = Node::start(&data, &[]).await;
-    let (ok, text) = node.cli(&["events", "target", "add", "capture", "--file", out.to_str().unwrap(), "--all"]);
-    assert!(ok, "{text}");
+    let (_dir, data, out, mut node) = node_with_file_target().await;
     // The sender starts within the reconcile period; events before it are
     // not the target's (a new target starts at the end).
     tokio::time::sleep(Duration::from_millis(1200)).await;
@@ -526,12 +533,7 @@ async fn every_acknowledged_native_put_and_delete_is_captured_through_kill9() {
 /// replace as the swap, so the restarted node sends it).
 #[tokio::test(flavor = "multi_thread")]
 async fn read_only_store_version_changes_are_captured_through_kill9() {
-    let dir = tempfile::tempdir().unwrap();
-    let data = dir.path().join("data");
-    let out = dir.path().join("events.jsonl");
-    let mut node = Node::start(&data, &[]).await;
-    let (ok, text) = node.cli(&["events", "target", "add", "capture", "--file", out.to_str().unwrap(), "--all"]);
-    assert!(ok, "{text}");
+    let (dir, data, out, mut node) = node_with_file_target().await;
     let def = strata_kv::StoreDef { name: "scores".into(), partitions: 4, replication: 1, chunks: 2 };
     for v in [1u8, 2] {
         let recs: Vec<(Vec<u8>, Vec<u8>)> = (0..200u32).map(|i| (i.to_be_bytes().to_vec(), format!("v{v}:{i}").into_bytes())).collect();
