@@ -28,6 +28,13 @@ mod txn;
 
 use clap::{Parser, Subcommand};
 
+/// jemalloc, not glibc's malloc: under many small allocations made and
+/// freed across threads (requests, change capture's events) glibc's arenas
+/// spent a measured share of a node's CPU consolidating (docs/architecture.md,
+/// "The memory allocator").
+#[global_allocator]
+static ALLOC: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
+
 #[derive(Parser)]
 #[command(name = "strata", version, about = "Strata: a distributed blob store")]
 struct Cli {
