@@ -18,6 +18,8 @@ fi
 # - Chromium and its driver: the S3 browser test drives them with Selenium.
 missing=()
 command -v mount >/dev/null 2>&1 || missing+=(mount)
+# make: jemalloc (the binary's allocator) is built from source by its crate.
+command -v make >/dev/null 2>&1 || missing+=(make)
 command -v java >/dev/null 2>&1 || missing+=(openjdk-17-jre-headless)
 command -v mvn >/dev/null 2>&1 || missing+=(maven)
 command -v redis-server >/dev/null 2>&1 || missing+=(redis-server)
