@@ -31,7 +31,8 @@ use clap::{Parser, Subcommand};
 /// jemalloc, not glibc's malloc: under many small allocations made and
 /// freed across threads (requests, change capture's events) glibc's arenas
 /// spent a measured share of a node's CPU consolidating (docs/architecture.md,
-/// "The memory allocator").
+/// "The memory allocator"). `--no-default-features` builds without it.
+#[cfg(feature = "jemalloc")]
 #[global_allocator]
 static ALLOC: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 
