@@ -540,7 +540,9 @@ async fn the_orphan_sweep_frees_a_cut_puts_chunks_in_every_zone_and_stops_while_
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn node_traffic_is_encrypted_a_stranger_cannot_join_and_revocation_is_everywhere_at_once() {
     let _serial = SERIAL.lock().await;
-    let mut c = Cluster::start_zones(66, 1, 2, &["--intra-replication-ms", "50", "--inter-replication-ms", "100"]).await;
+    // Node 4 below never heartbeats (its handshakes fail), so a slow
+    // machine must not mark it down before the map gives it replicas.
+    let mut c = Cluster::start_zones(66, 1, 2, &["--intra-replication-ms", "50", "--inter-replication-ms", "100", "--down-after-ms", "120000"]).await;
     let marker: Vec<u8> = format!("PLAINTEXT-{}-MARKER", std::process::id()).into_bytes();
     c.proxy.tap.lock().unwrap().marker = marker.clone();
     let data: Vec<u8> = marker.iter().copied().cycle().take(300_000).collect();
