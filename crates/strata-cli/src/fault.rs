@@ -280,7 +280,7 @@ fn inject(data: &Path, rng: &mut impl Rng, counts: &mut Counts, broken: bool) ->
     if rng.random_bool(0.4) {
         let key = strata_types::Key::new(strata_types::KeyKind::Blob, &rng.random::<[u8; 16]>()).context("a key")?;
         let data = content(rng.random(), rng.random_range(1..4000));
-        let (prefix, crc) = strata_format::record::encode_put(u64::MAX / 2, 1, &key, &strata_format::PutProps::default(), &data)?;
+        let (prefix, crc) = strata_format::record::encode_put(u64::MAX / 2, 1, &key, &strata_format::PutProps::default(), "", &data)?;
         let mut rec = prefix;
         rec.extend_from_slice(&data);
         rec.extend_from_slice(&crc);

@@ -2,6 +2,7 @@
 //! order, so replication can ask "what came after sequence number N" cheaply.
 
 use std::collections::VecDeque;
+use std::sync::Arc;
 use strata_format::RecordKind;
 use strata_types::Key;
 
@@ -18,6 +19,8 @@ pub struct JournalEntry {
     pub record_len: u32,
     /// When the record was written, ms since the epoch.
     pub time_ms: u64,
+    /// Who made the change, when the record says (format version 4).
+    pub actor: Option<Arc<str>>,
 }
 
 /// A bounded journal.
@@ -72,7 +75,7 @@ mod tests {
         assert_eq!(j.since(4, 10), Some(vec![]));
         assert_eq!(j.since(3, 10), None);
         for lsn in 5..10 {
-            j.push(JournalEntry { lsn, key: k.clone(), kind: RecordKind::Put, record_len: 1, time_ms: 0 });
+            j.push(JournalEntry { lsn, key: k.clone(), kind: RecordKind::Put, record_len: 1, time_ms: 0, actor: None });
         }
         assert_eq!(j.since(6, 10).unwrap().iter().map(|e| e.lsn).collect::<Vec<_>>(), vec![7, 8, 9]);
         assert_eq!(j.since(5, 10), None);

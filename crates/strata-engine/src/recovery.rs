@@ -205,9 +205,15 @@ pub(crate) fn open(dir: &Path, config: EngineConfig, clock: Arc<dyn Clock>, cach
             max_lsn = max_lsn.max(r.lsn);
         }
         if is_last {
+            // The journal reaches back into the part of the log the index
+            // already covers, as far as it has room: a reader of the journal
+            // (a change-capture sender, a replication peer) that was behind
+            // when the node stopped cleanly resumes where it was instead of
+            // finding the journal starting at the restart.
+            tail.extend(indexed_tail(&seg, &seg_files, cover, config.journal_entries.saturating_sub(records.len())));
             for (off, r) in &records {
                 memtable.insert(located(id, *off, r));
-                tail.push(JournalEntry { lsn: r.lsn, key: r.key.clone(), kind: r.kind, record_len: r.total_len, time_ms: r.time_ms });
+                tail.push(journal_entry(r));
             }
             memtable_start = cover;
             active_len = stop;
@@ -348,3 +354,50 @@ fn superseded(state: &State, d: &strata_format::DamagedRange) -> bool {
         KeyState::Missing => false,
     }
 }
+
+fn journal_entry(r: &strata_format::DecodedRecord) -> JournalEntry {
+    let actor = (!r.actor.is_empty()).then(|| Arc::from(r.actor.as_str()));
+    JournalEntry { lsn: r.lsn, key: r.key.clone(), kind: r.kind, record_len: r.total_len, time_ms: r.time_ms, actor }
+}
+
+/// The last records, at most `room` of them or a few more, of the part of
+/// the active segment `seg` its index `files` cover (up to `cover`), in log
+/// order, for the journal: from the offset of the oldest of the newest
+/// `room` indexed records on, every record after it (records an index
+/// entry no longer names, superseded by a later one of the same key, are
+/// walked through too, so the journal holds every record from its first
+/// one on). Only headers and properties are read, never the data. Empty
+/// if a record there does not decode (damage quarantined in place): the
+/// journal then starts after the index, as it would without this.
+fn indexed_tail(seg: &Segment, files: &[Arc<IndexFile>], cover: u64, room: usize) -> Vec<JournalEntry> {
+    if room == 0 || files.is_empty() {
+        return Vec::new();
+    }
+    let mut indexed: Vec<(u64, u64)> = Vec::new();
+    for f in files {
+        match f.entries() {
+            Ok(entries) => indexed.extend(entries.iter().filter(|e| e.record_offset < cover).map(|e| (e.lsn, e.record_offset))),
+            Err(_) => return Vec::new(),
+        }
+    }
+    indexed.sort_unstable_by(|a, b| b.cmp(a));
+    let Some(start) = indexed.iter().take(room).map(|(_, off)| *off).min() else { return Vec::new() };
+    let mut out = Vec::new();
+    let mut off = start;
+    while off < cover {
+        let head = seg.slice(off, (cover - off).min(RECORD_HEAD_PEEK));
+        let Ok(len) = strata_format::record::peek_len(head) else { return Vec::new() };
+        if off + len as u64 > cover {
+            return Vec::new();
+        }
+        match seg.record_at(off, len, false) {
+            Ok(r) => out.push(journal_entry(&r)),
+            Err(_) => return Vec::new(),
+        }
+        off += len as u64;
+    }
+    out
+}
+
+/// Bytes enough to read a record's length from its header.
+const RECORD_HEAD_PEEK: u64 = 64;

@@ -14,7 +14,7 @@ use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, RwLock, mpsc};
 use std::task::{Context, Poll};
-use strata_format::record::{RECORD_CRC_BYTES, put_record_len};
+use strata_format::record::{put_record_len, small_record_len};
 use strata_format::{PutProps, RecordKind, ReplicaMeta};
 use strata_types::{Clock, Key, PartitionId};
 use tokio::sync::oneshot;
@@ -83,12 +83,12 @@ impl WriteOp {
             Self::Put { key, .. } | Self::Delete { key } | Self::TtlUpdate { key, .. } | Self::ReplicaPut { key, .. } | Self::ReplicaDelete { key } => key,
         }
     }
-    /// Encoded record length.
-    pub fn record_len(&self) -> usize {
+    /// Encoded record length, the record made by `actor`.
+    pub fn record_len(&self, actor: &str) -> usize {
         match self {
-            Self::Put { key, props, data } | Self::ReplicaPut { key, props, data, .. } => put_record_len(key, props, data.len()),
-            Self::Delete { key } | Self::ReplicaDelete { key } => strata_format::record::RECORD_FIXED_BYTES + key.as_bytes().len() + RECORD_CRC_BYTES,
-            Self::TtlUpdate { key, .. } => strata_format::record::RECORD_FIXED_BYTES + key.as_bytes().len() + 8 + RECORD_CRC_BYTES,
+            Self::Put { key, props, data } | Self::ReplicaPut { key, props, data, .. } => put_record_len(key, props, data.len(), actor),
+            Self::Delete { key } | Self::ReplicaDelete { key } => small_record_len(key, false, actor),
+            Self::TtlUpdate { key, .. } => small_record_len(key, true, actor),
         }
     }
 }
@@ -104,6 +104,8 @@ pub struct WriteAck {
 
 pub(crate) struct WriteReq {
     pub op: WriteOp,
+    /// Who asked for it (recorded in the record; change capture's `who`).
+    pub actor: Option<Arc<str>>,
     pub len: usize,
     pub reply: oneshot::Sender<Result<WriteAck>>,
 }
@@ -166,6 +168,8 @@ pub struct BlobRecord {
     pub data: Bytes,
     /// Where the data lies in its segment file (gets only), for `sendfile(2)`.
     pub file_range: Option<FileRange>,
+    /// Who put it (empty: not known; records before format version 4).
+    pub actor: String,
 }
 
 /// Counters of one replica, read by the metrics exporter.
@@ -413,9 +417,26 @@ impl Replica {
 
     /// Queues a write for the group-commit writer. Fails fast (without
     /// queueing) on oversized or invalid input and when the queue is full.
+    /// The record names no actor: Strata's own writes (replication without
+    /// one, the sweep, tracts, transactions).
     pub fn submit(&self, op: WriteOp) -> PendingWrite {
+        self.submit_as(op, None)
+    }
+
+    /// [`Replica::submit`], the record naming `actor` as who made the
+    /// change (an access key id, `node`, `anonymous`: change capture's
+    /// `who`, docs/events.md); at most 255 bytes.
+    pub fn submit_as(&self, op: WriteOp, actor: Option<Arc<str>>) -> PendingWrite {
         let c = &self.shared.config;
-        let len = op.record_len();
+        let name = actor.as_deref().unwrap_or("");
+        if name.len() > strata_format::record::MAX_ACTOR_LEN {
+            return PendingWrite::ready(Err(EngineError::Invalid(format!(
+                "the actor is {} bytes, limit {}",
+                name.len(),
+                strata_format::record::MAX_ACTOR_LEN
+            ))));
+        }
+        let len = op.record_len(name);
         if let WriteOp::Put { props, .. } | WriteOp::ReplicaPut { props, .. } = &op {
             if len as u64 > c.record_bytes_max {
                 return PendingWrite::ready(Err(EngineError::TooLarge { size: len as u64, max: c.record_bytes_max }));
@@ -432,7 +453,7 @@ impl Replica {
         let (reply, rx) = oneshot::channel();
         let tx = self.tx.lock().unwrap_or_else(|p| p.into_inner());
         let sent = match tx.as_ref() {
-            Some(tx) => tx.try_send(Queued::Write(WriteReq { op, len, reply })).map_err(|e| match e {
+            Some(tx) => tx.try_send(Queued::Write(WriteReq { op, actor, len, reply })).map_err(|e| match e {
                 mpsc::TrySendError::Full(_) => EngineError::Busy { partition: self.partition() },
                 mpsc::TrySendError::Disconnected(_) => EngineError::Closed,
             }),
@@ -561,7 +582,16 @@ impl Replica {
             None if with_data => (segment_bytes(seg, data_start, rec.data_len), Some(FileRange::new(seg, data_start, rec.data_len))),
             None => (Bytes::new(), None),
         };
-        Ok(BlobRecord { key: key.clone(), props: rec.props.unwrap_or_default(), created_ms: rec.time_ms, expiry_ms, size: rec.data_len, data, file_range })
+        Ok(BlobRecord {
+            key: key.clone(),
+            props: rec.props.unwrap_or_default(),
+            created_ms: rec.time_ms,
+            expiry_ms,
+            size: rec.data_len,
+            data,
+            file_range,
+            actor: rec.actor,
+        })
     }
 
     /// Reads a live blob: its properties and a zero-copy view of its data.

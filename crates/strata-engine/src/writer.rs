@@ -30,6 +30,8 @@ struct Encoded {
     parts: Vec<Bytes>,
     len: usize,
     rec: DecodedRecord,
+    /// Who made the change, for the journal (the record holds it too).
+    actor: Option<Arc<str>>,
     /// The write repairs (or deletes) a quarantined key: once durable, the
     /// key leaves the damage list.
     clears_damage: bool,
@@ -255,11 +257,12 @@ impl Writer {
                 Err(e) => {
                     let _ = req.reply.send(Err(e));
                 }
-                Ok(next) => match encode(req.op, self.next_lsn, now) {
+                Ok(next) => match encode(req.op, self.next_lsn, now, req.actor.as_deref().unwrap_or("")) {
                     Ok((parts, rec)) => {
                         pending.insert(key, (next, false, Some(out.len())));
                         self.next_lsn += 1;
-                        out.push(Encoded { reply: req.reply, len: rec.total_len as usize, parts, rec, clears_damage: damaged, followers: Vec::new() });
+                        let (len, actor) = (rec.total_len as usize, req.actor);
+                        out.push(Encoded { reply: req.reply, len, parts, rec, actor, clears_damage: damaged, followers: Vec::new() });
                     }
                     Err(e) => {
                         let _ = req.reply.send(Err(e));
@@ -389,7 +392,14 @@ impl Writer {
             let mut off = start;
             for e in group {
                 st.memtable.insert(located(seg_id, off, &e.rec));
-                st.journal.push(JournalEntry { lsn: e.rec.lsn, key: e.rec.key.clone(), kind: e.rec.kind, record_len: e.rec.total_len, time_ms: e.rec.time_ms });
+                st.journal.push(JournalEntry {
+                    lsn: e.rec.lsn,
+                    key: e.rec.key.clone(),
+                    kind: e.rec.kind,
+                    record_len: e.rec.total_len,
+                    time_ms: e.rec.time_ms,
+                    actor: e.actor.clone(),
+                });
                 off += e.len as u64;
                 let ack = WriteAck { lsn: e.rec.lsn, time_ms: e.rec.time_ms };
                 acks.push((e, ack));
@@ -556,11 +566,13 @@ fn write_all_vectored(file: &mut File, mut slices: Vec<IoSlice<'_>>) -> std::io:
     Ok(())
 }
 
-fn encode(op: WriteOp, lsn: u64, now: u64) -> Result<(Vec<Bytes>, DecodedRecord)> {
+/// The record of `op` by `actor`. The decoded form it returns (for the
+/// index) leaves the actor out: the journal takes it from the request.
+fn encode(op: WriteOp, lsn: u64, now: u64, actor: &str) -> Result<(Vec<Bytes>, DecodedRecord)> {
     let (parts, rec) = match op {
-        WriteOp::ReplicaPut { key, props, data, created_ms } => return encode(WriteOp::Put { key, props, data }, lsn, created_ms),
+        WriteOp::ReplicaPut { key, props, data, created_ms } => return encode(WriteOp::Put { key, props, data }, lsn, created_ms, actor),
         WriteOp::Put { key, props, data } => {
-            let (prefix, crc) = record::encode_put(lsn, now, &key, &props, &data).map_err(|e| EngineError::Invalid(e.to_string()))?;
+            let (prefix, crc) = record::encode_put(lsn, now, &key, &props, actor, &data).map_err(|e| EngineError::Invalid(e.to_string()))?;
             let data_offset = prefix.len() as u32;
             let total = (prefix.len() + data.len() + 4) as u32;
             let rec = DecodedRecord {
@@ -573,19 +585,21 @@ fn encode(op: WriteOp, lsn: u64, now: u64) -> Result<(Vec<Bytes>, DecodedRecord)
                 props: None::<PutProps>,
                 data_offset,
                 data_len: data.len() as u64,
+                actor: String::new(),
             };
             (vec![Bytes::from(prefix), data, Bytes::copy_from_slice(&crc)], rec)
         }
-        WriteOp::Delete { key } | WriteOp::ReplicaDelete { key } => small(record::RecordKind::Delete, lsn, now, key, 0),
-        WriteOp::TtlUpdate { key, expiry_ms } => small(record::RecordKind::TtlUpdate, lsn, now, key, expiry_ms),
+        WriteOp::Delete { key } | WriteOp::ReplicaDelete { key } => small(record::RecordKind::Delete, lsn, now, key, 0, actor)?,
+        WriteOp::TtlUpdate { key, expiry_ms } => small(record::RecordKind::TtlUpdate, lsn, now, key, expiry_ms, actor)?,
     };
     Ok((parts, rec))
 }
 
-fn small(kind: record::RecordKind, lsn: u64, now: u64, key: Key, expiry_ms: u64) -> (Vec<Bytes>, DecodedRecord) {
-    let b = record::encode_small(kind, lsn, now, &key, expiry_ms);
-    let rec = DecodedRecord { kind, lsn, time_ms: now, key, total_len: b.len() as u32, props: None, expiry_ms, data_offset: 0, data_len: 0 };
-    (vec![Bytes::from(b)], rec)
+fn small(kind: record::RecordKind, lsn: u64, now: u64, key: Key, expiry_ms: u64, actor: &str) -> Result<(Vec<Bytes>, DecodedRecord)> {
+    let b = record::encode_small(kind, lsn, now, &key, expiry_ms, actor).map_err(|e| EngineError::Invalid(e.to_string()))?;
+    let rec =
+        DecodedRecord { kind, lsn, time_ms: now, key, total_len: b.len() as u32, props: None, expiry_ms, data_offset: 0, data_len: 0, actor: String::new() };
+    Ok((vec![Bytes::from(b)], rec))
 }
 
 /// Errors are not Clone (io::Error); a batch failure is reported to each write.

@@ -44,7 +44,7 @@ fn puts_then_crash(dir: &Path, n: u32, clock: &ManualClock) -> Log {
     for i in 0..n {
         let op = put(i);
         offsets.push(at);
-        at += op.record_len() as u64;
+        at += op.record_len("") as u64;
         lsns.push(r.submit(op).wait().unwrap().lsn);
     }
     r.close_without_flush();
@@ -185,7 +185,7 @@ fn damage_at_the_end_of_a_sealed_segment_is_not_truncated() {
             std::fs::remove_file(e.path()).unwrap();
         }
     }
-    let rec_len = put(0).record_len() as u64;
+    let rec_len = put(0).record_len("") as u64;
     flip(&seg0, len0 - rec_len + 1000);
     let store = Store::open(dir.path(), cfg, Arc::new(clock.clone())).unwrap();
     let r = store.replica(1).unwrap();
@@ -297,7 +297,7 @@ fn a_flipped_header_byte_in_the_last_record_is_damage_not_a_torn_tail() {
         let r = store.create_replica(1).unwrap();
         r.submit(put(1)).wait().unwrap();
         r.submit(put(2)).wait().unwrap();
-        let tombstone_at = (strata_format::headers::SEGMENT_HEADER_BYTES + 2 * put(1).record_len()) as u64;
+        let tombstone_at = (strata_format::headers::SEGMENT_HEADER_BYTES + 2 * put(1).record_len("")) as u64;
         r.submit(WriteOp::Delete { key: key(1) }).wait().unwrap();
         r.close_without_flush();
         let path = r.dir().join("seg-00000000-g0000.log");

@@ -241,7 +241,7 @@ fn three_puts_then_crash() -> (tempfile::TempDir, ManualClock, std::path::PathBu
     let store = Store::open(dir.path(), config(), Arc::new(clock.clone())).unwrap();
     let r = store.create_replica(1).unwrap();
     let puts: Vec<WriteOp> = (0..3u8).map(|k| WriteOp::Put { key: key(k), props: PutProps::default(), data: Bytes::from(payload(k, 500, 0)) }).collect();
-    let end = strata_format::headers::SEGMENT_HEADER_BYTES as u64 + puts.iter().map(|p| p.record_len() as u64).sum::<u64>();
+    let end = strata_format::headers::SEGMENT_HEADER_BYTES as u64 + puts.iter().map(|p| p.record_len("") as u64).sum::<u64>();
     for p in puts {
         r.submit(p).wait().unwrap();
     }
@@ -257,7 +257,7 @@ fn torn_tail_is_truncated_not_served() {
     let (dir, clock, seg, end) = three_puts_then_crash();
     // Half a record followed by garbage, as a torn write leaves, where the
     // next record would have gone (over the zeros the writer filled ahead).
-    let (prefix, _) = strata_format::record::encode_put(99, 5, &key(9), &PutProps::default(), &[1; 300]).unwrap();
+    let (prefix, _) = strata_format::record::encode_put(99, 5, &key(9), &PutProps::default(), "", &[1; 300]).unwrap();
     let f = std::fs::OpenOptions::new().write(true).open(&seg).unwrap();
     {
         use std::os::unix::fs::FileExt;

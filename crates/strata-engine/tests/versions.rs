@@ -172,8 +172,14 @@ fn a_directory_of_the_previous_format_opens_unchanged() {
             assert_eq!(&b.data[..], &want[..], "blob {i}");
             assert_eq!((b.props.owner.as_str(), b.props.content_type.as_str()), (format!("owner-{i}").as_str(), "application/x-fixture"));
             assert_eq!(b.expiry_ms, if i == 5 { 4_000_000_000_000 } else { 0 }, "blob {i}");
+            assert_eq!(b.actor, "", "a record before format 4 names nobody");
         }
     };
+    // A version 4 record beside them names who wrote it, across a restart
+    // (the journal rebuilt from the log) and a compaction.
+    let new_key = Key::new(KeyKind::Blob, &[99; 16]).unwrap();
+    let new_put = || WriteOp::Put { key: new_key.clone(), props: PutProps::default(), data: Bytes::from_static(b"v4") };
+    let check_new = |r: &strata_engine::Replica| assert_eq!(r.get(&new_key).unwrap().actor, "AKNEW");
     {
         let store = open(dir.path(), &clock);
         let r = store.replica(3).expect("the fixture's partition 3");
@@ -181,15 +187,24 @@ fn a_directory_of_the_previous_format_opens_unchanged() {
         for v in [2, 9] {
             r.submit(put(&vkey(KeyKind::Tract, "t", v))).wait().unwrap();
         }
+        let lsn = r.submit_as(new_put(), Some(Arc::from("AKNEW"))).wait().unwrap().lsn;
+        check_new(&r);
+        store.close();
+        let store = open(dir.path(), &clock);
+        let r = store.replica(3).unwrap();
+        let journal = r.journal_since(lsn - 1, 1).expect("the journal reaches the last record");
+        assert_eq!(journal[0].actor.as_deref(), Some("AKNEW"), "the rebuilt journal names the writer");
         store.close();
     }
     let store = open(dir.path(), &clock);
     let r = store.replica(3).unwrap();
     verify_blobs(&r);
+    check_new(&r);
     assert_eq!(r.versions(&vkey(KeyKind::Tract, "t", 0)).unwrap(), vec![2, 9]);
     r.compact(true).unwrap();
     verify_blobs(&r);
     assert_eq!(r.versions(&vkey(KeyKind::Tract, "t", 0)).unwrap(), vec![9]);
+    check_new(&r);
 }
 
 fn copy_dir(from: &Path, to: &Path) {
@@ -367,9 +382,9 @@ fn a_damaged_newest_version_is_an_error_not_an_older_answer() {
         for v in 1..=3 {
             let op = put(&k(v));
             if v == 3 {
-                at += op.record_len() as u64 - 10;
+                at += op.record_len("") as u64 - 10;
             } else {
-                at += op.record_len() as u64;
+                at += op.record_len("") as u64;
             }
             r.submit(op).wait().unwrap();
         }

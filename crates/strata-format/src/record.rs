@@ -1,9 +1,9 @@
-//! Log records (format version 3; versions 1 and 2 are still read).
+//! Log records (format version 4; versions 1 to 3 are still read).
 //!
 //! ```text
 //! offset size  field
 //!  0      4    magic 0x52525453 ("STRR" little-endian)
-//!  4      1    format version (3)
+//!  4      1    format version (4)
 //!  5      1    record kind: 1 put, 2 delete, 3 ttl update
 //!  6      2    key length K (1..=64)
 //!  8      4    total record length, header to CRC inclusive
@@ -11,7 +11,9 @@
 //! 20      8    time_ms: when the operation was accepted
 //! 28      4    header CRC: CRC32C of bytes 0..28 and of the key
 //! 32      K    key (tag byte first)
-//! 32+K    ..   body (by kind, below)
+//! 32+K    1    actor length A (0..=255; version 4 on)
+//! 33+K    A    actor: who made the change (UTF-8; empty = not known)
+//! 33+K+A  ..   body (by kind, below)
 //! end-4   4    CRC32C of every preceding byte of the record
 //! ```
 //! Put body: `expiry_ms u64 (0 = never) | content-type (u16 len, bytes) |
@@ -31,6 +33,11 @@
 //! blob keys only, and a versioned key in one is refused as corrupt; a
 //! release that reads only versions 1 and 2 refuses version 3 records
 //! instead of misreading them.
+//!
+//! Version 4 adds the actor after the key: the identity that made the
+//! change (an access key id, `node`, `anonymous`), which change capture
+//! puts in the record's event (docs/events.md). Versions 1 to 3 have no
+//! actor and decode with an empty one.
 
 use crate::{FormatError, Reader, check_crc};
 use strata_types::{Key, MAX_KEY_LEN};
@@ -38,7 +45,9 @@ use strata_types::{Key, MAX_KEY_LEN};
 /// Magic of a log record.
 pub const RECORD_MAGIC: u32 = 0x5252_5453;
 /// Format version written by this code.
-pub const RECORD_VERSION: u8 = 3;
+pub const RECORD_VERSION: u8 = 4;
+/// Longest actor a record holds (its length is one byte).
+pub const MAX_ACTOR_LEN: usize = 255;
 /// Bytes of the fixed header before the key, in records this code writes.
 pub const RECORD_FIXED_BYTES: usize = 32;
 /// Bytes of the fixed header before the key in version 1 records.
@@ -114,8 +123,20 @@ impl PutProps {
     }
 }
 
-fn fixed_header(kind: RecordKind, key: &Key, total_len: u32, lsn: u64, time_ms: u64) -> Vec<u8> {
-    let mut b = Vec::with_capacity(RECORD_FIXED_BYTES + key.as_bytes().len() + 64);
+/// Bytes the actor takes in a record this code writes.
+pub fn actor_bytes(actor: &str) -> usize {
+    1 + actor.len()
+}
+
+fn check_actor(actor: &str) -> Result<(), FormatError> {
+    if actor.len() > MAX_ACTOR_LEN {
+        return Err(FormatError::Invalid { what: "record actor", detail: format!("{} bytes, limit {MAX_ACTOR_LEN}", actor.len()) });
+    }
+    Ok(())
+}
+
+fn fixed_header(kind: RecordKind, key: &Key, total_len: u32, lsn: u64, time_ms: u64, actor: &str) -> Vec<u8> {
+    let mut b = Vec::with_capacity(RECORD_FIXED_BYTES + key.as_bytes().len() + actor_bytes(actor) + 64);
     b.extend_from_slice(&RECORD_MAGIC.to_le_bytes());
     b.push(RECORD_VERSION);
     b.push(kind as u8);
@@ -126,10 +147,12 @@ fn fixed_header(kind: RecordKind, key: &Key, total_len: u32, lsn: u64, time_ms: 
     let header_crc = crate::crc::crc32c_append(crate::crc::crc32c(&b), key.as_bytes());
     b.extend_from_slice(&header_crc.to_le_bytes());
     b.extend_from_slice(key.as_bytes());
+    b.push(actor.len() as u8);
+    b.extend_from_slice(actor.as_bytes());
     b
 }
 
-/// A record header whose own CRC checks out (version 2 or 3): its fields can be
+/// A record header whose own CRC checks out (version 2 on): its fields can be
 /// trusted even when the rest of the record is damaged.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct CheckedHeader {
@@ -143,12 +166,12 @@ pub struct CheckedHeader {
     pub lsn: u64,
 }
 
-/// The header at the start of `buf` if it is a version 2 or 3 header whose
+/// The header at the start of `buf` if it is a version 2, 3 or 4 header whose
 /// CRC checks out; `None` for version 1 records and damaged headers.
 pub fn checked_header(buf: &[u8]) -> Option<CheckedHeader> {
     let total = peek_len(buf).ok()?;
     let version = *buf.get(4)?;
-    if version != 2 && version != 3 {
+    if !(2..=RECORD_VERSION).contains(&version) {
         return None;
     }
     let key_len = u16::from_le_bytes(buf.get(6..8)?.try_into().ok()?) as usize;
@@ -208,19 +231,26 @@ pub fn header_key(buf: &[u8]) -> Option<Key> {
     Key::from_encoded(buf.get(fixed..fixed + key_len)?)
 }
 
-/// Total encoded length of a put record.
-pub fn put_record_len(key: &Key, props: &PutProps, data_len: usize) -> usize {
-    RECORD_FIXED_BYTES + key.as_bytes().len() + props.encoded_len() + 8 + data_len + RECORD_CRC_BYTES
+/// Total encoded length of a put record by `actor`.
+pub fn put_record_len(key: &Key, props: &PutProps, data_len: usize, actor: &str) -> usize {
+    RECORD_FIXED_BYTES + key.as_bytes().len() + actor_bytes(actor) + props.encoded_len() + 8 + data_len + RECORD_CRC_BYTES
+}
+
+/// Total encoded length of a delete (`ttl` false) or TTL-update record by `actor`.
+pub fn small_record_len(key: &Key, ttl: bool, actor: &str) -> usize {
+    RECORD_FIXED_BYTES + key.as_bytes().len() + actor_bytes(actor) + if ttl { 8 } else { 0 } + RECORD_CRC_BYTES
 }
 
 /// Encodes a put record in two parts so the data is never copied: the prefix
 /// (everything before the data) and the trailer (the CRC). Write
-/// `prefix, data, trailer` in that order.
-pub fn encode_put(lsn: u64, time_ms: u64, key: &Key, props: &PutProps, data: &[u8]) -> Result<(Vec<u8>, [u8; 4]), FormatError> {
+/// `prefix, data, trailer` in that order. `actor` made the put (empty:
+/// not known).
+pub fn encode_put(lsn: u64, time_ms: u64, key: &Key, props: &PutProps, actor: &str, data: &[u8]) -> Result<(Vec<u8>, [u8; 4]), FormatError> {
     props.validate()?;
-    let total = put_record_len(key, props, data.len());
+    check_actor(actor)?;
+    let total = put_record_len(key, props, data.len(), actor);
     let total: u32 = total.try_into().map_err(|_| FormatError::Invalid { what: "put record", detail: format!("{total} bytes exceeds 4 GiB") })?;
-    let mut b = fixed_header(RecordKind::Put, key, total, lsn, time_ms);
+    let mut b = fixed_header(RecordKind::Put, key, total, lsn, time_ms, actor);
     b.extend_from_slice(&props.expiry_ms.to_le_bytes());
     for s in [&props.content_type, &props.owner] {
         b.extend_from_slice(&(s.len() as u16).to_le_bytes());
@@ -238,18 +268,20 @@ pub fn encode_put(lsn: u64, time_ms: u64, key: &Key, props: &PutProps, data: &[u
     Ok((b, crc.to_le_bytes()))
 }
 
-/// Encodes a complete delete or TTL-update record.
-pub fn encode_small(kind: RecordKind, lsn: u64, time_ms: u64, key: &Key, expiry_ms: u64) -> Vec<u8> {
-    assert!(kind != RecordKind::Put, "puts are encoded by encode_put");
-    let body = if kind == RecordKind::TtlUpdate { 8 } else { 0 };
-    let total = RECORD_FIXED_BYTES + key.as_bytes().len() + body + RECORD_CRC_BYTES;
-    let mut b = fixed_header(kind, key, total as u32, lsn, time_ms);
+/// Encodes a complete delete or TTL-update record made by `actor`.
+pub fn encode_small(kind: RecordKind, lsn: u64, time_ms: u64, key: &Key, expiry_ms: u64, actor: &str) -> Result<Vec<u8>, FormatError> {
+    if kind == RecordKind::Put {
+        return Err(FormatError::Invalid { what: "record kind", detail: "puts are encoded by encode_put".into() });
+    }
+    check_actor(actor)?;
+    let total = small_record_len(key, kind == RecordKind::TtlUpdate, actor);
+    let mut b = fixed_header(kind, key, total as u32, lsn, time_ms, actor);
     if kind == RecordKind::TtlUpdate {
         b.extend_from_slice(&expiry_ms.to_le_bytes());
     }
     let crc = crate::crc::crc32c(&b);
     b.extend_from_slice(&crc.to_le_bytes());
-    b
+    Ok(b)
 }
 
 /// A record decoded from a buffer, borrowing nothing: offsets are relative to
@@ -274,6 +306,8 @@ pub struct DecodedRecord {
     pub data_offset: u32,
     /// Length of the data (puts only).
     pub data_len: u64,
+    /// Who made the change (empty: not known, and in records before version 4).
+    pub actor: String,
 }
 
 /// Reads only the total length from a record's fixed header, validating
@@ -332,7 +366,13 @@ pub fn decode(buf: &[u8], verify_crc: bool) -> Result<DecodedRecord, FormatError
     if !key_allowed(version, &key) {
         return Err(FormatError::Invalid { what: "record key", detail: format!("a versioned key in a version {version} record") });
     }
-    let mut out = DecodedRecord { kind, lsn, time_ms, key, total_len: total as u32, props: None, expiry_ms: 0, data_offset: 0, data_len: 0 };
+    let actor = if version >= 4 {
+        let n = r.u8()? as usize;
+        r.string(n)?
+    } else {
+        String::new()
+    };
+    let mut out = DecodedRecord { kind, lsn, time_ms, key, total_len: total as u32, props: None, expiry_ms: 0, data_offset: 0, data_len: 0, actor };
     match kind {
         RecordKind::Put => {
             let expiry_ms = r.u64()?;
@@ -382,11 +422,11 @@ mod tests {
         fn put_round_trip(data in proptest::collection::vec(any::<u8>(), 0..300), ct in "[a-z/]{0,20}", meta in proptest::collection::vec(("[a-z]{1,8}", "\\PC{0,10}"), 0..4), lsn: u64, expiry: u64) {
             let k = key(b"abc");
             let props = PutProps { expiry_ms: expiry, content_type: ct, owner: "me".into(), meta };
-            let (prefix, crc) = encode_put(lsn, 5, &k, &props, &data).unwrap();
+            let (prefix, crc) = encode_put(lsn, 5, &k, &props, "", &data).unwrap();
             let mut rec = prefix.clone();
             rec.extend_from_slice(&data);
             rec.extend_from_slice(&crc);
-            prop_assert_eq!(rec.len(), put_record_len(&k, &props, data.len()));
+            prop_assert_eq!(rec.len(), put_record_len(&k, &props, data.len(), ""));
             let d = decode(&rec, true).unwrap();
             prop_assert_eq!(d.kind, RecordKind::Put);
             prop_assert_eq!(d.lsn, lsn);
@@ -403,12 +443,17 @@ mod tests {
         }
     }
 
-    /// `rec` rewritten as a record of `version` 2 (same layout as 3), CRCs
-    /// recomputed, as the release before versioned keys wrote it.
+    /// `rec` (version 4, no actor) rewritten as a record of `version` 2
+    /// (version 3's layout, without the actor byte), CRCs recomputed, as
+    /// the release before versioned keys wrote it.
     fn as_version_2(rec: &[u8]) -> Vec<u8> {
         let mut b = rec.to_vec();
         b[4] = 2;
         let key_len = u16::from_le_bytes([b[6], b[7]]) as usize;
+        assert_eq!(b[32 + key_len], 0, "an empty actor");
+        b.remove(32 + key_len);
+        let total = (b.len() as u32).to_le_bytes();
+        b[8..12].copy_from_slice(&total);
         let hcrc = crate::crc::crc32c_append(crate::crc::crc32c(&b[..28]), &b[32..32 + key_len]);
         b[28..32].copy_from_slice(&hcrc.to_le_bytes());
         let n = b.len();
@@ -421,13 +466,13 @@ mod tests {
     /// version 3 may carry one) and accepted in version 3.
     #[test]
     fn versioned_keys_need_version_3() {
-        let blob = encode_small(RecordKind::Delete, 3, 4, &key(b"b"), 0);
-        assert_eq!(blob[4], 3);
+        let blob = encode_small(RecordKind::Delete, 3, 4, &key(b"b"), 0, "").unwrap();
+        assert_eq!(blob[4], 4);
         let old = as_version_2(&blob);
         assert_eq!(decode(&old, true).unwrap().key, key(b"b"));
         assert!(checked_header(&old).is_some());
         let vk = Key::versioned(KeyKind::Tract, b"guid-and-index", 9).unwrap();
-        let (prefix, crc) = encode_put(5, 6, &vk, &PutProps::default(), b"tract").unwrap();
+        let (prefix, crc) = encode_put(5, 6, &vk, &PutProps::default(), "", b"tract").unwrap();
         let rec = [&prefix[..], b"tract", &crc[..]].concat();
         let d = decode(&rec, true).unwrap();
         assert_eq!((d.key.version(), d.key.versioned_body()), (Some(9), Some(&b"guid-and-index"[..])));
@@ -435,7 +480,7 @@ mod tests {
         assert!(matches!(decode(&old, true), Err(FormatError::Invalid { what: "record key", .. })));
         assert_eq!(checked_header(&old), None);
         let mut future = rec.clone();
-        future[4] = 4;
+        future[4] = 5;
         assert!(matches!(decode(&future, true), Err(FormatError::Version { .. })));
     }
 
@@ -466,7 +511,7 @@ mod tests {
     #[test]
     fn the_header_crc_tells_a_damaged_body_from_a_damaged_header() {
         let k = key(b"abc");
-        let (prefix, crc) = encode_put(42, 5, &k, &PutProps::default(), &[9; 100]).unwrap();
+        let (prefix, crc) = encode_put(42, 5, &k, &PutProps::default(), "", &[9; 100]).unwrap();
         let mut rec = prefix.clone();
         rec.extend_from_slice(&[9; 100]);
         rec.extend_from_slice(&crc);
@@ -489,7 +534,7 @@ mod tests {
     #[test]
     fn a_data_length_past_the_record_is_an_error() {
         let props = PutProps::default();
-        let (mut rec, crc) = encode_put(1, 1, &key(b"k"), &props, b"abc").unwrap();
+        let (mut rec, crc) = encode_put(1, 1, &key(b"k"), &props, "", b"abc").unwrap();
         rec.extend_from_slice(b"abc");
         rec.extend_from_slice(&crc);
         let at = rec.len() - 4 - 3 - 8;
@@ -500,7 +545,7 @@ mod tests {
     #[test]
     fn one_damaged_header_byte_is_repaired_and_two_are_not() {
         let k = key(b"some-key");
-        let rec = encode_small(RecordKind::Delete, 77, 5, &k, 0);
+        let rec = encode_small(RecordKind::Delete, 77, 5, &k, 0, "").unwrap();
         let want = checked_header(&rec).unwrap();
         assert_eq!(repair_header(&rec), None, "a whole header needs no repair");
         for at in 0..RECORD_FIXED_BYTES + k.as_bytes().len() {
@@ -516,12 +561,45 @@ mod tests {
         assert_ne!(repair_header(&two), Some(want), "two damaged bytes are not one");
     }
 
+    /// Version 4 records carry who made them; one over the limit is refused.
+    #[test]
+    fn the_actor_is_kept_and_bounded() {
+        let k = key(b"who");
+        let (prefix, crc) = encode_put(1, 2, &k, &PutProps::default(), "AKEXAMPLE", b"data").unwrap();
+        let rec = [&prefix[..], b"data", &crc[..]].concat();
+        assert_eq!(rec.len(), put_record_len(&k, &PutProps::default(), 4, "AKEXAMPLE"));
+        let d = decode(&rec, true).unwrap();
+        assert_eq!((d.actor.as_str(), &rec[d.data_offset as usize..d.data_offset as usize + 4]), ("AKEXAMPLE", &b"data"[..]));
+        for kind in [RecordKind::Delete, RecordKind::TtlUpdate] {
+            let rec = encode_small(kind, 3, 4, &k, 9, "node").unwrap();
+            assert_eq!(rec.len(), small_record_len(&k, kind == RecordKind::TtlUpdate, "node"));
+            assert_eq!(decode(&rec, true).unwrap().actor, "node");
+        }
+        let long = "x".repeat(MAX_ACTOR_LEN + 1);
+        assert!(encode_put(1, 2, &k, &PutProps::default(), &long, b"").is_err());
+        assert!(encode_small(RecordKind::Delete, 1, 2, &k, 0, &long).is_err());
+        assert!(encode_small(RecordKind::Put, 1, 2, &k, 0, "").is_err());
+        // Version 3 records (no actor) decode with none.
+        let v3 = {
+            let mut b = as_version_2(&encode_small(RecordKind::Delete, 3, 4, &k, 0, "").unwrap());
+            b[4] = 3;
+            let hcrc = crate::crc::crc32c_append(crate::crc::crc32c(&b[..28]), &b[32..32 + k.as_bytes().len()]);
+            b[28..32].copy_from_slice(&hcrc.to_le_bytes());
+            let n = b.len();
+            let crc = crate::crc::crc32c(&b[..n - 4]);
+            b[n - 4..].copy_from_slice(&crc.to_le_bytes());
+            b
+        };
+        let d = decode(&v3, true).unwrap();
+        assert_eq!((d.kind, d.lsn, d.actor.as_str()), (RecordKind::Delete, 3, ""));
+    }
+
     #[test]
     fn small_records() {
         let k = key(b"xyz");
-        let d = decode(&encode_small(RecordKind::Delete, 9, 1, &k, 0), true).unwrap();
+        let d = decode(&encode_small(RecordKind::Delete, 9, 1, &k, 0, "").unwrap(), true).unwrap();
         assert_eq!((d.kind, d.lsn, d.key), (RecordKind::Delete, 9, k.clone()));
-        let d = decode(&encode_small(RecordKind::TtlUpdate, 10, 1, &k, 777), true).unwrap();
+        let d = decode(&encode_small(RecordKind::TtlUpdate, 10, 1, &k, 777, "").unwrap(), true).unwrap();
         assert_eq!((d.kind, d.expiry_ms), (RecordKind::TtlUpdate, 777));
     }
 }

@@ -20,13 +20,13 @@ fn props() -> PutProps {
 pub(crate) fn record() -> Vec<Vec<u8>> {
     let mut out = Vec::new();
     for data in [&b""[..], b"hello, world", &[7u8; 300]] {
-        let (mut head, crc) = record::encode_put(5, 1_700_000_000_000, &key(1), &props(), data).expect("encodes");
+        let (mut head, crc) = record::encode_put(5, 1_700_000_000_000, &key(1), &props(), "AKSEED", data).expect("encodes");
         head.extend_from_slice(data);
         head.extend_from_slice(&crc);
         out.push(head);
     }
-    out.push(record::encode_small(RecordKind::Delete, 6, 1_700_000_000_001, &key(1), 0));
-    out.push(record::encode_small(RecordKind::TtlUpdate, 7, 1_700_000_000_002, &key(2), 1_800_000_000_000));
+    out.push(record::encode_small(RecordKind::Delete, 6, 1_700_000_000_001, &key(1), 0, "node").expect("encodes"));
+    out.push(record::encode_small(RecordKind::TtlUpdate, 7, 1_700_000_000_002, &key(2), 1_800_000_000_000, "").expect("encodes"));
     out
 }
 

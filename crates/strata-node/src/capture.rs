@@ -154,7 +154,7 @@ impl Source for Journal {
                 };
                 let c = blob.container();
                 let subject = Subject { blob: Some(blob.to_string()), container: Some(format!("{}/{}", c.account, c.container)), ..Subject::default() };
-                Some(Event::new(&self.node, &self.source, e.lsn, e.time_ms, kind, None, subject))
+                Some(Event::new(&self.node, &self.source, e.lsn, e.time_ms, kind, e.actor.as_deref().map(String::from), subject))
             })
             .collect();
         Ok(Read { upto: entries.last().map_or(after, |e| e.lsn), events })

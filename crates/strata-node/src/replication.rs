@@ -536,7 +536,9 @@ async fn apply_chunk(node: &ClusterNode, replica: &Arc<Replica>, source: Source<
     let young_above = if pushed && !chunk.from_index { rep.young_above(partition, peer, chunk.incarnation, now_ms) } else { None };
     let mut deferred_from: Option<u64> = None;
     let mut fetch: Vec<(Key, u32)> = Vec::new();
-    let mut deletes: Vec<Key> = Vec::new();
+    let mut deletes: Vec<(Key, Option<Arc<str>>)> = Vec::new();
+    // Who made the TTL updates copied here (their records name them too).
+    let mut ttl_actors: BTreeMap<Key, Arc<str>> = BTreeMap::new();
     let mut seen = BTreeSet::new();
     let mut claims = Claims { rep, partition, keys: Vec::new() };
     // Puts another peer's task is fetching: checked before the token moves.
@@ -565,9 +567,12 @@ async fn apply_chunk(node: &ClusterNode, replica: &Arc<Replica>, source: Source<
                 }
             }
             (RecordKind::TtlUpdate, KeyState::Missing | KeyState::Live { .. }) if seen.insert(key.clone()) => {
+                if let Some(a) = &e.actor {
+                    ttl_actors.insert(key.clone(), Arc::from(a.as_str()));
+                }
                 fetch.push((key, e.record_len));
             }
-            (RecordKind::Delete, KeyState::Missing | KeyState::Live { .. }) => deletes.push(key),
+            (RecordKind::Delete, KeyState::Missing | KeyState::Live { .. }) => deletes.push((key, e.actor.as_deref().map(Arc::from))),
             _ => {}
         }
     }
@@ -614,15 +619,18 @@ async fn apply_chunk(node: &ClusterNode, replica: &Arc<Replica>, source: Source<
                     let expiry = rec.expiry_ms;
                     let props: strata_format::PutProps = rec.props.into();
                     let put_expiry = props.expiry_ms;
+                    // The copies name who made the originals.
+                    let ttl_actor = ttl_actors.get(&key).cloned();
                     if matches!(replica.state_of(&key), KeyState::Missing) {
-                        pending.push(replica.submit(WriteOp::ReplicaPut { key: key.clone(), props, data: Bytes::clone(&data), created_ms: rec.created_ms }));
+                        let op = WriteOp::ReplicaPut { key: key.clone(), props, data: Bytes::clone(&data), created_ms: rec.created_ms };
+                        pending.push(replica.submit_as(op, rec.actor.as_deref().map(Arc::from)));
                         if expiry != put_expiry {
-                            pending.push(replica.submit(WriteOp::TtlUpdate { key, expiry_ms: expiry }));
+                            pending.push(replica.submit_as(WriteOp::TtlUpdate { key, expiry_ms: expiry }, ttl_actor));
                         }
                     } else if let KeyState::Live { expiry_ms, .. } = replica.state_of(&key)
                         && expiry_ms != expiry
                     {
-                        pending.push(replica.submit(WriteOp::TtlUpdate { key, expiry_ms: expiry }));
+                        pending.push(replica.submit_as(WriteOp::TtlUpdate { key, expiry_ms: expiry }, ttl_actor));
                     }
                 }
                 Fetched::Deleted => pending.push(replica.submit(WriteOp::ReplicaDelete { key })),
@@ -640,8 +648,8 @@ async fn apply_chunk(node: &ClusterNode, replica: &Arc<Replica>, source: Source<
         }
     }
     let mut pending = Vec::new();
-    for key in deletes {
-        pending.push(replica.submit(WriteOp::ReplicaDelete { key }));
+    for (key, actor) in deletes {
+        pending.push(replica.submit_as(WriteOp::ReplicaDelete { key }, actor));
     }
     for p in pending {
         match p.await {

@@ -162,7 +162,7 @@ pub(crate) async fn write_row(
 /// One op on another replica of a row, through the replica RPC.
 async fn remote_write(node: &ClusterNode, epoch: u64, partition: u64, addr: &str, op: &WriteOp) -> Result<(), (String, String)> {
     use strata_rpc::{RpcError, WireError as W};
-    match node.rpc().write(addr, epoch, partition, op).await {
+    match node.rpc().write(addr, epoch, partition, op, None).await {
         Ok(_) | Err(RpcError::Remote(W::AlreadyExists | W::NotFound | W::Deleted)) => Ok(()),
         Err(e) => Err((addr.to_string(), remote_error(node, e))),
     }

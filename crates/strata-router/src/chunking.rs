@@ -152,7 +152,7 @@ impl Router {
         if failure.is_none() && next_index == 0 {
             // Small blob: one simple put with the user's properties.
             let props = PutProps { expiry_ms, content_type: opts.content_type, owner: opts.owner, meta: opts.meta };
-            return self.put_one(BlobKind::Simple, opts.container, props, buf.freeze(), policy).await;
+            return self.put_one(BlobKind::Simple, opts.container, props, buf.freeze(), policy, &opts.actor).await;
         }
         if failure.is_none() && !buf.is_empty() {
             inflight.push(self.spawn_chunk(next_index, buf.split().freeze(), expiry_ms, &opts, policy, held.take()));
@@ -177,7 +177,7 @@ impl Router {
         done.sort_by_key(|c| c.0);
         let list = ChunkList { chunk_size: chunk_size as u64, total_size: total, chunks: done.iter().map(|c| (c.1, c.2)).collect() };
         let props = PutProps { expiry_ms, content_type: opts.content_type, owner: opts.owner, meta: opts.meta };
-        match self.put_one(BlobKind::Composite, opts.container, props, Bytes::from(list.encode()), policy).await {
+        match self.put_one(BlobKind::Composite, opts.container, props, Bytes::from(list.encode()), policy, &opts.actor).await {
             Ok(id) => Ok(id),
             Err(e) => {
                 self.delete_chunks(done.iter().map(|c| c.1)).await;
@@ -206,7 +206,7 @@ impl Router {
         let chunk_size = chunks.iter().map(|c| c.1).max().unwrap_or(0);
         let list = ChunkList { chunk_size, total_size, chunks };
         let props = PutProps { expiry_ms, content_type: opts.content_type, owner: opts.owner, meta: opts.meta };
-        self.put_one(BlobKind::Composite, opts.container, props, Bytes::from(list.encode()), policy).await
+        self.put_one(BlobKind::Composite, opts.container, props, Bytes::from(list.encode()), policy, &opts.actor).await
     }
 
     /// The pieces of a blob as [`Router::put_composite`] takes them: a
@@ -225,7 +225,7 @@ impl Router {
         if id.kind() != BlobKind::Composite {
             return Err(RouterError::BadRequest(format!("{id} is not a composite blob")));
         }
-        match self.write_quorum(id.partition(), strata_engine::WriteOp::Delete { key: id.key() }, self.policies().delete).await {
+        match self.write_quorum(id.partition(), strata_engine::WriteOp::Delete { key: id.key() }, self.policies().delete, &None).await {
             Ok(()) | Err(RouterError::Deleted) => Ok(()),
             Err(e) => Err(e),
         }
@@ -260,13 +260,13 @@ impl Router {
     ) -> impl std::future::Future<Output = Result<(usize, BlobId, u64), RouterError>> + use<> {
         let router = self.clone();
         let props = PutProps { expiry_ms, owner: opts.owner.clone(), ..PutProps::default() };
-        let container = opts.container;
+        let (container, actor) = (opts.container, opts.actor.clone());
         // The chunk's room in the upload buffer goes back as soon as it is
         // written, in the task: the put may not poll this future until much
         // later (it polls only when its window is full).
         let task = tokio::spawn(async move {
             let len = data.len() as u64;
-            let put = router.put_one(BlobKind::Chunk, container, props, data, policy).await.map(|id| (index, id, len));
+            let put = router.put_one(BlobKind::Chunk, container, props, data, policy, &actor).await.map(|id| (index, id, len));
             drop(room);
             put
         });
@@ -275,7 +275,7 @@ impl Router {
 
     async fn delete_chunks(&self, ids: impl Iterator<Item = BlobId>) {
         for id in ids {
-            if let Err(e) = self.write_quorum(id.partition(), strata_engine::WriteOp::Delete { key: id.key() }, self.policies().delete).await {
+            if let Err(e) = self.write_quorum(id.partition(), strata_engine::WriteOp::Delete { key: id.key() }, self.policies().delete, &None).await {
                 tracing::warn!(chunk = %id, error = %e, "could not delete a chunk of a failed put");
             }
         }

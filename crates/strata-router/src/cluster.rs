@@ -201,12 +201,16 @@ impl RemoteReplica {
 
 impl ReplicaHandle for RemoteReplica {
     fn write(&self, op: WriteOp) -> BoxFuture<'static, Result<WriteAck, ReplicaError>> {
+        self.write_as(op, None)
+    }
+
+    fn write_as(&self, op: WriteOp, actor: Option<Arc<str>>) -> BoxFuture<'static, Result<WriteAck, ReplicaError>> {
         if let Some(e) = self.skip() {
             return futures_util::future::ready(Err(e)).boxed();
         }
         let me = self.clone_handle();
         async move {
-            let r = me.rpc.write(&me.addr, me.epoch, me.partition, &op).await;
+            let r = me.rpc.write(&me.addr, me.epoch, me.partition, &op, actor.as_deref()).await;
             me.settle(r).map(|a| WriteAck { lsn: a.lsn, time_ms: a.time_ms })
         }
         .boxed()
@@ -220,7 +224,16 @@ impl ReplicaHandle for RemoteReplica {
         async move {
             let r = me.rpc.read(&me.addr, me.epoch, me.partition, &key, with_data).await.map(|(e, rec, data)| (e, (rec, data)));
             let (rec, data) = me.settle(r)?;
-            Ok(BlobRecord { key, props: rec.props.into(), created_ms: rec.created_ms, expiry_ms: rec.expiry_ms, size: rec.size, data, file_range: None })
+            Ok(BlobRecord {
+                key,
+                props: rec.props.into(),
+                created_ms: rec.created_ms,
+                expiry_ms: rec.expiry_ms,
+                size: rec.size,
+                data,
+                file_range: None,
+                actor: rec.actor.unwrap_or_default(),
+            })
         }
         .boxed()
     }

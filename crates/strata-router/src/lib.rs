@@ -38,6 +38,13 @@ use strata_types::{BlobId, BlobKind, Clock, ContainerRef, Key, PartitionId};
 pub trait ReplicaHandle: Send + Sync {
     /// Applies a write; resolves once it is durable on that replica.
     fn write(&self, op: WriteOp) -> BoxFuture<'static, Result<WriteAck, ReplicaError>>;
+    /// [`ReplicaHandle::write`], the record naming `actor` as who made the
+    /// change (change capture's `who`). A handle that cannot record it
+    /// writes without.
+    fn write_as(&self, op: WriteOp, actor: Option<Arc<str>>) -> BoxFuture<'static, Result<WriteAck, ReplicaError>> {
+        let _ = actor;
+        self.write(op)
+    }
     /// Reads a blob record (data included when `with_data`).
     fn read(&self, key: Key, with_data: bool) -> BoxFuture<'static, Result<BlobRecord, ReplicaError>>;
     /// Up to `max` keys after `after` (from the first when `None`), in key
@@ -255,6 +262,9 @@ pub struct PutOptions {
     pub meta: Vec<(String, String)>,
     /// Acks this put needs, overriding the cluster's put policy.
     pub policy: Option<Policy>,
+    /// Who puts it (an access key id, `node`, `anonymous`), recorded with
+    /// the blob and its chunks for change capture (docs/events.md, `who`).
+    pub actor: Option<Arc<str>>,
     /// The container (account and container ids) the blob and its chunks
     /// belong to; their ids say so.
     pub container: ContainerRef,
@@ -360,14 +370,22 @@ impl Router {
     /// nodes and 3 replicas, a put otherwise sent three copies out as
     /// often as not). Clients spread over the nodes still spread the puts
     /// over every partition.
-    pub(crate) async fn put_one(&self, kind: BlobKind, container: ContainerRef, props: PutProps, data: Bytes, policy: Policy) -> Result<BlobId, RouterError> {
+    pub(crate) async fn put_one(
+        &self,
+        kind: BlobKind,
+        container: ContainerRef,
+        props: PutProps,
+        data: Bytes,
+        policy: Policy,
+        actor: &Option<Arc<str>>,
+    ) -> Result<BlobId, RouterError> {
         let mut last = RouterError::NoWritablePartition;
         let mut candidates = self.view.writable_partitions();
         for _ in 0..self.config.put_attempts {
             let local: Vec<PartitionId> = candidates.iter().copied().filter(|p| self.view.holds_locally(*p)).collect();
             let Some((id, _member)) = self.new_id(kind, container, if local.is_empty() { &candidates } else { &local }, data.len() as u64) else { break };
             let op = WriteOp::Put { key: id.key(), props: props.clone(), data: data.clone() };
-            match self.write_quorum(id.partition(), op, policy).await {
+            match self.write_quorum(id.partition(), op, policy, actor).await {
                 Ok(()) => return Ok(id),
                 Err(e @ (RouterError::PartitionReadOnly(_) | RouterError::Unavailable(_))) => {
                     candidates.retain(|p| *p != id.partition());
@@ -385,7 +403,7 @@ impl Router {
     /// for `policy` acks. A put that a replica refuses as existing counts as
     /// an ack when that replica holds exactly this blob: replication copied
     /// it from a faster replica first. Anything else is a collision.
-    async fn write_quorum(&self, partition: PartitionId, op: WriteOp, policy: Policy) -> Result<(), RouterError> {
+    async fn write_quorum(&self, partition: PartitionId, op: WriteOp, policy: Policy, actor: &Option<Arc<str>>) -> Result<(), RouterError> {
         let mut replicas = self.view.replicas(partition);
         if replicas.is_empty() && !self.view.has_partition(partition) {
             self.view.catch_up().await;
@@ -416,10 +434,9 @@ impl Router {
         let mut pending: futures_util::stream::FuturesUnordered<_> = replicas
             .iter()
             .map(|r| {
-                let r = r.clone();
-                let op = op.clone();
+                let (r, op, actor) = (r.clone(), op.clone(), actor.clone());
                 async move {
-                    let res = r.write(op.clone()).await;
+                    let res = r.write_as(op.clone(), actor).await;
                     match (res, &op) {
                         (Err(ReplicaError::Engine(EngineError::AlreadyExists)), WriteOp::Put { key, props, data }) => match r.read(key.clone(), true).await {
                             Ok(rec) if rec.props == *props && rec.data == *data => Ok(true),
@@ -614,9 +631,10 @@ impl Router {
             };
             let mut props = rec.props.clone();
             props.expiry_ms = rec.expiry_ms;
+            let actor: Option<Arc<str>> = (!rec.actor.is_empty()).then(|| Arc::from(rec.actor.as_str()));
             for t in targets {
                 let op = WriteOp::ReplicaPut { key: key.clone(), props: props.clone(), data: rec.data.clone(), created_ms: rec.created_ms };
-                match t.write(op).await {
+                match t.write_as(op, actor.clone()).await {
                     Ok(_) => {
                         tracing::info!(key = %key, "read repair wrote a whole copy over a damaged one");
                         stats.read_repairs.fetch_add(1, Relaxed);
@@ -642,20 +660,21 @@ impl Router {
 
     /// Deletes a blob (and, for a chunked blob, its chunks).
     pub async fn delete(&self, id: BlobId) -> Result<(), RouterError> {
-        self.delete_with(id, None).await
+        self.delete_with(id, None, None).await
     }
 
-    /// Deletes a blob, with `policy` acks instead of the cluster's delete policy.
-    pub async fn delete_with(&self, id: BlobId, policy: Option<Policy>) -> Result<(), RouterError> {
+    /// Deletes a blob, with `policy` acks instead of the cluster's delete
+    /// policy, made by `actor` (recorded with the tombstone).
+    pub async fn delete_with(&self, id: BlobId, policy: Option<Policy>, actor: Option<Arc<str>>) -> Result<(), RouterError> {
         let policy = policy.unwrap_or(self.policies().delete);
         let list = self.chunk_list_if_composite(id).await?;
-        match self.write_quorum(id.partition(), WriteOp::Delete { key: id.key() }, policy).await {
+        match self.write_quorum(id.partition(), WriteOp::Delete { key: id.key() }, policy, &actor).await {
             Ok(()) | Err(RouterError::Deleted) => {}
             Err(e) => return Err(e),
         }
         if let Some(list) = list {
             for (chunk, _) in list.chunks {
-                if let Err(e) = self.write_quorum(chunk.partition(), WriteOp::Delete { key: chunk.key() }, policy).await {
+                if let Err(e) = self.write_quorum(chunk.partition(), WriteOp::Delete { key: chunk.key() }, policy, &actor).await {
                     // The composite is gone, so the chunk is unreachable; compaction
                     // reclaims it once it expires or a later sweep deletes it.
                     tracing::warn!(%chunk, error = %e, "could not delete a chunk of a deleted blob");
@@ -667,21 +686,22 @@ impl Router {
 
     /// Sets a new time to live (None = forever), counted from now.
     pub async fn update_ttl(&self, id: BlobId, ttl_ms: Option<u64>) -> Result<(), RouterError> {
-        self.update_ttl_with(id, ttl_ms, None).await
+        self.update_ttl_with(id, ttl_ms, None, None).await
     }
 
-    /// Sets a new time to live with `policy` acks instead of the cluster's.
-    pub async fn update_ttl_with(&self, id: BlobId, ttl_ms: Option<u64>, policy: Option<Policy>) -> Result<(), RouterError> {
+    /// Sets a new time to live with `policy` acks instead of the cluster's,
+    /// made by `actor` (recorded with the update).
+    pub async fn update_ttl_with(&self, id: BlobId, ttl_ms: Option<u64>, policy: Option<Policy>, actor: Option<Arc<str>>) -> Result<(), RouterError> {
         let policy = policy.unwrap_or(self.policies().ttl_update);
         let expiry_ms = ttl_ms.map_or(0, |t| self.clock.now_ms().saturating_add(t.max(1)));
         let list = self.chunk_list_if_composite(id).await?;
         // Chunks first: a blob whose composite outlives its chunks would be broken.
         if let Some(list) = list {
             for (chunk, _) in list.chunks {
-                self.write_quorum(chunk.partition(), WriteOp::TtlUpdate { key: chunk.key(), expiry_ms }, policy).await?;
+                self.write_quorum(chunk.partition(), WriteOp::TtlUpdate { key: chunk.key(), expiry_ms }, policy, &actor).await?;
             }
         }
-        self.write_quorum(id.partition(), WriteOp::TtlUpdate { key: id.key(), expiry_ms }, policy).await
+        self.write_quorum(id.partition(), WriteOp::TtlUpdate { key: id.key(), expiry_ms }, policy, &actor).await
     }
 
     async fn chunk_list_if_composite(&self, id: BlobId) -> Result<Option<strata_format::ChunkList>, RouterError> {
@@ -769,7 +789,7 @@ impl Router {
     /// keeps its chunks. For the orphan sweep, which decides on every
     /// record by itself.
     pub async fn remove_record(&self, id: BlobId) -> Result<(), RouterError> {
-        match self.write_quorum(id.partition(), WriteOp::Delete { key: id.key() }, self.policies().delete).await {
+        match self.write_quorum(id.partition(), WriteOp::Delete { key: id.key() }, self.policies().delete, &None).await {
             Ok(()) | Err(RouterError::Deleted) => Ok(()),
             Err(e) => Err(e),
         }

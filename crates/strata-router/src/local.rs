@@ -24,7 +24,10 @@ pub(crate) struct LocalReplica(pub(crate) Arc<Replica>);
 
 impl ReplicaHandle for LocalReplica {
     fn write(&self, op: WriteOp) -> BoxFuture<'static, Result<WriteAck, ReplicaError>> {
-        self.0.submit(op).map(|r| r.map_err(ReplicaError::from)).boxed()
+        self.write_as(op, None)
+    }
+    fn write_as(&self, op: WriteOp, actor: Option<Arc<str>>) -> BoxFuture<'static, Result<WriteAck, ReplicaError>> {
+        self.0.submit_as(op, actor).map(|r| r.map_err(ReplicaError::from)).boxed()
     }
     fn read(&self, key: Key, with_data: bool) -> BoxFuture<'static, Result<BlobRecord, ReplicaError>> {
         let r = if with_data { self.0.get(&key) } else { self.0.info(&key) };

@@ -327,7 +327,7 @@ async fn a_node_whose_map_lags_catches_up_before_calling_a_partition_missing() {
     // A delete too (on every replica before it returns, so the get below
     // cannot meet a copy whose delete is still finishing).
     let (view, deleter) = lagging(&rs);
-    deleter.delete_with(id, Some(Policy::All)).await.unwrap();
+    deleter.delete_with(id, Some(Policy::All), None).await.unwrap();
     assert_eq!(view.catch_ups.load(Ordering::SeqCst), 1);
     assert!(matches!(writer.get(id, None).await.map(|_| ()), Err(RouterError::Deleted | RouterError::NotFound)));
     // A partition that does not exist even after catching up: 404, once.

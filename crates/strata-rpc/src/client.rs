@@ -37,6 +37,27 @@ fn answer_of<T: serde::de::DeserializeOwned>(addr: &str, kind: u16, body: &Bytes
     }
 }
 
+/// [`answer_of`] with the answer's [`Extension`].
+fn answer_of_ext<T: serde::de::DeserializeOwned>(addr: &str, kind: u16, body: &Bytes) -> Result<(u64, T, Extension, Bytes), RpcError> {
+    let (answer, ext, data): (Answer<T>, Extension, Bytes) = decode_message_ext(kind, body).map_err(|e| RpcError::Garbage(format!("{addr}: {e}")))?;
+    match answer.result {
+        Ok(v) => Ok((answer.epoch, v, ext, data)),
+        Err(e) => Err(RpcError::Remote(e)),
+    }
+}
+
+/// Hands an extension's actors out to `n` items in order: none from a node
+/// that sent none (an earlier release), an error if the count differs.
+fn actors_for(addr: &str, actors: Vec<Option<String>>, n: usize) -> Result<Vec<Option<String>>, RpcError> {
+    if actors.is_empty() {
+        return Ok(vec![None; n]);
+    }
+    if actors.len() != n {
+        return Err(RpcError::Garbage(format!("{addr}: {} actors for {n} records", actors.len())));
+    }
+    Ok(actors)
+}
+
 /// An RPC client; cheap to clone.
 #[derive(Clone)]
 pub struct RpcClient {
@@ -70,8 +91,9 @@ impl RpcClient {
         answer_of(addr, kind, &body)
     }
 
-    /// Applies a write on `addr`'s replica of `partition`.
-    pub async fn write(&self, addr: &str, epoch: u64, partition: PartitionId, op: &WriteOp) -> Result<(u64, WireAck), RpcError> {
+    /// Applies a write on `addr`'s replica of `partition`, made by `actor`
+    /// (recorded with it: change capture's `who`).
+    pub async fn write(&self, addr: &str, epoch: u64, partition: PartitionId, op: &WriteOp, actor: Option<&str>) -> Result<(u64, WireAck), RpcError> {
         let (wire, data) = match op {
             WriteOp::Put { key, props, data } => (WireOp::Put { key: key.as_bytes().to_vec(), props: props.into() }, Some(data)),
             WriteOp::Delete { key } => (WireOp::Delete { key: key.as_bytes().to_vec() }, None),
@@ -83,7 +105,8 @@ impl RpcClient {
                 return Err(RpcError::Remote(WireError::Invalid("replicated deletes are pulled, not pushed".into())));
             }
         };
-        let frame = message(KIND_WRITE, &WriteRequest { epoch, partition, op: wire }, data.into_iter().cloned().collect());
+        let ext = Extension { actor: actor.map(String::from), ..Extension::default() };
+        let frame = message_ext(KIND_WRITE, &WriteRequest { epoch, partition, op: wire }, &ext, data.into_iter().cloned().collect());
         let (e, ack, _) = self.call(addr, "/rpc/v1/write", KIND_WRITE, frame).await?;
         Ok((e, ack))
     }
@@ -121,7 +144,9 @@ impl RpcClient {
     /// Reads a blob from `addr`'s replica.
     pub async fn read(&self, addr: &str, epoch: u64, partition: PartitionId, key: &Key, with_data: bool) -> Result<(u64, WireRecord, Bytes), RpcError> {
         let frame = message(KIND_READ, &ReadRequest { epoch, partition, key: key.as_bytes().to_vec(), with_data }, Vec::new());
-        let (e, rec, data): (u64, WireRecord, Bytes) = self.call(addr, "/rpc/v1/read", KIND_READ, frame).await?;
+        let body = self.http.post_chunks(addr, "/rpc/v1/read", frame, self.timeout).await.map_err(from_net)?;
+        let (e, mut rec, ext, data): (u64, WireRecord, Extension, Bytes) = answer_of_ext(addr, KIND_READ, &body)?;
+        rec.actor = ext.actor;
         if with_data && data.len() as u64 != rec.size {
             return Err(RpcError::Garbage(format!("{addr}: {} data bytes for a blob of {}", data.len(), rec.size)));
         }
@@ -131,7 +156,13 @@ impl RpcClient {
     /// Asks `addr` what its replicas hold after each token.
     pub async fn journal(&self, addr: &str, items: Vec<JournalItem>) -> Result<(u64, Vec<JournalAnswer>), RpcError> {
         let frame = message(KIND_JOURNAL, &items, Vec::new());
-        let (e, answers, _) = self.call(addr, "/rpc/v1/journal", KIND_JOURNAL, frame).await?;
+        let body = self.http.post_chunks(addr, "/rpc/v1/journal", frame, self.timeout).await.map_err(from_net)?;
+        let (e, mut answers, ext, _): (u64, Vec<JournalAnswer>, Extension, Bytes) = answer_of_ext(addr, KIND_JOURNAL, &body)?;
+        let n = answers.iter().filter_map(|a| a.result.as_ref().ok()).map(|c| c.entries.len()).sum();
+        let mut actors = actors_for(addr, ext.actors, n)?.into_iter();
+        for entry in answers.iter_mut().filter_map(|a| a.result.as_mut().ok()).flat_map(|c| c.entries.iter_mut()) {
+            entry.actor = actors.next().flatten();
+        }
         Ok((e, answers))
     }
 
@@ -150,9 +181,17 @@ impl RpcClient {
         // one buffer as it arrives, where a response body would be
         // gathered from its chunks and copied again. A fetch only reads,
         // so a reused session that broke is retried on a new one.
-        let (_, states, data): (u64, Vec<Fetched>, Bytes) = self.call_session(addr, KIND_FETCH, frame, true).await?;
+        let body = self.http.session_exchange(addr, &frame, true, self.timeout).await.map_err(from_net)?;
+        let (_, mut states, ext, data): (u64, Vec<Fetched>, Extension, Bytes) = answer_of_ext(addr, KIND_FETCH, &body)?;
         if states.len() != keys.len() {
             return Err(RpcError::Garbage(format!("{addr}: {} answers for {} keys", states.len(), keys.len())));
+        }
+        let live = states.iter().filter(|s| matches!(s, Fetched::Live(_))).count();
+        let mut actors = actors_for(addr, ext.actors, live)?.into_iter();
+        for s in states.iter_mut() {
+            if let Fetched::Live(r) = s {
+                r.actor = actors.next().flatten();
+            }
         }
         let mut off = 0usize;
         let mut out = Vec::with_capacity(states.len());

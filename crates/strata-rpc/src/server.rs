@@ -67,11 +67,11 @@ pub async fn serve(host: &dyn ReplicaHost, body: Bytes) -> Vec<Bytes> {
     let garbage = |kind: u16, e: DecodeError| message(kind, &Answer::<()> { epoch, result: Err(WireError::Invalid(e.to_string())) }, Vec::new());
     match kind {
         KIND_WRITE => {
-            let (req, data): (WriteRequest, Bytes) = match decode_message(KIND_WRITE, &body) {
+            let (req, ext, data): (WriteRequest, Extension, Bytes) = match decode_message_ext(KIND_WRITE, &body) {
                 Ok(x) => x,
                 Err(e) => return garbage(kind, e),
             };
-            let result = write(host, req, data).await;
+            let result = write(host, req, ext.actor, data).await;
             message(KIND_WRITE, &Answer { epoch, result }, Vec::new())
         }
         KIND_READ => {
@@ -80,7 +80,10 @@ pub async fn serve(host: &dyn ReplicaHost, body: Bytes) -> Vec<Bytes> {
                 Err(e) => return garbage(kind, e),
             };
             match host.fence(req.partition, req.epoch).await.and_then(|()| read(host, &req)) {
-                Ok((rec, data)) => message(KIND_READ, &Answer { epoch, result: Ok(rec) }, vec![data]),
+                Ok((rec, data)) => {
+                    let ext = Extension { actor: rec.actor.clone(), ..Extension::default() };
+                    message_ext(KIND_READ, &Answer { epoch, result: Ok(rec) }, &ext, vec![data])
+                }
                 Err(e) => message(KIND_READ, &Answer::<WireRecord> { epoch, result: Err(e) }, Vec::new()),
             }
         }
@@ -90,7 +93,8 @@ pub async fn serve(host: &dyn ReplicaHost, body: Bytes) -> Vec<Bytes> {
                 Err(e) => return garbage(kind, e),
             };
             let answers: Vec<JournalAnswer> = items.into_iter().map(|i| JournalAnswer { partition: i.partition, result: journal(host, &i) }).collect();
-            message(KIND_JOURNAL, &Answer { epoch, result: Ok(answers) }, Vec::new())
+            let actors = answers.iter().filter_map(|a| a.result.as_ref().ok()).flat_map(|c| c.entries.iter().map(|e| e.actor.clone())).collect();
+            message_ext(KIND_JOURNAL, &Answer { epoch, result: Ok(answers) }, &Extension { actors, ..Extension::default() }, Vec::new())
         }
         KIND_DIGEST => {
             let (req, _): (DigestRequest, Bytes) = match decode_message(KIND_DIGEST, &body) {
@@ -105,7 +109,10 @@ pub async fn serve(host: &dyn ReplicaHost, body: Bytes) -> Vec<Bytes> {
                 Err(e) => return garbage(kind, e),
             };
             match fetch(host, &req) {
-                Ok((states, data)) => message(KIND_FETCH, &Answer { epoch, result: Ok(states) }, data),
+                Ok((states, data)) => {
+                    let actors = states.iter().filter_map(|s| if let Fetched::Live(r) = s { Some(r.actor.clone()) } else { None }).collect();
+                    message_ext(KIND_FETCH, &Answer { epoch, result: Ok(states) }, &Extension { actors, ..Extension::default() }, data)
+                }
                 Err(e) => message(KIND_FETCH, &Answer::<Vec<Fetched>> { epoch, result: Err(e) }, Vec::new()),
             }
         }
@@ -136,7 +143,7 @@ pub async fn serve(host: &dyn ReplicaHost, body: Bytes) -> Vec<Bytes> {
     }
 }
 
-async fn write(host: &dyn ReplicaHost, req: WriteRequest, data: Bytes) -> Result<WireAck, WireError> {
+async fn write(host: &dyn ReplicaHost, req: WriteRequest, actor: Option<String>, data: Bytes) -> Result<WireAck, WireError> {
     host.fence(req.partition, req.epoch).await?;
     let r = host.writable(req.partition).ok_or_else(|| no_replica(host, req.partition, req.epoch))?;
     let op = match req.op {
@@ -145,7 +152,7 @@ async fn write(host: &dyn ReplicaHost, req: WriteRequest, data: Bytes) -> Result
         WireOp::TtlUpdate { key, expiry_ms } => WriteOp::TtlUpdate { key: decode_key(&key)?, expiry_ms },
         WireOp::Repair { key, props, created_ms } => WriteOp::ReplicaPut { key: decode_key(&key)?, props: props.into(), data, created_ms },
     };
-    let ack = r.submit(op).await?;
+    let ack = r.submit_as(op, actor.map(Arc::from)).await?;
     // The row may have changed while the write waited for its fsync: a
     // write the fence would refuse now is not acknowledged (it is durable
     // here, and the row's recovery treats it as never answered).
@@ -157,7 +164,13 @@ fn read(host: &dyn ReplicaHost, req: &ReadRequest) -> Result<(WireRecord, Bytes)
     let r = host.replica(req.partition).ok_or_else(|| no_replica(host, req.partition, req.epoch))?;
     let key = decode_key(&req.key)?;
     let rec = if req.with_data { r.get(&key)? } else { r.info(&key)? };
-    Ok((WireRecord { props: (&rec.props).into(), created_ms: rec.created_ms, expiry_ms: rec.expiry_ms, size: rec.size }, rec.data))
+    Ok((wire_record(&rec), rec.data))
+}
+
+/// A record's header on the wire, its actor with it.
+fn wire_record(rec: &strata_engine::BlobRecord) -> WireRecord {
+    let actor = (!rec.actor.is_empty()).then(|| rec.actor.clone());
+    WireRecord { props: (&rec.props).into(), created_ms: rec.created_ms, expiry_ms: rec.expiry_ms, size: rec.size, actor }
 }
 
 fn journal(host: &dyn ReplicaHost, item: &JournalItem) -> Result<JournalChunk, WireError> {
@@ -169,7 +182,13 @@ fn journal(host: &dyn ReplicaHost, item: &JournalItem) -> Result<JournalChunk, W
             incarnation: r.incarnation(),
             entries: entries
                 .into_iter()
-                .map(|e| WireEntry { lsn: e.lsn, key: e.key.as_bytes().to_vec(), kind: kind_byte(e.kind), record_len: e.record_len })
+                .map(|e| WireEntry {
+                    lsn: e.lsn,
+                    key: e.key.as_bytes().to_vec(),
+                    kind: kind_byte(e.kind),
+                    record_len: e.record_len,
+                    actor: e.actor.as_deref().map(String::from),
+                })
                 .collect(),
             from_index: false,
             next_lsn: status.next_lsn,
@@ -184,8 +203,8 @@ fn journal(host: &dyn ReplicaHost, item: &JournalItem) -> Result<JournalChunk, W
                 .into_iter()
                 .take(INDEX_LIST_MAX)
                 .filter_map(|(k, s)| match s {
-                    KeyState::Live { .. } => Some(WireEntry { lsn: 0, key: k.as_bytes().to_vec(), kind: RecordKind::Put as u8, record_len: 0 }),
-                    KeyState::Deleted => Some(WireEntry { lsn: 0, key: k.as_bytes().to_vec(), kind: RecordKind::Delete as u8, record_len: 0 }),
+                    KeyState::Live { .. } => Some(WireEntry { lsn: 0, key: k.as_bytes().to_vec(), kind: RecordKind::Put as u8, record_len: 0, actor: None }),
+                    KeyState::Deleted => Some(WireEntry { lsn: 0, key: k.as_bytes().to_vec(), kind: RecordKind::Delete as u8, record_len: 0, actor: None }),
                     KeyState::Missing => None,
                 })
                 .collect();
@@ -222,7 +241,7 @@ fn fetch(host: &dyn ReplicaHost, req: &FetchRequest) -> Result<(Vec<Fetched>, Ve
         let key = decode_key(k)?;
         match r.get_for_replication(&key) {
             Ok(rec) => {
-                states.push(Fetched::Live(WireRecord { props: (&rec.props).into(), created_ms: rec.created_ms, expiry_ms: rec.expiry_ms, size: rec.size }));
+                states.push(Fetched::Live(wire_record(&rec)));
                 data.push(rec.data);
             }
             Err(strata_engine::EngineError::Deleted) => states.push(Fetched::Deleted),

@@ -211,6 +211,10 @@ pub struct WireRecord {
     pub expiry_ms: u64,
     /// Size of the data.
     pub size: u64,
+    /// Who put it, if the record says: travels in the message's extension
+    /// ([`message_ext`]), not in this header.
+    #[serde(skip)]
+    pub actor: Option<String>,
 }
 
 /// One partition's part of a journal request.
@@ -235,6 +239,10 @@ pub struct WireEntry {
     pub kind: u8,
     /// Record size, bytes (a hint for batching fetches).
     pub record_len: u32,
+    /// Who made the change, if the record says: travels in the message's
+    /// extension ([`message_ext`]), not in this header.
+    #[serde(skip)]
+    pub actor: Option<String>,
 }
 
 /// What a peer has after a token.
@@ -434,6 +442,46 @@ impl WireError {
 #[error("malformed message: {0}")]
 pub struct DecodeError(pub String);
 
+/// Fields added to a message after its first release (who made a
+/// change, format version 4 records), encoded after its postcard header
+/// and inside the header's length: a node of an earlier release decodes
+/// the header and ignores what follows it (postcard reads no further than
+/// the header needs), and a message from such a node decodes with the
+/// extension's default.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct Extension {
+    /// A write request's actor; a read answer's record's actor.
+    pub actor: Option<String>,
+    /// A fetch answer's actors, one per `Fetched::Live` in order; a journal
+    /// answer's, one per entry of each chunk in order (answers in order).
+    pub actors: Vec<Option<String>>,
+}
+
+impl Extension {
+    /// Whether there is nothing to send (an earlier release's message).
+    pub fn is_empty(&self) -> bool {
+        self.actor.is_none() && self.actors.iter().all(Option::is_none)
+    }
+}
+
+/// [`message`] with an [`Extension`] after the header (none when empty).
+pub fn message_ext<H: Serialize>(kind: u16, header: &H, ext: &Extension, data: Vec<Bytes>) -> Vec<Bytes> {
+    let mut h = postcard::to_stdvec(header).expect("messages always serialize");
+    if !ext.is_empty() {
+        h.extend_from_slice(&postcard::to_stdvec(ext).expect("extensions always serialize"));
+    }
+    message_raw(kind, h, data)
+}
+
+/// [`decode_message`], also giving the [`Extension`] after the header
+/// (the default when there is none).
+pub fn decode_message_ext<H: serde::de::DeserializeOwned>(kind: u16, frame: &Bytes) -> Result<(H, Extension, Bytes), DecodeError> {
+    let (head, data) = split_message(kind, frame)?;
+    let (header, rest) = postcard::take_from_bytes(head).map_err(|e| DecodeError(e.to_string()))?;
+    let ext = if rest.is_empty() { Extension::default() } else { postcard::from_bytes(rest).map_err(|e| DecodeError(format!("extension: {e}")))? };
+    Ok((header, ext, data))
+}
+
 /// Encodes a message: header then raw data, in one frame of `kind`.
 pub fn encode_message<H: Serialize>(kind: u16, header: &H, data: &[&[u8]]) -> Vec<u8> {
     message(kind, header, data.iter().map(|d| Bytes::copy_from_slice(d)).collect()).concat()
@@ -450,7 +498,10 @@ const SHARED_PART_MIN: usize = 64 << 10;
 /// no copy before the transport's own), the checksum. Joined, the chunks
 /// are [`encode_message`]'s bytes.
 pub fn message<H: Serialize>(kind: u16, header: &H, data: Vec<Bytes>) -> Vec<Bytes> {
-    let h = postcard::to_stdvec(header).expect("messages always serialize");
+    message_raw(kind, postcard::to_stdvec(header).expect("messages always serialize"), data)
+}
+
+fn message_raw(kind: u16, h: Vec<u8>, data: Vec<Bytes>) -> Vec<Bytes> {
     let hlen = (h.len() as u32).to_le_bytes();
     let (head, tail) = {
         let mut parts: Vec<&[u8]> = vec![&hlen, &h];
@@ -478,6 +529,13 @@ pub fn message<H: Serialize>(kind: u16, header: &H, data: Vec<Bytes>) -> Vec<Byt
 
 /// Decodes a frame of `kind` into its header and the data after it.
 pub fn decode_message<H: serde::de::DeserializeOwned>(kind: u16, frame: &Bytes) -> Result<(H, Bytes), DecodeError> {
+    let (head, data) = split_message(kind, frame)?;
+    let header = postcard::from_bytes(head).map_err(|e| DecodeError(e.to_string()))?;
+    Ok((header, data))
+}
+
+/// A frame of `kind`'s header bytes and data.
+fn split_message(kind: u16, frame: &Bytes) -> Result<(&[u8], Bytes), DecodeError> {
     let (k, payload) = decode_frame(frame).map_err(|e| DecodeError(e.to_string()))?;
     if k != kind {
         return Err(DecodeError(format!("frame kind {k:#x}, expected {kind:#x}")));
@@ -489,11 +547,10 @@ pub fn decode_message<H: serde::de::DeserializeOwned>(kind: u16, frame: &Bytes) 
     if payload.len() < 4 + hlen {
         return Err(DecodeError(format!("header of {hlen} bytes overruns the payload")));
     }
-    let header = postcard::from_bytes(&payload[4..4 + hlen]).map_err(|e| DecodeError(e.to_string()))?;
     // Zero-copy: the data is a slice of the received frame.
     let start = payload.as_ptr() as usize - frame.as_ptr() as usize + 4 + hlen;
     let end = start + payload.len() - 4 - hlen;
-    Ok((header, frame.slice(start..end)))
+    Ok((&payload[4..4 + hlen], frame.slice(start..end)))
 }
 
 /// Decodes an encoded key, naming the problem.
@@ -513,6 +570,31 @@ pub struct Answer<T> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A write with an actor decodes on a node of the release before the
+    /// extension (the header alone, the data intact), and a write from such
+    /// a node decodes with no actor.
+    #[test]
+    fn the_extension_is_invisible_to_the_release_before_it_and_optional_from_it() {
+        let req = WriteRequest { epoch: 7, partition: 2, op: WireOp::Delete { key: b"\x01k".to_vec() } };
+        let ext = Extension { actor: Some("AKEXAMPLE".into()), ..Extension::default() };
+        let data = Bytes::from_static(b"payload");
+        let new = Bytes::from(message_ext(KIND_WRITE, &req, &ext, vec![data.clone()]).concat());
+        let (old_view, old_data): (WriteRequest, Bytes) = decode_message(KIND_WRITE, &new).unwrap();
+        assert_eq!((old_view, old_data), (req.clone(), data.clone()));
+        let (h, got, d): (WriteRequest, Extension, Bytes) = decode_message_ext(KIND_WRITE, &new).unwrap();
+        assert_eq!((h, got, d), (req.clone(), ext, data.clone()));
+        let old = Bytes::from(message(KIND_WRITE, &req, vec![data.clone()]).concat());
+        let (h, got, d): (WriteRequest, Extension, Bytes) = decode_message_ext(KIND_WRITE, &old).unwrap();
+        assert_eq!((h, got, d), (req.clone(), Extension::default(), data));
+        // An empty extension sends nothing: the same bytes as before it.
+        assert_eq!(message_ext(KIND_WRITE, &req, &Extension::default(), Vec::new()).concat(), message(KIND_WRITE, &req, Vec::new()).concat());
+        // Garbage after the header is refused, not taken for an actor.
+        let mut bad = postcard::to_stdvec(&req).unwrap();
+        bad.extend_from_slice(&[0xff; 3]);
+        let frame = Bytes::from(message_raw(KIND_WRITE, bad, Vec::new()).concat());
+        assert!(decode_message_ext::<WriteRequest>(KIND_WRITE, &frame).is_err());
+    }
 
     #[test]
     fn a_message_in_chunks_is_the_encoded_message_and_shares_its_large_parts() {

@@ -3,7 +3,7 @@
 use crate::error::ApiError;
 use crate::{AppState, USER_META_BYTES_MAX};
 use axum::body::Body;
-use axum::extract::{Path, State};
+use axum::extract::{Extension, Path, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post, put};
@@ -111,14 +111,21 @@ fn put_options(h: &HeaderMap, container: strata_types::ContainerRef) -> Result<P
         policy: parse_policy(h)?,
         container,
         size_hint: None,
+        actor: None,
     })
 }
 
-async fn put_blob(State(st): S, headers: HeaderMap, body: Body) -> Response {
+/// Who a native write's record names (change capture's `who`).
+fn actor(who: &crate::Principal) -> Option<Arc<str>> {
+    who.who().map(Arc::from)
+}
+
+async fn put_blob(State(st): S, Extension(who): Extension<crate::Principal>, headers: HeaderMap, body: Body) -> Response {
     let t = Instant::now();
     let r = async {
         let container = strata_names::read(&*st.names, |s| crate::auth::put_container(headers.get("x-strata-container").map(HeaderValue::as_bytes), s))?;
         let mut opts = put_options(&headers, container)?;
+        opts.actor = actor(&who);
         let max = st.router.config().blob_bytes_max;
         if let Some(len) = header_str(&headers, "content-length")? {
             let len: u64 = len.parse().map_err(|_| ApiError::BadHeader { name: "content-length".into(), reason: "not a number".into() })?;
@@ -279,23 +286,23 @@ async fn blob_info(State(st): S, Path(id): Path<String>) -> Response {
     done(&st, "info", t, r)
 }
 
-async fn delete_blob(State(st): S, Path(id): Path<String>, headers: HeaderMap) -> Response {
+async fn delete_blob(State(st): S, Extension(who): Extension<crate::Principal>, Path(id): Path<String>, headers: HeaderMap) -> Response {
     let t = Instant::now();
     let r = async {
-        st.router.delete_with(BlobId::parse(&id)?, parse_policy(&headers)?).await?;
+        st.router.delete_with(BlobId::parse(&id)?, parse_policy(&headers)?, actor(&who)).await?;
         Ok(StatusCode::NO_CONTENT.into_response())
     }
     .await;
     done(&st, "delete", t, r)
 }
 
-async fn update_ttl(State(st): S, Path(id): Path<String>, headers: HeaderMap) -> Response {
+async fn update_ttl(State(st): S, Extension(who): Extension<crate::Principal>, Path(id): Path<String>, headers: HeaderMap) -> Response {
     let t = Instant::now();
     let r = async {
         let id = BlobId::parse(&id)?;
         let ttl = parse_ttl(&headers)?
             .ok_or_else(|| ApiError::BadHeader { name: "x-strata-ttl".into(), reason: "required: seconds from now, or \"never\"".into() })?;
-        st.router.update_ttl_with(id, ttl, parse_policy(&headers)?).await?;
+        st.router.update_ttl_with(id, ttl, parse_policy(&headers)?, actor(&who)).await?;
         Ok(StatusCode::NO_CONTENT.into_response())
     }
     .await;

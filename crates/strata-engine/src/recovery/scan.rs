@@ -38,8 +38,9 @@ pub(crate) struct Damaged {
     pub hides_others: bool,
 }
 
-/// The longest record that is not a put: a TTL update of the longest key.
-const SMALL_RECORD_BYTES_MAX: usize = record::RECORD_FIXED_BYTES + strata_types::MAX_KEY_LEN + 8 + record::RECORD_CRC_BYTES;
+/// The longest record that is not a put: a TTL update of the longest key
+/// by the longest actor.
+const SMALL_RECORD_BYTES_MAX: usize = record::RECORD_FIXED_BYTES + strata_types::MAX_KEY_LEN + 1 + record::MAX_ACTOR_LEN + 8 + record::RECORD_CRC_BYTES;
 
 /// A damaged range of `len` bytes whose bytes start with `head`: its key
 /// if the header names one, and whether it may hide another key's delete
