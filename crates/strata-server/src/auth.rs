@@ -188,7 +188,7 @@ pub(crate) fn classify(method: &Method, path: &str, container: Option<&[u8]>, na
         // Writing a read-write store takes the store's admin grant (the
         // grants have no separate write right yet).
         (Method::PUT | Method::DELETE, ["rw", store, _]) => Need::Right(OwnedRight::KvAdmin(decode(store))),
-        (Method::GET, ["admin", "kv"]) => Need::Authenticated,
+        (Method::GET, ["admin", "kv"]) | (Method::GET, ["admin", "whoami"]) => Need::Authenticated,
         (Method::POST, ["admin", "kv", store]) | (Method::POST, ["admin", "kv", store, _]) => Need::Right(OwnedRight::KvAdmin(decode(store))),
         (Method::GET, ["admin", "kv", store, "live", _]) => Need::Right(OwnedRight::KvAdmin(decode(store))),
         (Method::GET, ["meta", "v1", "map"]) => Need::Authenticated,

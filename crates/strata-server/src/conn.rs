@@ -49,7 +49,13 @@ pub async fn serve(
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,
 ) -> io::Result<()> {
     let acceptor = tls.map(tokio_rustls::TlsAcceptor::from);
-    let service = TowerToHyperService::new(crate::app(state.clone()));
+    // The console calls this listener as its signed-in users. Over TLS it
+    // is not served yet (its client would need this node's certificate).
+    let console = match (&acceptor, listener.local_addr()) {
+        (None, Ok(addr)) => Some(crate::console_for(addr, state.router.clock().clone())),
+        _ => None,
+    };
+    let service = TowerToHyperService::new(crate::app_with(state.clone(), console));
     let graceful = GracefulShutdown::new();
     let (stop_tx, stop_rx) = watch::channel(false);
     let mut tasks = tokio::task::JoinSet::new();

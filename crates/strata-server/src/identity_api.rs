@@ -49,6 +49,7 @@ pub(crate) fn routes() -> axum::Router<Arc<AppState>> {
             .route(&format!("{base}/{{id}}/expiry"), put(set_expiry));
     }
     r.route("/admin/containers", get(list_containers).post(create_container))
+        .route("/admin/whoami", get(whoami))
         .route("/admin/s3/buckets", get(list_buckets))
         .route("/admin/s3/buckets/{bucket}/public", put(set_public))
         .route("/meta/v1/barrier", axum::routing::post(barrier))
@@ -104,6 +105,16 @@ fn key_json(s: &NameState, k: &AccessKey) -> serde_json::Value {
         "access_key_id": k.id, "name": k.name, "admin": k.admin, "created_ms": k.created_ms,
         "expires_ms": (expires != 0).then_some(expires), "grants": grants, "containers": containers, "kv": kv,
     })
+}
+
+/// Who signed the request: the key with its rights (what the console
+/// shows its user), `{"principal": ...}` for any other caller.
+async fn whoami(State(st): S, axum::extract::Extension(who): axum::extract::Extension<crate::Principal>) -> Response {
+    let v = match &who {
+        crate::Principal::Key(id) => strata_names::read(&*st.names, |s| s.keys.get(id).map(|k| key_json(s, k))),
+        _ => None,
+    };
+    Json(v.unwrap_or_else(|| serde_json::json!({ "principal": who.label() }))).into_response()
 }
 
 async fn list_keys(State(st): S) -> Response {

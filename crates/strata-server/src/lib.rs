@@ -13,7 +13,7 @@
 //! Layer rule (checked by the test command): may use strata-types,
 //! strata-engine, strata-router, strata-cluster, strata-rpc, strata-kv,
 //! strata-rwstore, strata-tract, strata-txn, strata-names, strata-client, strata-auth, strata-net, strata-node,
-//! strata-format, strata-sse, strata-events; never the S3 crate or the CLI.
+//! strata-format, strata-sse, strata-events, strata-console; never the S3 crate or the CLI.
 
 pub mod audit;
 pub mod auth;
@@ -165,7 +165,22 @@ impl AppState {
 
 /// The axum application: every route behind the authentication middleware.
 pub fn app(state: Arc<AppState>) -> axum::Router {
-    handlers::routes()
+    app_with(state, None)
+}
+
+/// The web console of a node listening (plain HTTP) on `addr`: its pages
+/// call the node's own API there, signed as their users.
+pub fn console_for(addr: std::net::SocketAddr, clock: Arc<dyn strata_types::Clock>) -> Arc<strata_console::Console> {
+    let ip = if addr.ip().is_unspecified() { std::net::IpAddr::from([127, 0, 0, 1]) } else { addr.ip() };
+    let url = format!("http://{}", std::net::SocketAddr::new(ip, addr.port()));
+    let backend: strata_console::Backend =
+        Arc::new(move |credentials| strata_client::Client::with_options(&url, &strata_client::ClientOptions { credentials, ..Default::default() }));
+    strata_console::Console::new(backend, false, clock)
+}
+
+/// [`app`] with the web console's pages under `/ui`, when given.
+pub fn app_with(state: Arc<AppState>, console: Option<Arc<strata_console::Console>>) -> axum::Router {
+    let api = handlers::routes()
         .merge(cluster_api::routes())
         .merge(kv_api::routes())
         .merge(rw_api::routes())
@@ -175,7 +190,14 @@ pub fn app(state: Arc<AppState>) -> axum::Router {
         .merge(kms_api::routes())
         .merge(events_api::routes())
         .layer(axum::middleware::from_fn_with_state(state.clone(), auth::middleware))
-        .with_state(state)
+        .with_state(state);
+    // The console's pages sit beside the API, not behind its signature
+    // check: they sign their users in themselves, and every call they make
+    // for them comes back through that check.
+    match console {
+        Some(c) => strata_console::routes(c).merge(api),
+        None => api,
+    }
 }
 
 pub use conn::{serve, serve_service};

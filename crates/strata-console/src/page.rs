@@ -1,0 +1,127 @@
+//! The pages, rendered on the server: every value that came from a user
+//! or the node is escaped ([`esc`]).
+
+use crate::session::Session;
+use axum::response::Html;
+
+/// The style sheet, inside the binary.
+pub const CSS: &str = "\
+*{box-sizing:border-box}body{margin:0;font:16px/1.5 system-ui,sans-serif;color:#1b1f24;background:#f6f7f9}\
+header{display:flex;flex-wrap:wrap;gap:1rem;align-items:center;padding:.5rem 1rem;background:#1b2a41;color:#fff}\
+header a{color:#fff}header form{margin-left:auto}main{max-width:70rem;margin:0 auto;padding:1rem}\
+table{border-collapse:collapse;width:100%;background:#fff}th,td{text-align:left;padding:.4rem;border-bottom:1px solid #d0d5dd}\
+label{display:block;margin:.5rem 0 .2rem}input{font:inherit;padding:.4rem;width:100%;max-width:28rem}\
+button{font:inherit;padding:.4rem .9rem;cursor:pointer}a:focus,button:focus,input:focus{outline:3px solid #f0a500}\
+.error{border-left:4px solid #b42318;background:#fef3f2;padding:.5rem}.ok{border-left:4px solid #067647;background:#ecfdf3;padding:.5rem}\
+@media (max-width:40rem){header{flex-direction:column;align-items:flex-start}header form{margin-left:0}}";
+
+/// `s` escaped for HTML text and attribute values.
+pub fn esc(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for c in s.chars() {
+        match c {
+            '&' => out.push_str("&amp;"),
+            '<' => out.push_str("&lt;"),
+            '>' => out.push_str("&gt;"),
+            '"' => out.push_str("&quot;"),
+            '\'' => out.push_str("&#39;"),
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+fn doc(title: &str, header: &str, body: &str) -> Html<String> {
+    Html(format!(
+        "<!doctype html><html lang=\"en\"><head><meta charset=\"utf-8\"><meta name=\"viewport\" content=\"width=device-width,initial-scale=1\">\
+<title>{} · Strata</title><link rel=\"stylesheet\" href=\"/ui/static/console.css\"></head><body>{header}<main>{body}</main></body></html>",
+        esc(title)
+    ))
+}
+
+fn nav(s: &Session) -> String {
+    let who = if s.name.is_empty() { s.creds.access_key_id.clone() } else { format!("{} ({})", s.name, s.creds.access_key_id) };
+    let role = if s.admin { "admin" } else { "key" };
+    format!(
+        "<header><strong>Strata</strong><nav><a href=\"/ui/overview\">Overview</a></nav>\
+<span>Signed in as {} · {role}</span>\
+<form method=\"post\" action=\"/ui/logout\"><input type=\"hidden\" name=\"csrf\" value=\"{}\"><button id=\"sign-out\">Sign out</button></form></header>",
+        esc(&who),
+        esc(&s.csrf)
+    )
+}
+
+/// The sign-in page, with `message` (why the last try failed) if any.
+pub fn login(message: &str) -> Html<String> {
+    let msg = if message.is_empty() { String::new() } else { format!("<p class=\"error\" role=\"alert\">{}</p>", esc(message)) };
+    doc(
+        "Sign in",
+        "<header><strong>Strata</strong></header>",
+        &format!(
+            "<h1>Sign in</h1>{msg}<form method=\"post\" action=\"/ui/login\">\
+<label for=\"access_key_id\">Access key id</label><input id=\"access_key_id\" name=\"access_key_id\" autocomplete=\"username\" required>\
+<label for=\"secret_access_key\">Secret access key</label><input id=\"secret_access_key\" name=\"secret_access_key\" type=\"password\" autocomplete=\"current-password\" required>\
+<p><button id=\"sign-in\" type=\"submit\">Sign in</button></p></form>"
+        ),
+    )
+}
+
+/// A page that only says something (a refusal, say).
+pub fn message(s: &Session, title: &str, text: &str) -> Html<String> {
+    doc(title, &nav(s), &format!("<h1>{}</h1><p class=\"error\" role=\"alert\">{}</p>", esc(title), esc(text)))
+}
+
+/// The value of the unlabelled metric `name` in Prometheus text, if any.
+fn metric(text: &str, name: &str) -> Option<f64> {
+    text.lines().find_map(|l| l.strip_prefix(name).and_then(|r| r.strip_prefix(' ')).and_then(|v| v.trim().parse().ok()))
+}
+
+/// The overview: the node's health and, for an admin, its main figures.
+pub fn overview(s: &Session, health: Option<&serde_json::Value>, metrics: Option<&str>) -> Html<String> {
+    let mut body = String::from("<h1>Overview</h1>");
+    match health {
+        Some(h) => {
+            body.push_str("<h2>Health</h2><table><tbody>");
+            if let Some(o) = h.as_object() {
+                for (k, v) in o {
+                    let v = v.as_str().map(str::to_owned).unwrap_or_else(|| v.to_string());
+                    body.push_str(&format!("<tr><th scope=\"row\">{}</th><td>{}</td></tr>", esc(k), esc(&v)));
+                }
+            }
+            body.push_str("</tbody></table>");
+        }
+        None => body.push_str("<p class=\"error\" role=\"alert\">The node did not answer its health check.</p>"),
+    }
+    if let Some(m) = metrics {
+        body.push_str("<h2>This node</h2><table><tbody>");
+        for (label, name) in [
+            ("Cluster nodes down", "strata_cluster_nodes_down"),
+            ("Change capture: events in the outbox", "strata_events_outbox"),
+            ("Console sessions", "strata_console_sessions"),
+        ] {
+            let v = metric(m, name).map_or("—".to_owned(), |v| v.to_string());
+            body.push_str(&format!("<tr><th scope=\"row\">{}</th><td>{}</td></tr>", esc(label), esc(&v)));
+        }
+        body.push_str("</tbody></table>");
+    }
+    doc("Overview", &nav(s), &body)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn markup_in_values_is_text() {
+        assert_eq!(esc("<script>\"x\"&'y'</script>"), "&lt;script&gt;&quot;x&quot;&amp;&#39;y&#39;&lt;/script&gt;");
+        let page = login("<b>bad</b>").0;
+        assert!(page.contains("&lt;b&gt;bad&lt;/b&gt;") && !page.contains("<b>bad"), "{page}");
+    }
+
+    #[test]
+    fn metrics_are_read_by_exact_name() {
+        let text = "strata_cluster_nodes_down 2\nstrata_cluster_nodes_down_total 9\n";
+        assert_eq!(metric(text, "strata_cluster_nodes_down"), Some(2.0));
+        assert_eq!(metric(text, "strata_missing"), None);
+    }
+}
