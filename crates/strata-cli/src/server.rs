@@ -677,6 +677,9 @@ pub async fn run(args: ServerArgs) -> Result<()> {
     });
     state.capture.start(&workers);
     println!("Strata is serving {scheme}://{addr} (data in {}, {} partitions)", args.data_dir.display(), store.replicas().len());
+    if tls.is_none() {
+        println!("Web console on http://{addr}/ui (sign in with an access key)");
+    }
     println!("Admin access key in {} (the strata CLI finds it there; more keys: strata key create)", creds_path.display());
     if args.tls_self_signed {
         println!("TLS with a self-signed certificate: clients trust {} (--ca-file)", args.data_dir.join("tls/cert.pem").display());
@@ -684,6 +687,11 @@ pub async fn run(args: ServerArgs) -> Result<()> {
     if s3 {
         let s3_tls = tls.clone().map(|t| (t, state.clone()));
         let s3_addr = crate::s3::start(&s3_listen, args.s3_domains.clone(), args.s3_region.clone(), state.clone(), names, limits, s3_tls).await?;
+        if tls.is_none() {
+            // The console's buckets and objects pages go through this port.
+            let console = state.console.get_or_init(|| strata_server::console_for(addr, state.router.clock().clone()));
+            console.set_s3(strata_server::console_backend(s3_addr, Some(args.s3_region.clone())));
+        }
         println!("S3 API on {scheme}://{s3_addr} (region {}); access key for it (admin):", args.s3_region);
         println!("  AWS_ACCESS_KEY_ID={id} AWS_SECRET_ACCESS_KEY={secret}");
         println!("  aws --endpoint-url {scheme}://{s3_addr} s3 mb s3://demo   # more keys: strata key create");

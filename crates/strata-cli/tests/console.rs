@@ -1,10 +1,12 @@
-//! The web console over real HTTP against a real `strata server`: sign-in,
-//! the session cookie's attributes, CSRF refusal, sign-out, and what a key
-//! without admin rights sees.
+//! The web console against a real `strata server`: over raw HTTP (sign-in,
+//! the session cookie's attributes, CSRF refusal, sign-out, what a key
+//! without admin rights sees), and in Debian's headless Chromium driven by
+//! Selenium (tests/console/test_console.py), whose screenshots of every
+//! page go to `target/console-screenshots`.
 
 mod common;
 
-use common::Node;
+use common::{Node, pyenv, workspace};
 use std::io::{Read, Write};
 
 /// One HTTP/1.1 exchange on a new connection: (status, head, body).
@@ -105,4 +107,33 @@ async fn sign_in_sessions_csrf_and_sign_out() {
     let (st, _, page) = exchange(&url, "GET", "/ui/overview", Some(&session_cookie(&head)), None);
     assert_eq!(st, 200);
     assert!(page.contains("reader") && !page.contains("This node"), "{page}");
+}
+
+/// The whole console in a real browser (tests/console/test_console.py).
+#[tokio::test(flavor = "multi_thread")]
+async fn a_real_browser_drives_the_console() {
+    for tool in ["/usr/bin/chromium", "/usr/bin/chromedriver"] {
+        assert!(std::path::Path::new(tool).exists(), "{tool} is missing: scripts/test.sh installs Debian's chromium and chromium-driver");
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let node = Node::start(&dir.path().join("data"), &["--s3-listen", "127.0.0.1:0"]).await;
+    let line = node.printed("S3 API on").await;
+    let s3 = line.split_whitespace().find(|w| w.starts_with("http://")).expect("S3 banner names the URL").to_owned();
+    let admin = strata_auth::credentials::load(&node.credentials()).expect("admin credentials");
+    let shots = workspace().join("target/console-screenshots");
+    let out = std::process::Command::new(pyenv().join("bin/python"))
+        .arg(workspace().join("crates/strata-cli/tests/console/test_console.py"))
+        .env("STRATA_UI", format!("{}/ui", node.url))
+        .env("STRATA_S3", &s3)
+        .env("AWS_ACCESS_KEY_ID", &admin.access_key_id)
+        .env("AWS_SECRET_ACCESS_KEY", &admin.secret_access_key)
+        .env("SHOTS", &shots)
+        .env("HOME", dir.path())
+        // Selenium's own driver manager would try the network: the paths are given.
+        .env("SE_AVOID_STATS", "true")
+        .output()
+        .expect("run python");
+    let text = String::from_utf8_lossy(&out.stderr);
+    println!("{}{text}", String::from_utf8_lossy(&out.stdout));
+    assert!(out.status.success(), "browser tests failed:\n{text}");
 }

@@ -16,7 +16,10 @@
 //! Layer rule (checked by the test command): may use strata-client,
 //! strata-types; never the server, the engine, the router, the cluster map.
 
+mod buckets;
+mod keys;
 pub mod page;
+pub mod s3;
 pub mod session;
 
 use axum::extract::{Form, State};
@@ -35,6 +38,8 @@ pub type Backend = Arc<dyn Fn(Option<Credentials>) -> Client + Send + Sync>;
 pub struct Console {
     sessions: Sessions,
     backend: Backend,
+    /// The node's S3 API, once it listens (buckets and objects).
+    s3: std::sync::RwLock<Option<Backend>>,
     secure_cookie: bool,
 }
 
@@ -45,7 +50,16 @@ impl Console {
     /// A console over the node `backend` reaches; `secure_cookie` when the
     /// node serves TLS (the cookie then goes over TLS only).
     pub fn new(backend: Backend, secure_cookie: bool, clock: Arc<dyn Clock>) -> Arc<Self> {
-        Arc::new(Self { sessions: Sessions::new(SESSION_IDLE_MS, clock), backend, secure_cookie })
+        Arc::new(Self { sessions: Sessions::new(SESSION_IDLE_MS, clock), backend, s3: std::sync::RwLock::new(None), secure_cookie })
+    }
+
+    /// Where the node's S3 API answers (the buckets and objects pages use it).
+    pub fn set_s3(&self, backend: Backend) {
+        *self.s3.write().unwrap_or_else(std::sync::PoisonError::into_inner) = Some(backend);
+    }
+
+    fn s3_client(&self, s: &Session) -> Option<Client> {
+        self.s3.read().unwrap_or_else(std::sync::PoisonError::into_inner).as_ref().map(|b| b(Some(s.creds.clone())))
     }
 
     /// Sessions alive now (a metric).
@@ -74,8 +88,36 @@ pub fn routes(console: Arc<Console>) -> axum::Router {
         .route("/ui/login", get(login_page).post(login))
         .route("/ui/logout", post(logout))
         .route("/ui/overview", get(overview))
+        .merge(buckets::routes())
+        .merge(keys::routes())
         .route("/ui/static/console.css", get(|| async { ([(header::CONTENT_TYPE, "text/css")], page::CSS) }))
+        .route("/ui/static/console.js", get(|| async { ([(header::CONTENT_TYPE, "text/javascript")], include_str!("console.js")) }))
         .with_state(console)
+}
+
+/// A page saying what the node answered to a call that failed, with the
+/// node's status (403 for a key without the right, 404 for what is gone).
+fn failed(s: &Session, what: &str, e: &ClientError) -> Response {
+    let (status, text) = match e {
+        ClientError::Api { status, code, message } => {
+            // The S3 API answers in XML: its code and message.
+            let (code, message) = match s3::leaves(message) {
+                Ok(l) if l.iter().any(|(p, _)| p == "Error/Code") => {
+                    let get = |k: &str| l.iter().find(|(p, _)| p == k).map(|(_, t)| t.clone()).unwrap_or_default();
+                    (get("Error/Code"), get("Error/Message"))
+                }
+                _ => (code.clone(), message.clone()),
+            };
+            (StatusCode::from_u16(*status).unwrap_or(StatusCode::BAD_GATEWAY), format!("{what}: {code}: {message}"))
+        }
+        other => (StatusCode::BAD_GATEWAY, format!("{what}: the node did not answer: {other}")),
+    };
+    (status, page::message(s, "Not done", &text)).into_response()
+}
+
+/// The signed-in session of a page request, or the sign-in page.
+fn signed_in(c: &Console, headers: &HeaderMap) -> Result<Session, Box<Response>> {
+    session_of(c, headers).map(|(_, s)| s).ok_or_else(|| Box::new(signed_out("Sign in to see this page.")))
 }
 
 /// The session a request's cookie names, if live.

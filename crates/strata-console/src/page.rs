@@ -43,12 +43,35 @@ fn nav(s: &Session) -> String {
     let who = if s.name.is_empty() { s.creds.access_key_id.clone() } else { format!("{} ({})", s.name, s.creds.access_key_id) };
     let role = if s.admin { "admin" } else { "key" };
     format!(
-        "<header><strong>Strata</strong><nav><a href=\"/ui/overview\">Overview</a></nav>\
+        "<header><strong>Strata</strong><nav><a href=\"/ui/overview\">Overview</a> · <a href=\"/ui/buckets\">Buckets</a>{}</nav>\
 <span>Signed in as {} · {role}</span>\
 <form method=\"post\" action=\"/ui/logout\"><input type=\"hidden\" name=\"csrf\" value=\"{}\"><button id=\"sign-out\">Sign out</button></form></header>",
+        if s.admin { " · <a href=\"/ui/keys\">Access keys</a>" } else { "" },
         esc(&who),
         esc(&s.csrf)
     )
+}
+
+/// A page with the header of a signed-in user.
+pub fn page(s: &Session, title: &str, body: &str) -> Html<String> {
+    doc(title, &nav(s), body)
+}
+
+/// A hidden field with the session's CSRF token, for a form.
+pub fn csrf(s: &Session) -> String {
+    format!("<input type=\"hidden\" name=\"csrf\" value=\"{}\">", esc(&s.csrf))
+}
+
+/// A byte count for people.
+pub fn bytes(n: u64) -> String {
+    const UNITS: [&str; 5] = ["B", "KiB", "MiB", "GiB", "TiB"];
+    let mut v = n as f64;
+    let mut u = 0;
+    while v >= 1024.0 && u < UNITS.len() - 1 {
+        v /= 1024.0;
+        u += 1;
+    }
+    if u == 0 { format!("{n} B") } else { format!("{v:.1} {}", UNITS[u]) }
 }
 
 /// The sign-in page, with `message` (why the last try failed) if any.

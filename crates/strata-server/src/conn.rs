@@ -52,7 +52,7 @@ pub async fn serve(
     // The console calls this listener as its signed-in users. Over TLS it
     // is not served yet (its client would need this node's certificate).
     let console = match (&acceptor, listener.local_addr()) {
-        (None, Ok(addr)) => Some(crate::console_for(addr, state.router.clock().clone())),
+        (None, Ok(addr)) => Some(state.console.get_or_init(|| crate::console_for(addr, state.router.clock().clone())).clone()),
         _ => None,
     };
     let service = TowerToHyperService::new(crate::app_with(state.clone(), console));

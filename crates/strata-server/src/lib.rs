@@ -74,6 +74,8 @@ pub struct AppState {
     pub kms_root: Option<strata_sse::Key>,
     /// Change capture's senders (started with [`strata_node::Capture::start`]).
     pub capture: Arc<strata_node::Capture>,
+    /// The web console of the HTTP port, once it serves one.
+    pub console: std::sync::OnceLock<Arc<strata_console::Console>>,
 }
 
 /// What identifies requests: the name index's keys, how the port
@@ -110,7 +112,22 @@ impl AppState {
             capture: capture.clone(),
         });
         let kms_root = ids.kms_root;
-        Arc::new(Self { router, disks, metrics, cluster: None, router_detector: None, kv, names, auth, scrub, sweep, workers, kms_root, capture })
+        Arc::new(Self {
+            router,
+            disks,
+            metrics,
+            cluster: None,
+            router_detector: None,
+            kv,
+            names,
+            auth,
+            scrub,
+            sweep,
+            workers,
+            kms_root,
+            capture,
+            console: std::sync::OnceLock::new(),
+        })
     }
 
     /// State for a cluster node, its router and the router's failure detector.
@@ -159,6 +176,7 @@ impl AppState {
             workers,
             kms_root,
             capture,
+            console: std::sync::OnceLock::new(),
         })
     }
 }
@@ -171,11 +189,18 @@ pub fn app(state: Arc<AppState>) -> axum::Router {
 /// The web console of a node listening (plain HTTP) on `addr`: its pages
 /// call the node's own API there, signed as their users.
 pub fn console_for(addr: std::net::SocketAddr, clock: Arc<dyn strata_types::Clock>) -> Arc<strata_console::Console> {
+    strata_console::Console::new(console_backend(addr, None), false, clock)
+}
+
+/// A console backend: clients of the plain-HTTP listener on `addr` (a
+/// wildcard address reached on loopback), with signatures scoped to
+/// `region` (the S3 port's) when given.
+pub fn console_backend(addr: std::net::SocketAddr, region: Option<String>) -> strata_console::Backend {
     let ip = if addr.ip().is_unspecified() { std::net::IpAddr::from([127, 0, 0, 1]) } else { addr.ip() };
     let url = format!("http://{}", std::net::SocketAddr::new(ip, addr.port()));
-    let backend: strata_console::Backend =
-        Arc::new(move |credentials| strata_client::Client::with_options(&url, &strata_client::ClientOptions { credentials, ..Default::default() }));
-    strata_console::Console::new(backend, false, clock)
+    Arc::new(move |credentials| {
+        strata_client::Client::with_options(&url, &strata_client::ClientOptions { credentials, region: region.clone(), ..Default::default() })
+    })
 }
 
 /// [`app`] with the web console's pages under `/ui`, when given.
