@@ -543,6 +543,20 @@ async fn run_cluster(args: ServerArgs, node_id: u64) -> Result<()> {
         kms_root: Some(args.kms_root(Some(&secret))?),
     };
     let state = strata_server::AppState::clustered(router, node.clone(), detector, kv, ids);
+    // The web console calls this node's own ports as its users, over the
+    // cluster's TLS, trusting the cluster's CA (not with an operator's
+    // certificate, which need not name the loopback address it calls).
+    let console_opts = match &public {
+        None => Some(strata_client::ClientOptions {
+            tls: Some(strata_auth::tls::client_config(secret.roots()?, None)?),
+            server_name: Some(strata_auth::CLUSTER_SERVER_NAME.into()),
+            ..Default::default()
+        }),
+        Some(_) => None,
+    };
+    if let Some(opts) = &console_opts {
+        let _ = state.console.set(strata_console::Console::new(strata_server::console_backend(listen, opts.clone()), true, state.router.clock().clone()));
+    }
     strata_node::tracts::start_orphan_reclaimer(&node, Duration::from_secs(args.tract_orphan_interval_secs.max(1)));
     node.set_txn_config(strata_txn::participant::Config {
         wait: Duration::from_millis(args.txn_wait_ms.max(1)),
@@ -572,9 +586,15 @@ async fn run_cluster(args: ServerArgs, node_id: u64) -> Result<()> {
     });
     state.capture.start(&workers);
     println!("Strata node {node_id} is serving https://{listen} (data in {}; cluster {})", args.data_dir.display(), secret.cluster_id());
+    if state.console.get().is_some() {
+        println!("Web console on https://{listen}/ui (the cluster's CA certificate, cluster-ca.pem, vouches for it)");
+    }
     if let Some(s3) = &s3_listen {
         let s3_addr =
             crate::s3::start(s3, args.s3_domains.clone(), args.s3_region.clone(), state.clone(), names, limits, Some((tls.clone(), state.clone()))).await?;
+        if let (Some(console), Some(opts)) = (state.console.get(), &console_opts) {
+            console.set_s3(strata_server::console_backend(s3_addr, strata_client::ClientOptions { region: Some(args.s3_region.clone()), ..opts.clone() }));
+        }
         println!("S3 API on https://{s3_addr} (names replicated by the metadata group; make keys with strata key create)");
     }
     // Background work stops first, while the listener still answers: the
@@ -661,6 +681,19 @@ pub async fn run(args: ServerArgs) -> Result<()> {
         None => None,
     };
     let scheme = if tls.is_some() { "https" } else { "http" };
+    // The web console calls this node's own ports as its users: in clear,
+    // or trusting the self-signed certificate the node made. With an
+    // operator's certificate it is not served (the certificate need not
+    // name the loopback address the console calls).
+    let console_opts = match (&tls, args.tls_self_signed && args.tls_cert.is_none()) {
+        (None, _) => Some(strata_client::ClientOptions::default()),
+        (Some(_), true) => Some(strata_client::ClientOptions::default().with_ca_file(&args.data_dir.join("tls/cert.pem"))?),
+        (Some(_), false) => None,
+    };
+    if let Some(opts) = &console_opts {
+        let console = strata_console::Console::new(strata_server::console_backend(addr, opts.clone()), tls.is_some(), state.router.clock().clone());
+        let _ = state.console.set(console);
+    }
     strata_node::start_compactor(&workers, disks.clone(), Duration::from_secs(args.compaction_interval_secs.max(1)));
     strata_node::start_space_monitor(&workers, disks.clone());
     state.scrub.start(&workers, args.scrub_config());
@@ -677,8 +710,8 @@ pub async fn run(args: ServerArgs) -> Result<()> {
     });
     state.capture.start(&workers);
     println!("Strata is serving {scheme}://{addr} (data in {}, {} partitions)", args.data_dir.display(), store.replicas().len());
-    if tls.is_none() {
-        println!("Web console on http://{addr}/ui (sign in with an access key)");
+    if state.console.get().is_some() {
+        println!("Web console on {scheme}://{addr}/ui (sign in with an access key)");
     }
     println!("Admin access key in {} (the strata CLI finds it there; more keys: strata key create)", creds_path.display());
     if args.tls_self_signed {
@@ -687,10 +720,9 @@ pub async fn run(args: ServerArgs) -> Result<()> {
     if s3 {
         let s3_tls = tls.clone().map(|t| (t, state.clone()));
         let s3_addr = crate::s3::start(&s3_listen, args.s3_domains.clone(), args.s3_region.clone(), state.clone(), names, limits, s3_tls).await?;
-        if tls.is_none() {
+        if let (Some(console), Some(opts)) = (state.console.get(), &console_opts) {
             // The console's buckets and objects pages go through this port.
-            let console = state.console.get_or_init(|| strata_server::console_for(addr, state.router.clock().clone()));
-            console.set_s3(strata_server::console_backend(s3_addr, Some(args.s3_region.clone())));
+            console.set_s3(strata_server::console_backend(s3_addr, strata_client::ClientOptions { region: Some(args.s3_region.clone()), ..opts.clone() }));
         }
         println!("S3 API on {scheme}://{s3_addr} (region {}); access key for it (admin):", args.s3_region);
         println!("  AWS_ACCESS_KEY_ID={id} AWS_SECRET_ACCESS_KEY={secret}");

@@ -17,6 +17,7 @@
 //! strata-types; never the server, the engine, the router, the cluster map.
 
 mod buckets;
+mod cluster;
 mod keys;
 pub mod page;
 pub mod s3;
@@ -41,6 +42,7 @@ pub struct Console {
     /// The node's S3 API, once it listens (buckets and objects).
     s3: std::sync::RwLock<Option<Backend>>,
     secure_cookie: bool,
+    clock: Arc<dyn Clock>,
 }
 
 /// How long a session lasts without a request.
@@ -50,7 +52,7 @@ impl Console {
     /// A console over the node `backend` reaches; `secure_cookie` when the
     /// node serves TLS (the cookie then goes over TLS only).
     pub fn new(backend: Backend, secure_cookie: bool, clock: Arc<dyn Clock>) -> Arc<Self> {
-        Arc::new(Self { sessions: Sessions::new(SESSION_IDLE_MS, clock), backend, s3: std::sync::RwLock::new(None), secure_cookie })
+        Arc::new(Self { sessions: Sessions::new(SESSION_IDLE_MS, clock.clone()), backend, s3: std::sync::RwLock::new(None), secure_cookie, clock })
     }
 
     /// Where the node's S3 API answers (the buckets and objects pages use it).
@@ -90,6 +92,7 @@ pub fn routes(console: Arc<Console>) -> axum::Router {
         .route("/ui/overview", get(overview))
         .merge(buckets::routes())
         .merge(keys::routes())
+        .merge(cluster::routes())
         .route("/ui/static/console.css", get(|| async { ([(header::CONTENT_TYPE, "text/css")], page::CSS) }))
         .route("/ui/static/console.js", get(|| async { ([(header::CONTENT_TYPE, "text/javascript")], include_str!("console.js")) }))
         .with_state(console)

@@ -32,8 +32,13 @@ pub fn esc(s: &str) -> String {
 }
 
 fn doc(title: &str, header: &str, body: &str) -> Html<String> {
+    doc_refreshing(title, header, body, None)
+}
+
+fn doc_refreshing(title: &str, header: &str, body: &str, refresh_secs: Option<u32>) -> Html<String> {
+    let refresh = refresh_secs.map_or(String::new(), |s| format!("<meta http-equiv=\"refresh\" content=\"{s}\">"));
     Html(format!(
-        "<!doctype html><html lang=\"en\"><head><meta charset=\"utf-8\"><meta name=\"viewport\" content=\"width=device-width,initial-scale=1\">\
+        "<!doctype html><html lang=\"en\"><head><meta charset=\"utf-8\"><meta name=\"viewport\" content=\"width=device-width,initial-scale=1\">{refresh}\
 <title>{} · Strata</title><link rel=\"stylesheet\" href=\"/ui/static/console.css\"></head><body>{header}<main>{body}</main></body></html>",
         esc(title)
     ))
@@ -46,7 +51,7 @@ fn nav(s: &Session) -> String {
         "<header><strong>Strata</strong><nav><a href=\"/ui/overview\">Overview</a> · <a href=\"/ui/buckets\">Buckets</a>{}</nav>\
 <span>Signed in as {} · {role}</span>\
 <form method=\"post\" action=\"/ui/logout\"><input type=\"hidden\" name=\"csrf\" value=\"{}\"><button id=\"sign-out\">Sign out</button></form></header>",
-        if s.admin { " · <a href=\"/ui/keys\">Access keys</a>" } else { "" },
+        if s.admin { " · <a href=\"/ui/cluster\">Cluster</a> · <a href=\"/ui/keys\">Access keys</a>" } else { "" },
         esc(&who),
         esc(&s.csrf)
     )
@@ -55,6 +60,12 @@ fn nav(s: &Session) -> String {
 /// A page with the header of a signed-in user.
 pub fn page(s: &Session, title: &str, body: &str) -> Html<String> {
     doc(title, &nav(s), body)
+}
+
+/// [`page`], reloading itself every `refresh_secs` when given (a page
+/// watching work under way).
+pub fn page_refreshing(s: &Session, title: &str, body: &str, refresh_secs: Option<u32>) -> Html<String> {
+    doc_refreshing(title, &nav(s), body, refresh_secs)
 }
 
 /// A hidden field with the session's CSRF token, for a form.

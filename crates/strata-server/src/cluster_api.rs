@@ -26,6 +26,7 @@ pub(crate) fn routes() -> Router<Arc<AppState>> {
         .route("/admin/cluster/status", get(status))
         .route("/admin/cluster/init", post(init))
         .route("/admin/cluster/command", post(command))
+        .route("/admin/cluster/rebalance", post(rebalance))
         .route("/admin/replication", get(replication))
 }
 
@@ -159,6 +160,62 @@ async fn command(State(st): S, Extension(who): Extension<crate::Principal>, body
             Json(serde_json::json!({ "Refused": e, "message": message })).into_response()
         }
         Ok(outcome) => Json(outcome).into_response(),
+        Err(e) => ApiError::MetaUnavailable(e.to_string()).into_response(),
+    }
+}
+
+#[derive(serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RebalanceRequest {
+    /// Moves under way at most.
+    #[serde(default = "two")]
+    max_moves: u32,
+    /// MB/s each node copies into the replicas the plan fills (0: unthrottled).
+    #[serde(default)]
+    throttle_mb_s: u32,
+    /// The plan's random choices.
+    #[serde(default = "one")]
+    seed: u64,
+}
+
+fn two() -> u32 {
+    2
+}
+
+fn one() -> u64 {
+    1
+}
+
+/// Plans Ambry's rebalancing on this node's map and proposes it (what
+/// `strata cluster rebalance` does from outside): `{"moves": n}`, 0 when
+/// the map is balanced already (nothing is proposed then).
+async fn rebalance(State(st): S, Extension(who): Extension<crate::Principal>, body: Bytes) -> Response {
+    let Some(n) = st.cluster.clone() else { return not_clustered() };
+    let req: RebalanceRequest = if body.is_empty() {
+        RebalanceRequest { max_moves: two(), throttle_mb_s: 0, seed: one() }
+    } else {
+        match serde_json::from_slice(&body) {
+            Ok(r) => r,
+            Err(e) => return ApiError::BadRequest(format!("not a rebalancing request: {e}")).into_response(),
+        }
+    };
+    if req.max_moves == 0 {
+        return ApiError::BadRequest("max_moves must be at least 1".into()).into_response();
+    }
+    let map = n.map();
+    let plan = match map.rebalance_plan(req.seed) {
+        Ok(p) => p,
+        Err(e) => return ApiError::BadRequest(e.to_string()).into_response(),
+    };
+    if plan.is_empty() {
+        return Json(serde_json::json!({ "moves": 0, "message": "balanced already: nothing to move" })).into_response();
+    }
+    let moves = plan.len();
+    let now_ms = st.router.clock().now_ms();
+    let plan = strata_cluster::Rebalance { moves: plan, max_moves: req.max_moves, throttle_mb_s: req.throttle_mb_s, started_ms: now_ms };
+    match n.propose(Command::StartRebalance { plan }.by(who.who(), now_ms)).await {
+        Ok(Outcome::Refused(e)) => ApiError::ClusterRefused(e.to_string()).into_response(),
+        Ok(outcome) => Json(serde_json::json!({ "moves": moves, "outcome": outcome })).into_response(),
         Err(e) => ApiError::MetaUnavailable(e.to_string()).into_response(),
     }
 }

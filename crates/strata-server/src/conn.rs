@@ -49,12 +49,7 @@ pub async fn serve(
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,
 ) -> io::Result<()> {
     let acceptor = tls.map(tokio_rustls::TlsAcceptor::from);
-    // The console calls this listener as its signed-in users. Over TLS it
-    // is not served yet (its client would need this node's certificate).
-    let console = match (&acceptor, listener.local_addr()) {
-        (None, Ok(addr)) => Some(state.console.get_or_init(|| crate::console_for(addr, state.router.clock().clone())).clone()),
-        _ => None,
-    };
+    let console = state.console.get().cloned();
     let service = TowerToHyperService::new(crate::app_with(state.clone(), console));
     let graceful = GracefulShutdown::new();
     let (stop_tx, stop_rx) = watch::channel(false);

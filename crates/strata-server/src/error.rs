@@ -113,6 +113,9 @@ pub enum ApiError {
     /// The metadata group did not answer.
     #[error("metadata service unavailable: {0}")]
     MetaUnavailable(String),
+    /// The cluster map refused a command (a rebalancing under way, say).
+    #[error("the cluster map refused it: {0}")]
+    ClusterRefused(String),
     /// A named-blob or access-key operation failed.
     #[error(transparent)]
     Names(#[from] strata_names::NameError),
@@ -283,6 +286,7 @@ impl ApiError {
             Self::NotAMetadataMember => (StatusCode::BAD_REQUEST, "NotAMetadataMember"),
             Self::AlreadyInitialized => (StatusCode::CONFLICT, "AlreadyInitialized"),
             Self::MetaUnavailable(_) => (StatusCode::SERVICE_UNAVAILABLE, "MetaUnavailable"),
+            Self::ClusterRefused(_) => (StatusCode::CONFLICT, "ClusterRefused"),
             Self::Internal(_) => (StatusCode::INTERNAL_SERVER_ERROR, "InternalError"),
             Self::Unauthenticated => (StatusCode::UNAUTHORIZED, "AuthenticationRequired"),
             Self::Signature(e) => {

@@ -186,21 +186,15 @@ pub fn app(state: Arc<AppState>) -> axum::Router {
     app_with(state, None)
 }
 
-/// The web console of a node listening (plain HTTP) on `addr`: its pages
-/// call the node's own API there, signed as their users.
-pub fn console_for(addr: std::net::SocketAddr, clock: Arc<dyn strata_types::Clock>) -> Arc<strata_console::Console> {
-    strata_console::Console::new(console_backend(addr, None), false, clock)
-}
-
-/// A console backend: clients of the plain-HTTP listener on `addr` (a
-/// wildcard address reached on loopback), with signatures scoped to
-/// `region` (the S3 port's) when given.
-pub fn console_backend(addr: std::net::SocketAddr, region: Option<String>) -> strata_console::Backend {
+/// A console backend: clients of this node's listener on `addr` (a
+/// wildcard address reached on loopback), made from `opts` (its TLS
+/// trust and server name, the region signatures are scoped to) with the
+/// signed-in user's credentials.
+pub fn console_backend(addr: std::net::SocketAddr, opts: strata_client::ClientOptions) -> strata_console::Backend {
     let ip = if addr.ip().is_unspecified() { std::net::IpAddr::from([127, 0, 0, 1]) } else { addr.ip() };
-    let url = format!("http://{}", std::net::SocketAddr::new(ip, addr.port()));
-    Arc::new(move |credentials| {
-        strata_client::Client::with_options(&url, &strata_client::ClientOptions { credentials, region: region.clone(), ..Default::default() })
-    })
+    let scheme = if opts.tls.is_some() { "https" } else { "http" };
+    let url = format!("{scheme}://{}", std::net::SocketAddr::new(ip, addr.port()));
+    Arc::new(move |credentials| strata_client::Client::with_options(&url, &strata_client::ClientOptions { credentials, ..opts.clone() }))
 }
 
 /// [`app`] with the web console's pages under `/ui`, when given.

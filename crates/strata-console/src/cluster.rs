@@ -1,0 +1,296 @@
+//! The cluster: the node's `/admin/cluster/status` shown as pages, and its
+//! commands (remove or mark down a node, start or cancel a rebalancing)
+//! each behind a confirmation page that says what will happen.
+
+use crate::page::{self, esc};
+use crate::{Console, S, checked, failed, signed_in};
+use axum::extract::{Form, State};
+use axum::http::{HeaderMap, StatusCode};
+use axum::response::{IntoResponse, Redirect, Response};
+use axum::routing::{get, post};
+use serde_json::Value;
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+pub(crate) fn routes() -> axum::Router<Arc<Console>> {
+    axum::Router::new().route("/ui/cluster", get(overview)).route("/ui/cluster/confirm", post(confirm)).route("/ui/cluster/act", post(act))
+}
+
+macro_rules! tryr {
+    ($e:expr) => {
+        match $e {
+            Ok(v) => v,
+            Err(r) => return *r,
+        }
+    };
+}
+
+fn state_text(v: &Value) -> String {
+    match v {
+        Value::String(s) => s.clone(),
+        Value::Object(o) => o.keys().next().cloned().unwrap_or_default(),
+        other => other.to_string(),
+    }
+}
+
+fn loc(v: &Value) -> (u64, u64) {
+    (v["node"].as_u64().unwrap_or(u64::MAX), v["disk"].as_u64().unwrap_or(u64::MAX))
+}
+
+/// A rebalancing plan's progress read from the map: (moves done, moves).
+/// A planned move is done once its partition holds the new replica and
+/// not the old one.
+pub fn plan_progress(map: &Value) -> Option<(usize, usize)> {
+    let moves = map["rebalance"]["moves"].as_array()?;
+    let done = moves
+        .iter()
+        .filter(|m| {
+            let p = &map["partitions"][m["partition"].as_u64().unwrap_or(u64::MAX).to_string()];
+            let reps: Vec<(u64, u64)> = p["replicas"].as_array().into_iter().flatten().map(loc).collect();
+            reps.contains(&loc(&m["to"])) && !reps.contains(&loc(&m["from"]))
+        })
+        .count();
+    Some((done, moves.len()))
+}
+
+async fn overview(State(c): S, headers: HeaderMap) -> Response {
+    let s = tryr!(signed_in(&c, &headers));
+    let st = match c.client(&s).json(http::Method::GET, "/admin/cluster/status").await {
+        Ok(v) => v,
+        Err(e) => return failed(&s, "Reading the cluster's status", &e),
+    };
+    let map = &st["map"];
+    let mut body = format!("<h1>Cluster</h1><p>Map epoch {}; this page is node {}'s view.</p>", map["epoch"], st["node"]);
+    // The metadata group.
+    let meta = if st["meta"].is_null() { &st["learner"] } else { &st["meta"] };
+    body.push_str("<h2>Metadata group</h2><table><tbody>");
+    body.push_str(&format!("<tr><th scope=\"row\">Leader</th><td id=\"meta-leader\">{}</td></tr>", esc(&meta["leader"].to_string())));
+    body.push_str(&format!("<tr><th scope=\"row\">Term</th><td>{}</td></tr>", esc(&meta["term"].to_string())));
+    let members: Vec<String> = meta["members"].as_object().into_iter().flatten().map(|(id, a)| format!("{id} ({})", a.as_str().unwrap_or(""))).collect();
+    body.push_str(&format!("<tr><th scope=\"row\">Members</th><td>{}</td></tr></tbody></table>", esc(&members.join(", "))));
+
+    // Rebalancing and moves: the page refreshes itself while they last.
+    let mut moving: Vec<String> = Vec::new();
+    let mut by_state: BTreeMap<String, usize> = BTreeMap::new();
+    let mut replicas: BTreeMap<u64, usize> = BTreeMap::new();
+    for (id, p) in map["partitions"].as_object().into_iter().flatten() {
+        *by_state.entry(state_text(&p["state"])).or_default() += 1;
+        for r in p["replicas"].as_array().into_iter().flatten() {
+            *replicas.entry(loc(r).0).or_default() += 1;
+        }
+        if !p["moving"].is_null() {
+            let (f, t) = (loc(&p["moving"]["from"]), loc(&p["moving"]["to"]));
+            moving.push(format!("partition {id}: node {}:{} → node {}:{} ({})", f.0, f.1, t.0, t.1, state_text(&p["moving"]["phase"])));
+        }
+    }
+    let removing: Vec<u64> =
+        map["nodes"].as_object().into_iter().flatten().filter(|(_, n)| n["removing"].as_bool() == Some(true)).filter_map(|(id, _)| id.parse().ok()).collect();
+    let busy = !moving.is_empty() || !map["rebalance"].is_null() || !removing.is_empty();
+    body.push_str("<h2>Rebalancing</h2>");
+    match plan_progress(map) {
+        Some((done, total)) => body.push_str(&format!(
+            "<p id=\"rebalance-state\">Rebalancing: {done} of {total} moves done, {} left.</p><progress id=\"rebalance-progress\" max=\"{total}\" value=\"{done}\"></progress>",
+            total - done
+        )),
+        None => body.push_str("<p id=\"rebalance-state\">No rebalancing under way.</p>"),
+    }
+    for n in &removing {
+        body.push_str(&format!("<p class=\"removing\">Node {n} is being removed: {} replicas left to move off it.</p>", replicas.get(n).copied().unwrap_or(0)));
+    }
+    body.push_str(&format!("<p id=\"moves-under-way\">Moves under way: {}.</p>", moving.len()));
+    if !moving.is_empty() {
+        body.push_str("<ul>");
+        for m in &moving {
+            body.push_str(&format!("<li>{}</li>", esc(m)));
+        }
+        body.push_str("</ul>");
+    }
+    if s.admin {
+        let action = if map["rebalance"].is_null() { ("rebalance", "Start a rebalancing") } else { ("cancel-rebalance", "Cancel the rebalancing") };
+        body.push_str(&format!(
+            "<form method=\"post\" action=\"/ui/cluster/confirm\">{}<input type=\"hidden\" name=\"action\" value=\"{}\"><button id=\"{}\">{}…</button></form>",
+            page::csrf(&s),
+            action.0,
+            action.0,
+            action.1
+        ));
+    }
+
+    // Nodes and their disks.
+    body.push_str(
+        "<h2>Nodes</h2><table id=\"nodes\"><thead><tr><th scope=\"col\">Node</th><th scope=\"col\">Address</th><th scope=\"col\">Zone / rack</th>\
+<th scope=\"col\">State</th><th scope=\"col\">Disks</th><th scope=\"col\">Replicas</th><th scope=\"col\">Actions</th></tr></thead><tbody>",
+    );
+    for (id, n) in map["nodes"].as_object().into_iter().flatten() {
+        let nid: u64 = id.parse().unwrap_or(u64::MAX);
+        let mut state = state_text(&n["state"]);
+        if n["removing"].as_bool() == Some(true) {
+            state.push_str(", being removed");
+        }
+        let disks: Vec<String> = n["disks"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .map(|d| format!("{} {} ({})", d["path"].as_str().unwrap_or(""), page::bytes(d["capacity_bytes"].as_u64().unwrap_or(0)), state_text(&d["state"])))
+            .collect();
+        let actions = if s.admin && n["removing"].as_bool() != Some(true) {
+            format!(
+                "<form method=\"post\" action=\"/ui/cluster/confirm\">{}<input type=\"hidden\" name=\"action\" value=\"remove-node\">\
+<input type=\"hidden\" name=\"node\" value=\"{nid}\"><button class=\"remove-node\">Remove…</button></form>\
+<form method=\"post\" action=\"/ui/cluster/confirm\">{}<input type=\"hidden\" name=\"action\" value=\"mark-down\">\
+<input type=\"hidden\" name=\"node\" value=\"{nid}\"><button class=\"mark-down\">Mark down…</button></form>",
+                page::csrf(&s),
+                page::csrf(&s)
+            )
+        } else {
+            String::new()
+        };
+        body.push_str(&format!(
+            "<tr data-node=\"{nid}\"><td>{nid}</td><td>{}</td><td>{} / {}</td><td class=\"state\">{}</td><td>{}</td><td class=\"replicas\">{}</td><td>{actions}</td></tr>",
+            esc(n["addr"].as_str().unwrap_or("")),
+            esc(n["zone"].as_str().unwrap_or("")),
+            esc(n["rack"].as_str().unwrap_or("")),
+            esc(&state),
+            esc(&disks.join("; ")),
+            replicas.get(&nid).copied().unwrap_or(0)
+        ));
+    }
+    body.push_str("</tbody></table>");
+
+    // Partitions by state, and the degraded ones.
+    body.push_str("<h2>Partitions</h2><table><tbody>");
+    for (state, n) in &by_state {
+        body.push_str(&format!("<tr><th scope=\"row\">{}</th><td>{n}</td></tr>", esc(state)));
+    }
+    body.push_str("</tbody></table>");
+    let degraded = st["degraded"].as_array().map_or(0, Vec::len);
+    body.push_str(&format!("<p id=\"degraded\">Degraded partitions: {degraded}.</p>"));
+    page::page_refreshing(&s, "Cluster", &body, busy.then_some(2)).into_response()
+}
+
+#[derive(serde::Deserialize)]
+struct ActionForm {
+    #[serde(default)]
+    csrf: String,
+    action: String,
+    #[serde(default)]
+    node: Option<u64>,
+}
+
+/// What an action will do, in words, and the command that does it.
+fn describe(a: &ActionForm, map: &Value, now_ms: u64) -> Result<(String, String), String> {
+    let node = |a: &ActionForm| a.node.ok_or_else(|| "which node?".to_owned());
+    match a.action.as_str() {
+        "remove-node" => {
+            let n = node(a)?;
+            if map["nodes"][n.to_string()].is_null() {
+                return Err(format!("node {n} is not in the cluster"));
+            }
+            let held = map["partitions"]
+                .as_object()
+                .into_iter()
+                .flatten()
+                .filter(|(_, p)| p["replicas"].as_array().into_iter().flatten().any(|r| r["node"] == n))
+                .count();
+            Ok((
+                format!(
+                    "Remove node {n}? Its {held} replicas are copied to other nodes, a few at a time; then it leaves the map. Its data stays on its disks."
+                ),
+                serde_json::json!({ "RemoveNode": { "node": n } }).to_string(),
+            ))
+        }
+        "mark-down" => {
+            let n = node(a)?;
+            if map["nodes"][n.to_string()].is_null() {
+                return Err(format!("node {n} is not in the cluster"));
+            }
+            Ok((
+                format!("Mark node {n} down? Routers stop sending it requests until it heartbeats again."),
+                serde_json::json!({ "SetNodeState": { "node": n, "state": { "Down": { "since_ms": now_ms } } } }).to_string(),
+            ))
+        }
+        "rebalance" => Ok(("Start a rebalancing? Replicas move to even out the disks, at most 2 at a time.".to_owned(), String::new())),
+        "cancel-rebalance" => Ok(("Cancel the rebalancing? Moves under way finish; no new one starts.".to_owned(), "\"EndRebalance\"".to_owned())),
+        other => Err(format!("{other:?} is not an action")),
+    }
+}
+
+/// The confirmation step: says what the action will do; its form does it.
+async fn confirm(State(c): S, headers: HeaderMap, Form(f): Form<ActionForm>) -> Response {
+    let (_, s) = tryr!(checked(&c, &headers, &f.csrf));
+    let st = match c.client(&s).json(http::Method::GET, "/admin/cluster/status").await {
+        Ok(v) => v,
+        Err(e) => return failed(&s, "Reading the cluster's status", &e),
+    };
+    let (text, _) = match describe(&f, &st["map"], c.clock.now_ms()) {
+        Ok(d) => d,
+        Err(e) => return (StatusCode::BAD_REQUEST, page::message(&s, "Not done", &e)).into_response(),
+    };
+    let node = f.node.map_or(String::new(), |n| format!("<input type=\"hidden\" name=\"node\" value=\"{n}\">"));
+    let body = format!(
+        "<h1>Confirm</h1><p id=\"consequence\">{}</p><form method=\"post\" action=\"/ui/cluster/act\">{}<input type=\"hidden\" name=\"action\" value=\"{}\">{node}\
+<button id=\"confirm\">Yes, do it</button> <a href=\"/ui/cluster\">No, go back</a></form>",
+        esc(&text),
+        page::csrf(&s),
+        esc(&f.action)
+    );
+    page::page(&s, "Confirm", &body).into_response()
+}
+
+async fn act(State(c): S, headers: HeaderMap, Form(f): Form<ActionForm>) -> Response {
+    let (_, s) = tryr!(checked(&c, &headers, &f.csrf));
+    let client = c.client(&s);
+    let st = match client.json(http::Method::GET, "/admin/cluster/status").await {
+        Ok(v) => v,
+        Err(e) => return failed(&s, "Reading the cluster's status", &e),
+    };
+    let command = match describe(&f, &st["map"], c.clock.now_ms()) {
+        Ok((_, cmd)) => cmd,
+        Err(e) => return (StatusCode::BAD_REQUEST, page::message(&s, "Not done", &e)).into_response(),
+    };
+    let (path, body) = if f.action == "rebalance" { ("/admin/cluster/rebalance", "{}".to_owned()) } else { ("/admin/cluster/command", command) };
+    let answer = match client.send(http::Method::POST, path, &[("content-type", "application/json".into())], strata_client::full(body)).await {
+        Ok(r) => match r.bytes().await {
+            Ok(b) => serde_json::from_slice::<Value>(&b).unwrap_or(Value::Null),
+            Err(e) => return failed(&s, "Sending the command", &e),
+        },
+        Err(e) => return failed(&s, "Sending the command", &e),
+    };
+    if !answer["Refused"].is_null() {
+        let why = answer["message"].as_str().map_or_else(|| answer["Refused"].to_string(), str::to_owned);
+        return (StatusCode::CONFLICT, page::message(&s, "Refused", &format!("The cluster refused it: {why}"))).into_response();
+    }
+    Redirect::to("/ui/cluster").into_response()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_plans_progress_counts_moves_whose_partition_moved() {
+        let map = serde_json::json!({
+            "rebalance": { "moves": [
+                { "partition": 1, "from": { "node": 1, "disk": 0 }, "to": { "node": 4, "disk": 0 } },
+                { "partition": 2, "from": { "node": 2, "disk": 0 }, "to": { "node": 4, "disk": 0 } },
+            ] },
+            "partitions": {
+                "1": { "replicas": [{ "node": 4, "disk": 0 }, { "node": 2, "disk": 0 }] },
+                "2": { "replicas": [{ "node": 2, "disk": 0 }, { "node": 3, "disk": 0 }] },
+            },
+        });
+        assert_eq!(plan_progress(&map), Some((1, 2)));
+        assert_eq!(plan_progress(&serde_json::json!({ "rebalance": null })), None);
+    }
+
+    #[test]
+    fn actions_on_a_node_that_is_gone_are_refused() {
+        let map = serde_json::json!({ "nodes": { "1": {} }, "partitions": {} });
+        let a = ActionForm { csrf: String::new(), action: "remove-node".into(), node: Some(9) };
+        assert!(describe(&a, &map, 1).unwrap_err().contains("node 9 is not in the cluster"));
+        let a = ActionForm { csrf: String::new(), action: "remove-node".into(), node: Some(1) };
+        assert!(describe(&a, &map, 1).unwrap().1.contains("RemoveNode"));
+        let a = ActionForm { csrf: String::new(), action: "explode".into(), node: None };
+        assert!(describe(&a, &map, 1).is_err());
+    }
+}
