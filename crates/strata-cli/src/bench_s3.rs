@@ -67,7 +67,7 @@ type Body = Full<Bytes>;
 #[derive(Clone)]
 pub(crate) struct S3Client {
     http: HyperClient<HttpConnector, Body>,
-    endpoint: String,
+    pub(crate) endpoint: String,
     host: String,
     signer: Arc<strata_auth::Signer>,
     pub(crate) creds: strata_auth::Credentials,

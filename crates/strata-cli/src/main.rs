@@ -3,6 +3,7 @@
 mod bench;
 mod bench_all;
 mod bench_cluster;
+mod bench_console;
 mod bench_events;
 mod bench_kv;
 mod bench_kv_push;

@@ -65,6 +65,8 @@ pub enum BenchWhat {
     S3(crate::bench_s3::BenchS3Args),
     /// What change capture costs: PUTs/s over S3 and the native API with a target of every event and with none.
     Events(crate::bench_events::BenchEventsArgs),
+    /// How fast the web console's pages answer on a node holding many objects (p99 against a limit).
+    Console(crate::bench_console::BenchConsoleArgs),
     /// Every benchmark with a floor (native, S3 against MinIO, cluster,
     /// key-value against SQLite), and one table of verdicts.
     All(crate::bench_all::BenchAllArgs),
@@ -102,6 +104,7 @@ pub async fn run(a: BenchArgs) -> Result<()> {
     match a.what {
         Some(BenchWhat::S3(s3)) => return crate::bench_s3::run(s3).await,
         Some(BenchWhat::Events(e)) => return crate::bench_events::run(e).await,
+        Some(BenchWhat::Console(c)) => return crate::bench_console::run(c).await,
         Some(BenchWhat::All(all)) => return crate::bench_all::run(all).await,
         None => {}
     }
