@@ -137,3 +137,53 @@ async fn a_real_browser_drives_the_console() {
     println!("{}{text}", String::from_utf8_lossy(&out.stdout));
     assert!(out.status.success(), "browser tests failed:\n{text}");
 }
+
+/// The key-value page: a read-only store's versions, a key looked up as
+/// text, a swap through its confirmation (and refused without one's
+/// token), and a lookup of a key the store lacks.
+#[tokio::test(flavor = "multi_thread")]
+async fn the_key_value_page_swaps_versions_and_looks_up_keys() {
+    let dir = tempfile::tempdir().unwrap();
+    let node = Node::start(&dir.path().join("data"), &[]).await;
+    let admin = strata_auth::credentials::load(&node.credentials()).expect("admin credentials");
+    let def = strata_kv::StoreDef { name: "scores".into(), partitions: 4, replication: 1, chunks: 2 };
+    for v in [1u8, 2] {
+        let recs: Vec<(Vec<u8>, Vec<u8>)> = (0..50u32).map(|i| (format!("k{i}").into_bytes(), format!("v{v}:{i}").into_bytes())).collect();
+        strata_kv::build_in_memory(&def, recs, &dir.path().join(format!("b{v}")), strata_kv::Duplicates::Fail).unwrap();
+    }
+    node.client.post_json("/admin/kv/scores", &serde_json::json!({ "partitions": 4, "chunks": 2 })).await.unwrap();
+    let mut versions = Vec::new();
+    for v in [1u8, 2] {
+        let loaded = node.client.post_json("/admin/kv/scores/load", &serde_json::json!({ "dir": dir.path().join(format!("b{v}")) })).await.unwrap();
+        versions.push(loaded["version"].as_u64().unwrap());
+    }
+    node.client.post_json("/admin/kv/scores/swap", &serde_json::json!({ "version": versions[0] })).await.unwrap();
+
+    let url = node.url.clone();
+    let form = format!("access_key_id={}&secret_access_key={}", enc(&admin.access_key_id), enc(&admin.secret_access_key));
+    let (_, head, _) = exchange(&url, "POST", "/ui/login", None, Some(&form));
+    let cookie = session_cookie(&head);
+    let (st, _, page) = exchange(&url, "GET", "/ui/kv", Some(&cookie), None);
+    assert_eq!(st, 200);
+    assert!(page.contains("scores") && page.contains(&format!("<option value=\"{}\">", versions[1])), "{page}");
+    let (st, _, page) = exchange(&url, "GET", "/ui/kv/lookup?store=scores&kind=ro&key=k7", Some(&cookie), None);
+    assert_eq!(st, 200, "{page}");
+    assert!(page.contains("v1:7"), "{page}");
+    let (st, _, page) = exchange(&url, "GET", "/ui/kv/lookup?store=scores&kind=ro&key=missing", Some(&cookie), None);
+    assert_eq!(st, 404, "{page}");
+
+    // The swap: a confirmation that says what happens, then the swap.
+    let csrf = csrf_of(&page);
+    let confirm = format!("csrf={csrf}&store=scores&action=swap&version={}", versions[1]);
+    let (st, _, page) = exchange(&url, "POST", "/ui/kv/confirm", Some(&cookie), Some(&confirm));
+    assert_eq!(st, 200);
+    assert!(page.contains(&format!("Swap store scores to version {}?", versions[1])), "{page}");
+    let forged = format!("csrf=forged&store=scores&action=swap&version={}", versions[1]);
+    assert_eq!(exchange(&url, "POST", "/ui/kv/act", Some(&cookie), Some(&forged)).0, 403);
+    let (_, _, page) = exchange(&url, "GET", "/ui/kv/lookup?store=scores&kind=ro&key=k7", Some(&cookie), None);
+    assert!(page.contains("v1:7"), "a forged token swapped: {page}");
+    let (st, _, _) = exchange(&url, "POST", "/ui/kv/act", Some(&cookie), Some(&confirm));
+    assert_eq!(st, 303);
+    let (_, _, page) = exchange(&url, "GET", "/ui/kv/lookup?store=scores&kind=ro&key=k7", Some(&cookie), None);
+    assert!(page.contains("v2:7"), "{page}");
+}

@@ -19,6 +19,7 @@
 mod buckets;
 mod cluster;
 mod keys;
+mod kv;
 pub mod page;
 pub mod s3;
 pub mod session;
@@ -43,6 +44,9 @@ pub struct Console {
     s3: std::sync::RwLock<Option<Backend>>,
     secure_cookie: bool,
     clock: Arc<dyn Clock>,
+    /// Clients by (port, access key id), kept so a page's calls reuse
+    /// their connections (one per request cost a few ms a page).
+    clients: std::sync::Mutex<std::collections::HashMap<(bool, String), Client>>,
 }
 
 /// How long a session lasts without a request.
@@ -52,7 +56,14 @@ impl Console {
     /// A console over the node `backend` reaches; `secure_cookie` when the
     /// node serves TLS (the cookie then goes over TLS only).
     pub fn new(backend: Backend, secure_cookie: bool, clock: Arc<dyn Clock>) -> Arc<Self> {
-        Arc::new(Self { sessions: Sessions::new(SESSION_IDLE_MS, clock.clone()), backend, s3: std::sync::RwLock::new(None), secure_cookie, clock })
+        Arc::new(Self {
+            sessions: Sessions::new(SESSION_IDLE_MS, clock.clone()),
+            backend,
+            s3: std::sync::RwLock::new(None),
+            secure_cookie,
+            clock,
+            clients: std::sync::Mutex::new(std::collections::HashMap::new()),
+        })
     }
 
     /// Where the node's S3 API answers (the buckets and objects pages use it).
@@ -61,7 +72,19 @@ impl Console {
     }
 
     fn s3_client(&self, s: &Session) -> Option<Client> {
-        self.s3.read().unwrap_or_else(std::sync::PoisonError::into_inner).as_ref().map(|b| b(Some(s.creds.clone())))
+        let backend = self.s3.read().unwrap_or_else(std::sync::PoisonError::into_inner).clone()?;
+        Some(self.cached(true, s, &backend))
+    }
+
+    /// The client of `backend` signing as `s`'s key, made once per key.
+    fn cached(&self, s3: bool, s: &Session, backend: &Backend) -> Client {
+        let mut m = self.clients.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        // Keys signed in at once are few; a bound keeps a stream of
+        // different keys from growing the map without end.
+        if m.len() > 1024 {
+            m.clear();
+        }
+        m.entry((s3, s.creds.access_key_id.clone())).or_insert_with(|| backend(Some(s.creds.clone()))).clone()
     }
 
     /// Sessions alive now (a metric).
@@ -76,7 +99,7 @@ impl Console {
     }
 
     fn client(&self, s: &Session) -> Client {
-        (self.backend)(Some(s.creds.clone()))
+        self.cached(false, s, &self.backend)
     }
 }
 
@@ -93,6 +116,7 @@ pub fn routes(console: Arc<Console>) -> axum::Router {
         .merge(buckets::routes())
         .merge(keys::routes())
         .merge(cluster::routes())
+        .merge(kv::routes())
         .route("/ui/static/console.css", get(|| async { ([(header::CONTENT_TYPE, "text/css")], page::CSS) }))
         .route("/ui/static/console.js", get(|| async { ([(header::CONTENT_TYPE, "text/javascript")], include_str!("console.js")) }))
         .with_state(console)
@@ -200,11 +224,13 @@ fn checked(c: &Console, headers: &HeaderMap, csrf: &str) -> Result<(String, Sess
 }
 
 async fn logout(State(c): S, headers: HeaderMap, Form(f): Form<CsrfForm>) -> Response {
-    let (id, _) = match checked(&c, &headers, &f.csrf) {
+    let (id, s) = match checked(&c, &headers, &f.csrf) {
         Ok(x) => x,
         Err(r) => return *r,
     };
     c.sessions.end(&id);
+    // Its key's clients (and the secret they hold) go with it.
+    c.clients.lock().unwrap_or_else(std::sync::PoisonError::into_inner).retain(|(_, k), _| *k != s.creds.access_key_id);
     let mut r = Redirect::to("/ui/login").into_response();
     r.headers_mut().insert(header::SET_COOKIE, c.cookie("", Some(0)));
     r

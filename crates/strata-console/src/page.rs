@@ -48,7 +48,7 @@ fn nav(s: &Session) -> String {
     let who = if s.name.is_empty() { s.creds.access_key_id.clone() } else { format!("{} ({})", s.name, s.creds.access_key_id) };
     let role = if s.admin { "admin" } else { "key" };
     format!(
-        "<header><strong>Strata</strong><nav><a href=\"/ui/overview\">Overview</a> · <a href=\"/ui/buckets\">Buckets</a>{}</nav>\
+        "<header><strong>Strata</strong><nav><a href=\"/ui/overview\">Overview</a> · <a href=\"/ui/buckets\">Buckets</a> · <a href=\"/ui/kv\">Key-value stores</a>{}</nav>\
 <span>Signed in as {} · {role}</span>\
 <form method=\"post\" action=\"/ui/logout\"><input type=\"hidden\" name=\"csrf\" value=\"{}\"><button id=\"sign-out\">Sign out</button></form></header>",
         if s.admin { " · <a href=\"/ui/cluster\">Cluster</a> · <a href=\"/ui/keys\">Access keys</a>" } else { "" },
