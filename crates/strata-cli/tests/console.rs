@@ -80,6 +80,8 @@ async fn sign_in_sessions_csrf_and_sign_out() {
     let (st, _, page) = exchange(&url, "GET", "/ui/overview", Some(&cookie), None);
     assert_eq!(st, 200);
     assert!(page.contains("Signed in as") && page.contains("admin") && page.contains("This node"), "{page}");
+    assert!(page.contains("id=\"chart-rate\"") && page.contains("id=\"chart-latency\"") && page.contains("id=\"capacity\""), "{page}");
+    assert!(page.contains("Needs attention") && page.contains("Nothing: every partition takes writes"), "{page}");
     assert!(!page.contains(&admin.secret_access_key), "the secret on a page");
 
     // A forged or missing CSRF token changes nothing.

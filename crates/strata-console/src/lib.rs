@@ -240,6 +240,16 @@ async fn overview(State(c): S, headers: HeaderMap) -> Response {
     let Some((_, s)) = session_of(&c, &headers) else { return signed_out("") };
     let client = c.client(&s);
     let health = client.json(http::Method::GET, "/health").await.ok();
-    let metrics = if s.admin { client.get_text("/metrics").await.ok() } else { None };
-    page::overview(&s, health.as_ref(), metrics.as_deref()).into_response()
+    let (metrics, figures) = if s.admin {
+        let get = |path: &'static str| {
+            let client = client.clone();
+            async move { client.json(http::Method::GET, path).await.ok() }
+        };
+        let (metrics, recent, partitions, cluster) =
+            tokio::join!(client.get_text("/metrics"), get("/admin/metrics/recent"), get("/admin/partitions"), get("/admin/cluster/status"));
+        (metrics.ok(), page::Figures { recent, partitions, cluster })
+    } else {
+        (None, page::Figures::default())
+    };
+    page::overview(&s, health.as_ref(), metrics.as_deref(), &figures).into_response()
 }

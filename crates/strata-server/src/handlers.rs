@@ -21,6 +21,7 @@ pub(crate) fn routes() -> Router<Arc<AppState>> {
     Router::new()
         .route("/", post(put_blob))
         .route("/health", get(health))
+        .route("/admin/metrics/recent", get(recent))
         .route("/metrics", get(metrics))
         .route("/admin/partitions", get(partitions))
         .route("/admin/partitions/{pid}/blobs", get(partition_blobs))
@@ -307,6 +308,12 @@ async fn update_ttl(State(st): S, Extension(who): Extension<crate::Principal>, P
     }
     .await;
     done(&st, "ttl_update", t, r)
+}
+
+/// The last ten minutes of PUTs and GETs in 10-second windows (the
+/// console's overview charts).
+async fn recent(State(st): S) -> Response {
+    Json(st.metrics.recent.json()).into_response()
 }
 
 async fn health(State(st): S) -> Response {

@@ -27,6 +27,7 @@ mod kms_api;
 mod kv_api;
 pub mod limits;
 mod metrics;
+mod recent;
 mod rw_api;
 mod session;
 mod tract_api;

@@ -61,6 +61,8 @@ pub struct Metrics {
     /// The connection gate every port of the node shares (one budget of
     /// open files).
     gate: Arc<std::sync::OnceLock<Arc<crate::limits::Gate>>>,
+    /// The last ten minutes of PUTs and GETs (the console's charts).
+    pub recent: crate::recent::Recent,
 }
 
 /// What the metrics read at scrape time.
@@ -89,6 +91,7 @@ impl Metrics {
     /// Registers everything, including the collectors over `from`.
     pub fn new(from: Sources) -> Self {
         let Sources { disks: store, router, cluster, kv, names, scrub, sweep, workers, capture } = from;
+        let recent = crate::recent::Recent::new(router.clock().clone());
         let mut registry = Registry::default();
         let requests = Family::<OpStatus, Counter>::default();
         let latency = Family::<Op, Histogram>::new_with_constructor(|| Histogram::new(exponential_buckets(0.000_05, 2.0, 20)));
@@ -142,6 +145,7 @@ impl Metrics {
             tls_handshake_failures,
             auth_refusals,
             gate,
+            recent,
         }
     }
 
@@ -155,6 +159,11 @@ impl Metrics {
     pub fn observe(&self, op: &'static str, status: u16, seconds: f64) {
         self.requests.get_or_create(&OpStatus { op, status }).inc();
         self.latency.get_or_create(&[("op", op)]).observe(seconds);
+        match op {
+            "put" => self.recent.record(crate::recent::Kind::Put, seconds),
+            "get" => self.recent.record(crate::recent::Kind::Get, seconds),
+            _ => {}
+        }
     }
 
     /// Records a request refused by authentication or authorization.
@@ -166,6 +175,11 @@ impl Metrics {
     pub fn observe_s3(&self, op: &'static str, status: u16, seconds: f64) {
         self.s3_requests.get_or_create(&OpStatus { op, status }).inc();
         self.s3_latency.get_or_create(&[("op", op)]).observe(seconds);
+        match op {
+            "PutObject" | "UploadPart" => self.recent.record(crate::recent::Kind::Put, seconds),
+            "GetObject" => self.recent.record(crate::recent::Kind::Get, seconds),
+            _ => {}
+        }
     }
 
     /// The OpenMetrics text exposition.

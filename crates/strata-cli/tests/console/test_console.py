@@ -150,6 +150,12 @@ class Console(unittest.TestCase):
         keys = [f"logs/{d:02d}/{i:04d}.txt" for d in range(5) for i in range(1000)]
         with concurrent.futures.ThreadPoolExecutor(16) as pool:
             list(pool.map(lambda k: c.put_object(Bucket="many", Key=k, Body=k.encode()), keys))
+        # The overview's charts now have the last minutes' PUTs.
+        self.open("/ui/overview")
+        legend = b.find_element(By.ID, "chart-rate").text
+        self.assertRegex(legend, r"PUT \(now [0-9.]+ /s, peak [0-9.]+ /s\)")
+        self.assertNotIn("peak 0.0 /s)", legend.split("GET")[0], "5,000 PUTs and the chart shows none")
+        self.shot("06a-overview-charts")
         self.open("/ui/buckets/many")
         b.find_element(By.LINK_TEXT, "📁 logs/").click()
         self.wait.until(lambda d: d.find_elements(By.LINK_TEXT, "📁 03/"))
