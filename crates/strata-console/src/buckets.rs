@@ -28,6 +28,8 @@ pub(crate) fn routes() -> axum::Router<Arc<Console>> {
         .route("/ui/buckets/{bucket}/download", get(download))
         .route("/ui/buckets/{bucket}/delete-object", post(delete_object))
         .route("/ui/buckets/{bucket}/upload", put(upload))
+        .route("/ui/buckets/{bucket}/lifecycle", post(set_lifecycle))
+        .route("/ui/buckets/{bucket}/tags", post(set_tags))
 }
 
 fn s3_of(c: &Console, s: &Session) -> Result<Client, Box<Response>> {
@@ -213,6 +215,20 @@ async fn browse(State(c): S, headers: HeaderMap, Path(bucket): Path<String>, Que
         esc(&q.prefix),
         esc(&s.csrf)
     ));
+    // Lifecycle: the expiration rules S3 holds for the bucket.
+    let rules = match s3c.send(http::Method::GET, &format!("/{b}?lifecycle"), &[], strata_client::full(bytes::Bytes::new())).await {
+        Ok(r) => text(r).await.ok().and_then(|t| s3::leaves(&t).ok()).unwrap_or_default(),
+        Err(_) => Vec::new(),
+    };
+    let expiry: Vec<String> = rules.iter().filter(|(p, _)| p.ends_with("Rule/Expiration/Days")).map(|(_, d)| d.clone()).collect();
+    let rule_text = if expiry.is_empty() { "Objects never expire.".to_owned() } else { format!("Objects expire after {} days.", expiry.join(", ")) };
+    body.push_str(&format!(
+        "<h2>Lifecycle</h2><p id=\"lifecycle\">{}</p><form method=\"post\" action=\"/ui/buckets/{b}/lifecycle\">{}\
+<label for=\"expire-days\">Expire objects after this many days (empty: never)</label><input id=\"expire-days\" name=\"days\" inputmode=\"numeric\" pattern=\"[0-9]*\">\
+<p><button id=\"set-lifecycle\">Set</button></p></form>",
+        esc(&rule_text),
+        page::csrf(&s)
+    ));
     if s.admin {
         body.push_str(&format!(
             "<h2>Access</h2><form method=\"post\" action=\"/ui/buckets/{b}/public\">{}<label for=\"public\">Anonymous reads</label>\
@@ -267,8 +283,32 @@ async fn object(State(c): S, headers: HeaderMap, Path(bucket): Path<String>, Que
             _ => {}
         }
     }
+    let tag_lines: Vec<String> = {
+        let mut out = Vec::new();
+        let mut k = None;
+        for (p, t) in &tags {
+            match p.as_str() {
+                "Tagging/TagSet/Tag/Key" => k = Some(t.clone()),
+                "Tagging/TagSet/Tag/Value" => {
+                    if let Some(k) = k.take() {
+                        out.push(format!("{k}={t}"));
+                    }
+                }
+                _ => {}
+            }
+        }
+        out
+    };
     body.push_str(&format!(
-        "</tbody></table><p><a id=\"download\" href=\"/ui/buckets/{b}/download?key={}\">Download</a></p>\
+        "</tbody></table><form method=\"post\" action=\"/ui/buckets/{b}/tags\">{}<input type=\"hidden\" name=\"key\" value=\"{}\">\
+<label for=\"tags\">Tags, one key=value a line</label><textarea id=\"tags\" name=\"tags\" rows=\"3\" cols=\"40\">{}</textarea>\
+<p><button id=\"set-tags\">Save tags</button></p></form>",
+        page::csrf(&s),
+        esc(&q.key),
+        esc(&tag_lines.join("\n"))
+    ));
+    body.push_str(&format!(
+        "<p><a id=\"download\" href=\"/ui/buckets/{b}/download?key={}\">Download</a></p>\
 <form method=\"post\" action=\"/ui/buckets/{b}/delete-object\" onsubmit=\"return confirm('Delete this object?')\">{}\
 <input type=\"hidden\" name=\"key\" value=\"{}\"><button id=\"delete-object\">Delete object</button></form>",
         enc(&q.key, false),
@@ -436,4 +476,91 @@ async fn store(s3c: &Client, path: &str, content_type: &str, body: Body) -> Resu
         }
     }
     Ok(total)
+}
+
+#[derive(serde::Deserialize)]
+struct LifecycleForm {
+    #[serde(default)]
+    csrf: String,
+    #[serde(default)]
+    days: String,
+}
+
+async fn set_lifecycle(State(c): S, headers: HeaderMap, Path(bucket): Path<String>, Form(f): Form<LifecycleForm>) -> Response {
+    let (_, s) = tryr!(checked(&c, &headers, &f.csrf));
+    let s3c = tryr!(s3_of(&c, &s));
+    let path = format!("/{}?lifecycle", enc(&bucket, false));
+    let days = f.days.trim();
+    let sent = if days.is_empty() {
+        s3c.send(http::Method::DELETE, &path, &[], strata_client::full(bytes::Bytes::new())).await
+    } else {
+        let n: u32 = match days.parse() {
+            Ok(n) if n > 0 => n,
+            _ => return (StatusCode::BAD_REQUEST, page::message(&s, "Not done", &format!("{days:?} is not a number of days (1 or more)"))).into_response(),
+        };
+        let xml = format!(
+            "<LifecycleConfiguration><Rule><ID>console-expiration</ID><Filter><Prefix></Prefix></Filter><Status>Enabled</Status>\
+<Expiration><Days>{n}</Days></Expiration></Rule></LifecycleConfiguration>"
+        );
+        s3c.send(http::Method::PUT, &path, &[("content-length", xml.len().to_string())], strata_client::full(xml)).await
+    };
+    match sent {
+        Ok(_) => Redirect::to(&format!("/ui/buckets/{}", enc(&bucket, false))).into_response(),
+        Err(e) => failed(&s, &format!("Setting bucket {bucket:?}'s lifecycle"), &e),
+    }
+}
+
+#[derive(serde::Deserialize)]
+struct TagsForm {
+    #[serde(default)]
+    csrf: String,
+    key: String,
+    #[serde(default)]
+    tags: String,
+}
+
+/// Tags typed one `key=value` a line.
+pub(crate) fn parse_tags(text: &str) -> Result<Vec<(String, String)>, String> {
+    text.lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty())
+        .map(|l| match l.split_once('=') {
+            Some((k, v)) if !k.trim().is_empty() => Ok((k.trim().to_owned(), v.trim().to_owned())),
+            _ => Err(format!("{l:?} is not key=value")),
+        })
+        .collect()
+}
+
+async fn set_tags(State(c): S, headers: HeaderMap, Path(bucket): Path<String>, Form(f): Form<TagsForm>) -> Response {
+    let (_, s) = tryr!(checked(&c, &headers, &f.csrf));
+    let s3c = tryr!(s3_of(&c, &s));
+    let tags = match parse_tags(&f.tags) {
+        Ok(t) => t,
+        Err(e) => return (StatusCode::BAD_REQUEST, page::message(&s, "Not done", &e)).into_response(),
+    };
+    let path = format!("/{}/{}?tagging", enc(&bucket, false), enc(&f.key, true));
+    let sent = if tags.is_empty() {
+        s3c.send(http::Method::DELETE, &path, &[], strata_client::full(bytes::Bytes::new())).await
+    } else {
+        let set: String = tags.iter().map(|(k, v)| format!("<Tag><Key>{}</Key><Value>{}</Value></Tag>", esc(k), esc(v))).collect();
+        let xml = format!("<Tagging><TagSet>{set}</TagSet></Tagging>");
+        s3c.send(http::Method::PUT, &path, &[("content-length", xml.len().to_string())], strata_client::full(xml)).await
+    };
+    match sent {
+        Ok(_) => Redirect::to(&format!("/ui/buckets/{}/object?key={}", enc(&bucket, false), enc(&f.key, false))).into_response(),
+        Err(e) => failed(&s, &format!("Tagging {:?}", f.key), &e),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tags_are_key_value_lines() {
+        assert_eq!(parse_tags("a=1\n\n b = two \n").unwrap(), vec![("a".into(), "1".into()), ("b".into(), "two".into())]);
+        assert!(parse_tags("novalue").is_err());
+        assert!(parse_tags("=x").is_err());
+        assert!(parse_tags("").unwrap().is_empty());
+    }
 }

@@ -144,6 +144,22 @@ class Console(unittest.TestCase):
             got = f.read()
         self.assertEqual(hashlib.sha256(got).hexdigest(), hashlib.sha256(data).hexdigest(), "the download differs from the upload")
 
+        # Tags on the object, and the bucket's expiration.
+        tags = b.find_element(By.ID, "tags")
+        tags.clear()
+        tags.send_keys("team=photos\nstage=raw")
+        b.find_element(By.ID, "set-tags").click()
+        self.until_text("tag team")
+        self.assertEqual(s3().get_object_tagging(Bucket="photos", Key="big.bin")["TagSet"], [{"Key": "team", "Value": "photos"}, {"Key": "stage", "Value": "raw"}])
+        self.open("/ui/buckets/photos")
+        b.find_element(By.ID, "expire-days").send_keys("30")
+        b.find_element(By.ID, "set-lifecycle").click()
+        self.until_text("Objects expire after 30 days.")
+        b.execute_script("document.getElementById('expire-days').removeAttribute('pattern')")
+        b.find_element(By.ID, "expire-days").send_keys("soon")
+        b.find_element(By.ID, "set-lifecycle").click()
+        self.until_text("is not a number of days")
+
         # A bucket of 5,000 objects, browsed by prefix and page.
         c = s3()
         c.create_bucket(Bucket="many")
