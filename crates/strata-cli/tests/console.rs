@@ -6,7 +6,7 @@
 
 mod common;
 
-use common::{Node, pyenv, workspace};
+use common::Node;
 use std::io::{Read, Write};
 
 /// One HTTP/1.1 exchange on a new connection: (status, head, body).
@@ -114,30 +114,21 @@ async fn sign_in_sessions_csrf_and_sign_out() {
 /// The whole console in a real browser (tests/console/test_console.py).
 #[tokio::test(flavor = "multi_thread")]
 async fn a_real_browser_drives_the_console() {
-    for tool in ["/usr/bin/chromium", "/usr/bin/chromedriver"] {
-        assert!(std::path::Path::new(tool).exists(), "{tool} is missing: scripts/test.sh installs Debian's chromium and chromium-driver");
-    }
     let dir = tempfile::tempdir().unwrap();
     let node = Node::start(&dir.path().join("data"), &["--s3-listen", "127.0.0.1:0"]).await;
     let line = node.printed("S3 API on").await;
     let s3 = line.split_whitespace().find(|w| w.starts_with("http://")).expect("S3 banner names the URL").to_owned();
     let admin = strata_auth::credentials::load(&node.credentials()).expect("admin credentials");
-    let shots = workspace().join("target/console-screenshots");
-    let out = std::process::Command::new(pyenv().join("bin/python"))
-        .arg(workspace().join("crates/strata-cli/tests/console/test_console.py"))
-        .env("STRATA_UI", format!("{}/ui", node.url))
-        .env("STRATA_S3", &s3)
-        .env("AWS_ACCESS_KEY_ID", &admin.access_key_id)
-        .env("AWS_SECRET_ACCESS_KEY", &admin.secret_access_key)
-        .env("SHOTS", &shots)
-        .env("HOME", dir.path())
-        // Selenium's own driver manager would try the network: the paths are given.
-        .env("SE_AVOID_STATS", "true")
-        .output()
-        .expect("run python");
-    let text = String::from_utf8_lossy(&out.stderr);
-    println!("{}{text}", String::from_utf8_lossy(&out.stdout));
-    assert!(out.status.success(), "browser tests failed:\n{text}");
+    common::browser_test(
+        "console/test_console.py",
+        dir.path(),
+        &[
+            ("STRATA_UI", format!("{}/ui", node.url)),
+            ("STRATA_S3", s3),
+            ("AWS_ACCESS_KEY_ID", admin.access_key_id),
+            ("AWS_SECRET_ACCESS_KEY", admin.secret_access_key),
+        ],
+    );
 }
 
 /// The key-value page: a read-only store's versions, a key looked up as

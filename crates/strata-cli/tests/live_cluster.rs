@@ -438,9 +438,6 @@ async fn a_rebalance_moves_replicas_onto_a_new_node_and_survives_the_leaders_dea
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_console_removes_a_node_and_watches_the_moves_finish() {
     let _serial = SERIAL.lock().await;
-    for tool in ["/usr/bin/chromium", "/usr/bin/chromedriver"] {
-        assert!(std::path::Path::new(tool).exists(), "{tool} is missing: scripts/test.sh installs Debian's chromium and chromium-driver");
-    }
     let extra = ["--heartbeat-ms", "200", "--intra-replication-ms", "50", "--inter-replication-ms", "100"];
     let mut c = Cluster::start_zones(88, 2, 3, &extra).await;
     c.add_node(7, 1).await;
@@ -450,20 +447,16 @@ async fn the_console_removes_a_node_and_watches_the_moves_finish() {
         blobs.push((put(&c.client(1), &data, None).await, data));
     }
     let key = c.client(1).post_json("/admin/keys", &serde_json::json!({ "name": "ops", "admin": true })).await.expect("an admin key");
-    let out = Command::new(common::pyenv().join("bin/python"))
-        .arg(common::workspace().join("crates/strata-cli/tests/console/test_cluster_console.py"))
-        .env("STRATA_UI", format!("https://{}/ui", c.real(1)))
-        .env("AWS_ACCESS_KEY_ID", key["access_key_id"].as_str().expect("id"))
-        .env("AWS_SECRET_ACCESS_KEY", key["secret_access_key"].as_str().expect("secret"))
-        .env("REMOVE", "2")
-        .env("SHOTS", common::workspace().join("target/console-screenshots"))
-        .env("HOME", &c.dir)
-        .env("SE_AVOID_STATS", "true")
-        .output()
-        .expect("run python");
-    let text = String::from_utf8_lossy(&out.stderr);
-    println!("{}{text}", String::from_utf8_lossy(&out.stdout));
-    assert!(out.status.success(), "the browser test failed:\n{text}");
+    common::browser_test(
+        "console/test_cluster_console.py",
+        &c.dir,
+        &[
+            ("STRATA_UI", format!("https://{}/ui", c.real(1))),
+            ("AWS_ACCESS_KEY_ID", key["access_key_id"].as_str().expect("id").to_owned()),
+            ("AWS_SECRET_ACCESS_KEY", key["secret_access_key"].as_str().expect("secret").to_owned()),
+            ("REMOVE", "2".to_owned()),
+        ],
+    );
     let map = c.status(1).await.expect("status")["map"].clone();
     assert!(map["nodes"].get("2").is_none(), "node 2 is still in the map: {}", map["nodes"]);
     for (id, data) in &blobs {

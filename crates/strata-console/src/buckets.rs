@@ -40,15 +40,6 @@ async fn text(r: strata_client::Response) -> Result<String, strata_client::Clien
     Ok(String::from_utf8_lossy(&r.bytes().await?).into_owned())
 }
 
-macro_rules! tryr {
-    ($e:expr) => {
-        match $e {
-            Ok(v) => v,
-            Err(r) => return *r,
-        }
-    };
-}
-
 async fn list(State(c): S, headers: HeaderMap) -> Response {
     let s = tryr!(signed_in(&c, &headers));
     let s3c = tryr!(s3_of(&c, &s));
@@ -104,13 +95,7 @@ async fn create(State(c): S, headers: HeaderMap, Form(f): Form<NameForm>) -> Res
     }
 }
 
-#[derive(serde::Deserialize)]
-struct CsrfOnly {
-    #[serde(default)]
-    csrf: String,
-}
-
-async fn delete_bucket(State(c): S, headers: HeaderMap, Path(bucket): Path<String>, Form(f): Form<CsrfOnly>) -> Response {
+async fn delete_bucket(State(c): S, headers: HeaderMap, Path(bucket): Path<String>, Form(f): Form<crate::CsrfForm>) -> Response {
     let (_, s) = tryr!(checked(&c, &headers, &f.csrf));
     let s3c = tryr!(s3_of(&c, &s));
     match s3c.send(http::Method::DELETE, &format!("/{}", enc(&bucket, false)), &[], strata_client::full(bytes::Bytes::new())).await {

@@ -16,15 +16,6 @@ pub(crate) fn routes() -> axum::Router<Arc<Console>> {
     axum::Router::new().route("/ui/cluster", get(overview)).route("/ui/cluster/confirm", post(confirm)).route("/ui/cluster/act", post(act))
 }
 
-macro_rules! tryr {
-    ($e:expr) => {
-        match $e {
-            Ok(v) => v,
-            Err(r) => return *r,
-        }
-    };
-}
-
 fn state_text(v: &Value) -> String {
     match v {
         Value::String(s) => s.clone(),

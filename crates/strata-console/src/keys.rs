@@ -14,15 +14,6 @@ pub(crate) fn routes() -> axum::Router<Arc<Console>> {
     axum::Router::new().route("/ui/keys", get(list).post(create)).route("/ui/keys/{id}/delete", post(delete)).route("/ui/keys/{id}/grant", post(grant))
 }
 
-macro_rules! tryr {
-    ($e:expr) => {
-        match $e {
-            Ok(v) => v,
-            Err(r) => return *r,
-        }
-    };
-}
-
 async fn list(State(c): S, headers: HeaderMap) -> Response {
     let s = tryr!(signed_in(&c, &headers));
     let keys = match c.client(&s).json(http::Method::GET, "/admin/keys").await {
@@ -104,13 +95,7 @@ async fn create(State(c): S, headers: HeaderMap, Form(f): Form<NewKey>) -> Respo
     }
 }
 
-#[derive(serde::Deserialize)]
-struct CsrfOnly {
-    #[serde(default)]
-    csrf: String,
-}
-
-async fn delete(State(c): S, headers: HeaderMap, Path(id): Path<String>, Form(f): Form<CsrfOnly>) -> Response {
+async fn delete(State(c): S, headers: HeaderMap, Path(id): Path<String>, Form(f): Form<crate::CsrfForm>) -> Response {
     let (_, s) = tryr!(checked(&c, &headers, &f.csrf));
     match c.client(&s).send(http::Method::DELETE, &format!("/admin/keys/{}", enc(&id, false)), &[], strata_client::full(bytes::Bytes::new())).await {
         Ok(_) => Redirect::to("/ui/keys").into_response(),

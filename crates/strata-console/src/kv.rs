@@ -17,15 +17,6 @@ pub(crate) fn routes() -> axum::Router<Arc<Console>> {
     axum::Router::new().route("/ui/kv", get(list)).route("/ui/kv/lookup", get(lookup)).route("/ui/kv/confirm", post(confirm)).route("/ui/kv/act", post(act))
 }
 
-macro_rules! tryr {
-    ($e:expr) => {
-        match $e {
-            Ok(v) => v,
-            Err(r) => return *r,
-        }
-    };
-}
-
 async fn list(State(c): S, headers: HeaderMap) -> Response {
     let s = tryr!(signed_in(&c, &headers));
     let client = c.client(&s);

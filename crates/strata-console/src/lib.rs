@@ -16,6 +16,17 @@
 //! Layer rule (checked by the test command): may use strata-client,
 //! strata-types; never the server, the engine, the router, the cluster map.
 
+/// A page's `Result<_, Box<Response>>` step: the value, or the page
+/// answered with at once.
+macro_rules! tryr {
+    ($e:expr) => {
+        match $e {
+            Ok(v) => v,
+            Err(r) => return *r,
+        }
+    };
+}
+
 mod buckets;
 mod cluster;
 mod keys;
@@ -206,10 +217,11 @@ async fn login(State(c): S, Form(f): Form<LoginForm>) -> Response {
     }
 }
 
+/// A form that carries only its CSRF token.
 #[derive(serde::Deserialize)]
-struct CsrfForm {
+pub(crate) struct CsrfForm {
     #[serde(default)]
-    csrf: String,
+    pub(crate) csrf: String,
 }
 
 /// The session of a state-changing form, if its CSRF token is its own.

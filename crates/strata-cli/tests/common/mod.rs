@@ -238,6 +238,28 @@ pub fn pyenv() -> PathBuf {
     p
 }
 
+/// Runs a Selenium test script of the test environment (under
+/// `crates/strata-cli/tests`) in Debian's headless Chromium with `env`,
+/// its screenshots going to `target/console-screenshots`, and asserts it
+/// passed (its output printed either way).
+pub fn browser_test(script: &str, home: &Path, env: &[(&str, String)]) {
+    for tool in ["/usr/bin/chromium", "/usr/bin/chromedriver"] {
+        assert!(Path::new(tool).exists(), "{tool} is missing: scripts/test.sh installs Debian's chromium and chromium-driver");
+    }
+    let out = Command::new(pyenv().join("bin/python"))
+        .arg(workspace().join("crates/strata-cli/tests").join(script))
+        .envs(env.iter().map(|(k, v)| (*k, v.as_str())))
+        .env("SHOTS", workspace().join("target/console-screenshots"))
+        .env("HOME", home)
+        // Selenium's own driver manager would try the network: the paths are given.
+        .env("SE_AVOID_STATS", "true")
+        .output()
+        .expect("run python");
+    let text = String::from_utf8_lossy(&out.stderr);
+    println!("{}{text}", String::from_utf8_lossy(&out.stdout));
+    assert!(out.status.success(), "the browser test {script} failed:\n{text}");
+}
+
 /// Runs the Spark job; returns (success, stdout + stderr).
 pub fn spark(args: &[&str]) -> (bool, String) {
     let env = pyenv();
