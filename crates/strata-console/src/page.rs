@@ -14,7 +14,8 @@ label{display:block;margin:.5rem 0 .2rem}input{font:inherit;padding:.4rem;width:
 button{font:inherit;padding:.4rem .9rem;cursor:pointer}a:focus,button:focus,input:focus{outline:3px solid #f0a500}\
 .legend{list-style:none;padding:0;display:flex;gap:1.5rem;flex-wrap:wrap}figure{margin:0 0 1rem;background:#fff;padding:.5rem}\
 .error{border-left:4px solid #b42318;background:#fef3f2;padding:.5rem}.ok{border-left:4px solid #067647;background:#ecfdf3;padding:.5rem}\
-@media (max-width:40rem){header{flex-direction:column;align-items:flex-start}header form{margin-left:0}}";
+@media (max-width:40rem){header{flex-direction:column;align-items:flex-start}header form{margin-left:0}\
+table{display:block;overflow-x:auto}main{padding:.5rem}}";
 
 /// `s` escaped for HTML text and attribute values.
 pub fn esc(s: &str) -> String {

@@ -172,6 +172,14 @@ class Console(unittest.TestCase):
         self.assertRegex(legend, r"PUT \(now [0-9.]+ /s, peak [0-9.]+ /s\)")
         self.assertNotIn("peak 0.0 /s)", legend.split("GET")[0], "5,000 PUTs and the chart shows none")
         self.shot("06a-overview-charts")
+        # On a phone's width the pages still fit: nothing wider than the screen.
+        b.set_window_size(390, 844)
+        for path, name in [("/ui/overview", "narrow-overview"), ("/ui/buckets/photos", "narrow-bucket")]:
+            self.open(path)
+            over = b.execute_script("return document.documentElement.scrollWidth - document.documentElement.clientWidth")
+            self.assertLessEqual(over, 0, f"{path} is {over} px wider than a 390 px screen")
+            self.shot(name)
+        b.set_window_size(1280, 900)
         self.open("/ui/buckets/many")
         b.find_element(By.LINK_TEXT, "📁 logs/").click()
         self.wait.until(lambda d: d.find_elements(By.LINK_TEXT, "📁 03/"))
