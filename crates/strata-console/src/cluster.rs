@@ -4,7 +4,7 @@
 
 use crate::page::{self, esc};
 use crate::{Console, S, checked, failed, signed_in};
-use axum::extract::{Form, State};
+use axum::extract::{Form, Path, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Redirect, Response};
 use axum::routing::{get, post};
@@ -13,7 +13,11 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 pub(crate) fn routes() -> axum::Router<Arc<Console>> {
-    axum::Router::new().route("/ui/cluster", get(overview)).route("/ui/cluster/confirm", post(confirm)).route("/ui/cluster/act", post(act))
+    axum::Router::new()
+        .route("/ui/cluster", get(overview))
+        .route("/ui/cluster/nodes/{id}", get(node))
+        .route("/ui/cluster/confirm", post(confirm))
+        .route("/ui/cluster/act", post(act))
 }
 
 fn state_text(v: &Value) -> String {
@@ -137,7 +141,7 @@ async fn overview(State(c): S, headers: HeaderMap) -> Response {
             String::new()
         };
         body.push_str(&format!(
-            "<tr data-node=\"{nid}\"><td>{nid}</td><td>{}</td><td>{} / {}</td><td class=\"state\">{}</td><td>{}</td><td class=\"replicas\">{}</td><td>{actions}</td></tr>",
+            "<tr data-node=\"{nid}\"><td><a class=\"node\" href=\"/ui/cluster/nodes/{nid}\">{nid}</a></td><td>{}</td><td>{} / {}</td><td class=\"state\">{}</td><td>{}</td><td class=\"replicas\">{}</td><td>{actions}</td></tr>",
             esc(n["addr"].as_str().unwrap_or("")),
             esc(n["zone"].as_str().unwrap_or("")),
             esc(n["rack"].as_str().unwrap_or("")),
@@ -157,6 +161,83 @@ async fn overview(State(c): S, headers: HeaderMap) -> Response {
     let degraded = st["degraded"].as_array().map_or(0, Vec::len);
     body.push_str(&format!("<p id=\"degraded\">Degraded partitions: {degraded}.</p>"));
     page::page_refreshing(&s, "Cluster", &body, busy.then_some(2)).into_response()
+}
+
+/// One node: its disks with the replicas each holds and their space, the
+/// partitions it holds and how they stand, what the failure detector of
+/// the node answering says of it.
+async fn node(State(c): S, headers: HeaderMap, Path(id): Path<u64>) -> Response {
+    let s = tryr!(signed_in(&c, &headers));
+    let st = match c.client(&s).json(http::Method::GET, "/admin/cluster/status").await {
+        Ok(v) => v,
+        Err(e) => return failed(&s, "Reading the cluster's status", &e),
+    };
+    let map = &st["map"];
+    let n = &map["nodes"][id.to_string()];
+    if n.is_null() {
+        return (StatusCode::NOT_FOUND, page::message(&s, "No such node", &format!("node {id} is not in the cluster (removed, or never added)")))
+            .into_response();
+    }
+    let mut state = state_text(&n["state"]);
+    if n["removing"].as_bool() == Some(true) {
+        state.push_str(", being removed");
+    }
+    let health = st["failure_detector"].as_array().into_iter().flatten().find(|d| d["node"] == id).and_then(|d| d["health"].as_str()).unwrap_or("—");
+    let mut body = format!(
+        "<h1>Node {id}</h1><p><a href=\"/ui/cluster\">Cluster</a></p><table><tbody>\
+<tr><th scope=\"row\">Address</th><td>{}</td></tr><tr><th scope=\"row\">Zone / rack</th><td>{} / {}</td></tr>\
+<tr><th scope=\"row\">State in the map</th><td id=\"node-state\">{}</td></tr><tr><th scope=\"row\">This node's failure detector</th><td>{}</td></tr></tbody></table>",
+        esc(n["addr"].as_str().unwrap_or("")),
+        esc(n["zone"].as_str().unwrap_or("")),
+        esc(n["rack"].as_str().unwrap_or("")),
+        esc(&state),
+        esc(health)
+    );
+    let parts: Vec<(&String, &Value)> = map["partitions"].as_object().into_iter().flatten().collect();
+    body.push_str(
+        "<h2>Disks</h2><table id=\"disks\"><thead><tr><th scope=\"col\">Disk</th><th scope=\"col\">Path</th><th scope=\"col\">State</th>\
+<th scope=\"col\">Capacity</th><th scope=\"col\">Allocated to replicas</th><th scope=\"col\">Replicas</th></tr></thead><tbody>",
+    );
+    for (i, d) in n["disks"].as_array().into_iter().flatten().enumerate() {
+        let on: Vec<&Value> =
+            parts.iter().filter(|(_, p)| p["replicas"].as_array().into_iter().flatten().any(|r| loc(r) == (id, i as u64))).map(|(_, p)| *p).collect();
+        let allocated: u64 = on.iter().filter_map(|p| p["capacity_bytes"].as_u64()).sum();
+        body.push_str(&format!(
+            "<tr><td>{i}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
+            esc(d["path"].as_str().unwrap_or("")),
+            esc(&state_text(&d["state"])),
+            page::bytes(d["capacity_bytes"].as_u64().unwrap_or(0)),
+            page::bytes(allocated),
+            on.len()
+        ));
+    }
+    body.push_str(
+        "</tbody></table><h2>Partitions</h2><table id=\"node-partitions\"><thead><tr><th scope=\"col\">Partition</th><th scope=\"col\">State</th>\
+<th scope=\"col\">Replicas</th><th scope=\"col\">Moving</th></tr></thead><tbody>",
+    );
+    for (pid, p) in &parts {
+        let reps: Vec<(u64, u64)> = p["replicas"].as_array().into_iter().flatten().map(loc).collect();
+        let moving_here = !p["moving"].is_null() && (loc(&p["moving"]["from"]).0 == id || loc(&p["moving"]["to"]).0 == id);
+        if !reps.iter().any(|r| r.0 == id) && !moving_here {
+            continue;
+        }
+        let moving = if p["moving"].is_null() {
+            String::new()
+        } else {
+            let (f, t) = (loc(&p["moving"]["from"]), loc(&p["moving"]["to"]));
+            format!("node {}:{} → node {}:{} ({})", f.0, f.1, t.0, t.1, state_text(&p["moving"]["phase"]))
+        };
+        let reps: Vec<String> = reps.iter().map(|(n, d)| format!("{n}:{d}")).collect();
+        body.push_str(&format!(
+            "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
+            esc(pid),
+            esc(&state_text(&p["state"])),
+            esc(&reps.join(", ")),
+            esc(&moving)
+        ));
+    }
+    body.push_str("</tbody></table>");
+    page::page(&s, &format!("Node {id}"), &body).into_response()
 }
 
 #[derive(serde::Deserialize)]

@@ -48,6 +48,16 @@ class ClusterPage(unittest.TestCase):
             self.assertIn("No rebalancing under way", b.find_element(By.TAG_NAME, "body").text)
             b.save_screenshot(os.path.join(SHOTS, "cluster-1-before.png"))
 
+            # A node's own page: its disks and the partitions it holds.
+            b.find_element(By.CSS_SELECTOR, f"tr[data-node='{REMOVE}'] a.node").click()
+            wait.until(lambda d: d.find_elements(By.ID, "disks"))
+            self.assertEqual(len(b.find_elements(By.CSS_SELECTOR, "#disks tbody tr")), 1)
+            self.assertGreater(len(b.find_elements(By.CSS_SELECTOR, "#node-partitions tbody tr")), 0)
+            b.save_screenshot(os.path.join(SHOTS, "cluster-node.png"))
+            b.get(UI + "/cluster/nodes/99")
+            self.assertIn("node 99 is not in the cluster", b.find_element(By.TAG_NAME, "body").text)
+            b.get(UI + "/cluster")
+
             # An action on a node that is not there: refused, with the reason.
             form = b.find_element(By.CSS_SELECTOR, f"tr[data-node='{REMOVE}'] form:has(button.mark-down)")
             b.execute_script("arguments[0].querySelector('input[name=node]').value = '99'", form)
