@@ -158,7 +158,7 @@ mod tests {
         assert_eq!((l.objects[0].key.as_str(), l.objects[0].size), ("a/x & y.txt", 12));
         assert_eq!(l.objects[1].key, "a/<z>");
         assert_eq!(l.next.as_deref(), Some("tok+1"));
-        assert!(listing("<ListBucketResult><Contents>").is_err() || listing("<ListBucketResult><Contents>").unwrap().objects.is_empty());
+        assert!(listing("<ListBucketResult></Contents>").is_err(), "a mismatched end tag is not a listing");
     }
 
     #[test]

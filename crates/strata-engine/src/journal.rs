@@ -23,6 +23,13 @@ pub struct JournalEntry {
     pub actor: Option<Arc<str>>,
 }
 
+impl JournalEntry {
+    /// The entry of record `rec`, made by `actor`.
+    pub fn of(rec: &strata_format::DecodedRecord, actor: Option<Arc<str>>) -> Self {
+        Self { lsn: rec.lsn, key: rec.key.clone(), kind: rec.kind, record_len: rec.total_len, time_ms: rec.time_ms, actor }
+    }
+}
+
 /// A bounded journal.
 #[derive(Debug)]
 pub struct Journal {

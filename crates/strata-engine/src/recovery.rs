@@ -356,8 +356,7 @@ fn superseded(state: &State, d: &strata_format::DamagedRange) -> bool {
 }
 
 fn journal_entry(r: &strata_format::DecodedRecord) -> JournalEntry {
-    let actor = (!r.actor.is_empty()).then(|| Arc::from(r.actor.as_str()));
-    JournalEntry { lsn: r.lsn, key: r.key.clone(), kind: r.kind, record_len: r.total_len, time_ms: r.time_ms, actor }
+    JournalEntry::of(r, (!r.actor.is_empty()).then(|| Arc::from(r.actor.as_str())))
 }
 
 /// The last records, at most `room` of them or a few more, of the part of

@@ -392,14 +392,7 @@ impl Writer {
             let mut off = start;
             for e in group {
                 st.memtable.insert(located(seg_id, off, &e.rec));
-                st.journal.push(JournalEntry {
-                    lsn: e.rec.lsn,
-                    key: e.rec.key.clone(),
-                    kind: e.rec.kind,
-                    record_len: e.rec.total_len,
-                    time_ms: e.rec.time_ms,
-                    actor: e.actor.clone(),
-                });
+                st.journal.push(JournalEntry::of(&e.rec, e.actor.clone()));
                 off += e.len as u64;
                 let ack = WriteAck { lsn: e.rec.lsn, time_ms: e.rec.time_ms };
                 acks.push((e, ack));
