@@ -442,7 +442,7 @@ async fn the_console_removes_a_node_and_watches_the_moves_finish() {
     let mut c = Cluster::start_zones(88, 2, 3, &extra).await;
     c.add_node(7, 1).await;
     let mut blobs: Vec<(String, Vec<u8>)> = Vec::new();
-    for seed in 0..6u64 {
+    for seed in 0..12u64 {
         let data = content(7000 + seed, 300_000);
         blobs.push((put(&c.client(1), &data, None).await, data));
     }
@@ -455,10 +455,18 @@ async fn the_console_removes_a_node_and_watches_the_moves_finish() {
             ("AWS_ACCESS_KEY_ID", key["access_key_id"].as_str().expect("id").to_owned()),
             ("AWS_SECRET_ACCESS_KEY", key["secret_access_key"].as_str().expect("secret").to_owned()),
             ("REMOVE", "2".to_owned()),
+            ("DISK_NODE", "3".to_owned()),
         ],
     );
     let map = c.status(1).await.expect("status")["map"].clone();
     assert!(map["nodes"].get("2").is_none(), "node 2 is still in the map: {}", map["nodes"]);
+    // Node 7 received node 2's replicas: its metrics count the bytes, at
+    // least the blobs' (each partition's replicas hold them all).
+    let metrics = c.client(7).get_text("/metrics").await.expect("metrics");
+    let copied = metric(&metrics, "strata_move_bytes_copied_total");
+    assert!(copied >= (blobs.len() * 300_000) as f64, "strata_move_bytes_copied_total = {copied}");
+    assert_eq!(metric(&metrics, "strata_moves_filling"), 0.0);
+    assert_eq!(c.client(7).json(http::Method::GET, "/admin/cluster/moves").await.expect("moves")["moves"], serde_json::json!([]));
     for (id, data) in &blobs {
         get_ok(&c.client(1), id, data).await;
     }

@@ -48,6 +48,56 @@ pub fn plan_progress(map: &Value) -> Option<(usize, usize)> {
     Some((done, moves.len()))
 }
 
+/// How long the page waits for a node's account of its copies.
+const PEER_WAIT: std::time::Duration = std::time::Duration::from_millis(1500);
+
+/// What the nodes receiving moves say of their copies, by partition
+/// (`GET /admin/cluster/moves` on each, at once; a node that does not
+/// answer in time is left out, and named in the second value).
+async fn copies(c: &Console, s: &crate::session::Session, map: &Value) -> (BTreeMap<u64, Value>, Vec<u64>) {
+    let mut receivers: Vec<(u64, String)> = map["partitions"]
+        .as_object()
+        .into_iter()
+        .flatten()
+        .filter_map(|(_, p)| p["moving"]["to"]["node"].as_u64())
+        .filter_map(|n| Some((n, map["nodes"][n.to_string()]["addr"].as_str()?.to_owned())))
+        .collect();
+    receivers.sort();
+    receivers.dedup();
+    let asks = receivers.iter().map(|(n, addr)| {
+        let client = c.peer(s, addr);
+        async move { (*n, tokio::time::timeout(PEER_WAIT, client.json(http::Method::GET, "/admin/cluster/moves")).await) }
+    });
+    let mut out = BTreeMap::new();
+    let mut silent = Vec::new();
+    for (n, answer) in futures_util::future::join_all(asks).await {
+        match answer {
+            Ok(Ok(v)) => {
+                for m in v["moves"].as_array().into_iter().flatten() {
+                    if let Some(p) = m["partition"].as_u64() {
+                        out.insert(p, m.clone());
+                    }
+                }
+            }
+            _ => silent.push(n),
+        }
+    }
+    (out, silent)
+}
+
+/// A copy's progress in words: "copied 12.0 MiB of about 40.0 MiB at 5.1 MB/s".
+fn copy_text(m: &Value) -> String {
+    let copied = m["copied_bytes"].as_u64().unwrap_or(0);
+    let source = m["source_bytes"].as_u64().unwrap_or(0);
+    let rate = m["bytes_per_sec"].as_u64().unwrap_or(0);
+    let of = if source > 0 { format!(" of about {}", page::bytes(source)) } else { String::new() };
+    format!("copied {}{of} at {}", page::bytes(copied), mb_s(rate))
+}
+
+fn mb_s(bytes_per_sec: u64) -> String {
+    format!("{:.1} MB/s", bytes_per_sec as f64 / 1e6)
+}
+
 async fn overview(State(c): S, headers: HeaderMap) -> Response {
     let s = tryr!(signed_in(&c, &headers));
     let st = match c.client(&s).json(http::Method::GET, "/admin/cluster/status").await {
@@ -65,6 +115,8 @@ async fn overview(State(c): S, headers: HeaderMap) -> Response {
     body.push_str(&format!("<tr><th scope=\"row\">Members</th><td>{}</td></tr></tbody></table>", esc(&members.join(", "))));
 
     // Rebalancing and moves: the page refreshes itself while they last.
+    let (copying, silent) =
+        if map["partitions"].as_object().into_iter().flatten().any(|(_, p)| !p["moving"].is_null()) { copies(&c, &s, map).await } else { Default::default() };
     let mut moving: Vec<String> = Vec::new();
     let mut by_state: BTreeMap<String, usize> = BTreeMap::new();
     let mut replicas: BTreeMap<u64, usize> = BTreeMap::new();
@@ -75,7 +127,8 @@ async fn overview(State(c): S, headers: HeaderMap) -> Response {
         }
         if !p["moving"].is_null() {
             let (f, t) = (loc(&p["moving"]["from"]), loc(&p["moving"]["to"]));
-            moving.push(format!("partition {id}: node {}:{} → node {}:{} ({})", f.0, f.1, t.0, t.1, state_text(&p["moving"]["phase"])));
+            let copy = id.parse::<u64>().ok().and_then(|p| copying.get(&p)).map_or(String::new(), |m| format!("; {}", copy_text(m)));
+            moving.push(format!("partition {id}: node {}:{} → node {}:{} ({}{copy})", f.0, f.1, t.0, t.1, state_text(&p["moving"]["phase"])));
         }
     }
     let removing: Vec<u64> =
@@ -94,7 +147,19 @@ async fn overview(State(c): S, headers: HeaderMap) -> Response {
     }
     body.push_str(&format!("<p id=\"moves-under-way\">Moves under way: {}.</p>", moving.len()));
     if !moving.is_empty() {
-        body.push_str("<ul>");
+        // The rate of the copies still filling; a draining move copied
+        // what it had to.
+        let filling = |p: &u64| map["partitions"][p.to_string()]["moving"]["phase"] == "Filling";
+        let rate: u64 = copying.iter().filter(|(p, _)| filling(p)).filter_map(|(_, m)| m["bytes_per_sec"].as_u64()).sum();
+        let copied: u64 = copying.values().filter_map(|m| m["copied_bytes"].as_u64()).sum();
+        body.push_str(&format!("<p id=\"move-rate\">Copying at {} in all; {} copied by the moves under way.</p>", mb_s(rate), page::bytes(copied)));
+        if !silent.is_empty() {
+            let names: Vec<String> = silent.iter().map(u64::to_string).collect();
+            body.push_str(&format!("<p class=\"attention\">No answer from node {} about its copies.</p>", names.join(", ")));
+        }
+    }
+    if !moving.is_empty() {
+        body.push_str("<ul id=\"moves\">");
         for m in &moving {
             body.push_str(&format!("<li>{}</li>", esc(m)));
         }
@@ -194,18 +259,37 @@ async fn node(State(c): S, headers: HeaderMap, Path(id): Path<u64>) -> Response 
         esc(health)
     );
     let parts: Vec<(&String, &Value)> = map["partitions"].as_object().into_iter().flatten().collect();
+    let receiving = parts.iter().any(|(_, p)| p["moving"]["to"]["node"].as_u64() == Some(id));
+    let (copying, _) = if receiving { copies(&c, &s, map).await } else { Default::default() };
+    let disk_form = |action: &str, disk: usize, label: &str| {
+        format!(
+            "<form method=\"post\" action=\"/ui/cluster/confirm\">{}<input type=\"hidden\" name=\"action\" value=\"{action}\">\
+<input type=\"hidden\" name=\"node\" value=\"{id}\"><input type=\"hidden\" name=\"disk\" value=\"{disk}\"><button class=\"{action}\">{label}…</button></form>",
+            page::csrf(&s)
+        )
+    };
     body.push_str(
         "<h2>Disks</h2><table id=\"disks\"><thead><tr><th scope=\"col\">Disk</th><th scope=\"col\">Path</th><th scope=\"col\">State</th>\
-<th scope=\"col\">Capacity</th><th scope=\"col\">Allocated to replicas</th><th scope=\"col\">Replicas</th></tr></thead><tbody>",
+<th scope=\"col\">Capacity</th><th scope=\"col\">Allocated to replicas</th><th scope=\"col\">Replicas</th><th scope=\"col\">Actions</th></tr></thead><tbody>",
     );
     for (i, d) in n["disks"].as_array().into_iter().flatten().enumerate() {
         let on: Vec<&Value> =
             parts.iter().filter(|(_, p)| p["replicas"].as_array().into_iter().flatten().any(|r| loc(r) == (id, i as u64))).map(|(_, p)| *p).collect();
         let allocated: u64 = on.iter().filter_map(|p| p["capacity_bytes"].as_u64()).sum();
+        let dstate = state_text(&d["state"]);
+        let mut actions = String::new();
+        if s.admin && !matches!(dstate.as_str(), "Removing" | "Removed") {
+            if dstate == "Up" {
+                actions.push_str(&disk_form("mark-disk-down", i, "Mark down"));
+            } else {
+                actions.push_str(&disk_form("mark-disk-up", i, "Mark up"));
+            }
+            actions.push_str(&disk_form("remove-disk", i, "Remove"));
+        }
         body.push_str(&format!(
-            "<tr><td>{i}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
+            "<tr data-disk=\"{i}\"><td>{i}</td><td>{}</td><td class=\"state\">{}</td><td>{}</td><td>{}</td><td class=\"replicas\">{}</td><td>{actions}</td></tr>",
             esc(d["path"].as_str().unwrap_or("")),
-            esc(&state_text(&d["state"])),
+            esc(&dstate),
             page::bytes(d["capacity_bytes"].as_u64().unwrap_or(0)),
             page::bytes(allocated),
             on.len()
@@ -225,7 +309,8 @@ async fn node(State(c): S, headers: HeaderMap, Path(id): Path<u64>) -> Response 
             String::new()
         } else {
             let (f, t) = (loc(&p["moving"]["from"]), loc(&p["moving"]["to"]));
-            format!("node {}:{} → node {}:{} ({})", f.0, f.1, t.0, t.1, state_text(&p["moving"]["phase"]))
+            let copy = pid.parse::<u64>().ok().and_then(|p| copying.get(&p)).map_or(String::new(), |m| format!("; {}", copy_text(m)));
+            format!("node {}:{} → node {}:{} ({}{copy})", f.0, f.1, t.0, t.1, state_text(&p["moving"]["phase"]))
         };
         let reps: Vec<String> = reps.iter().map(|(n, d)| format!("{n}:{d}")).collect();
         body.push_str(&format!(
@@ -237,7 +322,7 @@ async fn node(State(c): S, headers: HeaderMap, Path(id): Path<u64>) -> Response 
         ));
     }
     body.push_str("</tbody></table>");
-    page::page(&s, &format!("Node {id}"), &body).into_response()
+    page::page_refreshing(&s, &format!("Node {id}"), &body, receiving.then_some(2)).into_response()
 }
 
 #[derive(serde::Deserialize)]
@@ -247,6 +332,8 @@ struct ActionForm {
     action: String,
     #[serde(default)]
     node: Option<u64>,
+    #[serde(default)]
+    disk: Option<u32>,
 }
 
 /// What an action will do, in words, and the command that does it.
@@ -281,6 +368,41 @@ fn describe(a: &ActionForm, map: &Value, now_ms: u64) -> Result<(String, String)
                 serde_json::json!({ "SetNodeState": { "node": n, "state": { "Down": { "since_ms": now_ms } } } }).to_string(),
             ))
         }
+        "mark-disk-down" | "mark-disk-up" | "remove-disk" => {
+            let n = node(a)?;
+            let d = a.disk.ok_or_else(|| "which disk?".to_owned())?;
+            let disk = &map["nodes"][n.to_string()]["disks"][d as usize];
+            if map["nodes"][n.to_string()].is_null() {
+                return Err(format!("node {n} is not in the cluster"));
+            }
+            if disk.is_null() {
+                return Err(format!("node {n} has no disk {d}"));
+            }
+            let held = map["partitions"]
+                .as_object()
+                .into_iter()
+                .flatten()
+                .filter(|(_, p)| p["replicas"].as_array().into_iter().flatten().any(|r| loc(r) == (n, u64::from(d))))
+                .count();
+            Ok(match a.action.as_str() {
+                "mark-disk-down" => (
+                    format!(
+                        "Mark disk {d} of node {n} down? Its {held} replicas stop serving (routers skip them) and it takes no new ones until it is marked up. They are not copied elsewhere: removing the disk does that."
+                    ),
+                    serde_json::json!({ "SetDiskState": { "node": n, "disk": d, "state": "Down" } }).to_string(),
+                ),
+                "mark-disk-up" => (
+                    format!("Mark disk {d} of node {n} up? Its {held} replicas serve again once they have caught up."),
+                    serde_json::json!({ "SetDiskState": { "node": n, "disk": d, "state": "Up" } }).to_string(),
+                ),
+                _ => (
+                    format!(
+                        "Remove disk {d} of node {n}? Its {held} replicas are copied to other disks, a few at a time; then it leaves the map. Its files stay."
+                    ),
+                    serde_json::json!({ "RemoveDisk": { "node": n, "disk": d } }).to_string(),
+                ),
+            })
+        }
         "rebalance" => Ok(("Start a rebalancing? Replicas move to even out the disks, at most 2 at a time.".to_owned(), String::new())),
         "cancel-rebalance" => Ok(("Cancel the rebalancing? Moves under way finish; no new one starts.".to_owned(), "\"EndRebalance\"".to_owned())),
         other => Err(format!("{other:?} is not an action")),
@@ -298,7 +420,10 @@ async fn confirm(State(c): S, headers: HeaderMap, Form(f): Form<ActionForm>) -> 
         Ok(d) => d,
         Err(e) => return (StatusCode::BAD_REQUEST, page::message(&s, "Not done", &e)).into_response(),
     };
-    let node = f.node.map_or(String::new(), |n| format!("<input type=\"hidden\" name=\"node\" value=\"{n}\">"));
+    let mut node = f.node.map_or(String::new(), |n| format!("<input type=\"hidden\" name=\"node\" value=\"{n}\">"));
+    if let Some(d) = f.disk {
+        node.push_str(&format!("<input type=\"hidden\" name=\"disk\" value=\"{d}\">"));
+    }
     let body = format!(
         "<h1>Confirm</h1><p id=\"consequence\">{}</p><form method=\"post\" action=\"/ui/cluster/act\">{}<input type=\"hidden\" name=\"action\" value=\"{}\">{node}\
 <button id=\"confirm\">Yes, do it</button> <a href=\"/ui/cluster\">No, go back</a></form>",
@@ -332,7 +457,11 @@ async fn act(State(c): S, headers: HeaderMap, Form(f): Form<ActionForm>) -> Resp
         let why = answer["message"].as_str().map_or_else(|| answer["Refused"].to_string(), str::to_owned);
         return (StatusCode::CONFLICT, page::message(&s, "Refused", &format!("The cluster refused it: {why}"))).into_response();
     }
-    Redirect::to("/ui/cluster").into_response()
+    match (f.disk, f.node) {
+        // A disk's action came from its node's page: back there.
+        (Some(_), Some(n)) => Redirect::to(&format!("/ui/cluster/nodes/{n}")).into_response(),
+        _ => Redirect::to("/ui/cluster").into_response(),
+    }
 }
 
 #[cfg(test)]
@@ -358,11 +487,34 @@ mod tests {
     #[test]
     fn actions_on_a_node_that_is_gone_are_refused() {
         let map = serde_json::json!({ "nodes": { "1": {} }, "partitions": {} });
-        let a = ActionForm { csrf: String::new(), action: "remove-node".into(), node: Some(9) };
+        let a = ActionForm { csrf: String::new(), action: "remove-node".into(), node: Some(9), disk: None };
         assert!(describe(&a, &map, 1).unwrap_err().contains("node 9 is not in the cluster"));
-        let a = ActionForm { csrf: String::new(), action: "remove-node".into(), node: Some(1) };
+        let a = ActionForm { csrf: String::new(), action: "remove-node".into(), node: Some(1), disk: None };
         assert!(describe(&a, &map, 1).unwrap().1.contains("RemoveNode"));
-        let a = ActionForm { csrf: String::new(), action: "explode".into(), node: None };
+        let a = ActionForm { csrf: String::new(), action: "explode".into(), node: None, disk: None };
         assert!(describe(&a, &map, 1).is_err());
+    }
+
+    #[test]
+    fn disk_actions_name_the_disk_and_refuse_one_that_is_not_there() {
+        let map = serde_json::json!({
+            "nodes": { "1": { "disks": [{ "path": "/d0", "state": "Up" }] } },
+            "partitions": { "5": { "replicas": [{ "node": 1, "disk": 0 }] } },
+        });
+        let form = |action: &str, node, disk| ActionForm { csrf: String::new(), action: action.into(), node, disk };
+        let (text, cmd) = describe(&form("mark-disk-down", Some(1), Some(0)), &map, 1).unwrap();
+        assert!(text.contains("Its 1 replicas"), "{text}");
+        assert_eq!(serde_json::from_str::<Value>(&cmd).unwrap(), serde_json::json!({ "SetDiskState": { "node": 1, "disk": 0, "state": "Down" } }));
+        let (_, cmd) = describe(&form("remove-disk", Some(1), Some(0)), &map, 1).unwrap();
+        assert_eq!(serde_json::from_str::<Value>(&cmd).unwrap(), serde_json::json!({ "RemoveDisk": { "node": 1, "disk": 0 } }));
+        assert!(describe(&form("remove-disk", Some(1), Some(3)), &map, 1).unwrap_err().contains("node 1 has no disk 3"));
+        assert!(describe(&form("mark-disk-up", Some(2), Some(0)), &map, 1).unwrap_err().contains("node 2 is not in the cluster"));
+        assert!(describe(&form("mark-disk-up", Some(1), None), &map, 1).unwrap_err().contains("which disk"));
+    }
+
+    #[test]
+    fn a_copy_reads_as_bytes_and_mb_s() {
+        let m = serde_json::json!({ "copied_bytes": 12u64 << 20, "source_bytes": 40u64 << 20, "bytes_per_sec": 5_100_000 });
+        assert_eq!(copy_text(&m), "copied 12.0 MiB of about 40.0 MiB at 5.1 MB/s");
     }
 }

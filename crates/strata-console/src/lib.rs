@@ -55,9 +55,9 @@ pub struct Console {
     s3: std::sync::RwLock<Option<Backend>>,
     secure_cookie: bool,
     clock: Arc<dyn Clock>,
-    /// Clients by (port, access key id), kept so a page's calls reuse
-    /// their connections (one per request cost a few ms a page).
-    clients: std::sync::Mutex<std::collections::HashMap<(bool, String), Client>>,
+    /// Clients by (port or peer, access key id), kept so a page's calls
+    /// reuse their connections (one per request cost a few ms a page).
+    clients: std::sync::Mutex<std::collections::HashMap<(String, String), Client>>,
 }
 
 /// How long a session lasts without a request.
@@ -84,18 +84,18 @@ impl Console {
 
     fn s3_client(&self, s: &Session) -> Option<Client> {
         let backend = self.s3.read().unwrap_or_else(std::sync::PoisonError::into_inner).clone()?;
-        Some(self.cached(true, s, &backend))
+        Some(self.cached("s3", s, || backend(Some(s.creds.clone()))))
     }
 
-    /// The client of `backend` signing as `s`'s key, made once per key.
-    fn cached(&self, s3: bool, s: &Session, backend: &Backend) -> Client {
+    /// The client of a port signing as `s`'s key, made once per key.
+    fn cached(&self, port: &str, s: &Session, make: impl FnOnce() -> Client) -> Client {
         let mut m = self.clients.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
         // Keys signed in at once are few; a bound keeps a stream of
         // different keys from growing the map without end.
         if m.len() > 1024 {
             m.clear();
         }
-        m.entry((s3, s.creds.access_key_id.clone())).or_insert_with(|| backend(Some(s.creds.clone()))).clone()
+        m.entry((port.to_owned(), s.creds.access_key_id.clone())).or_insert_with(make).clone()
     }
 
     /// Sessions alive now (a metric).
@@ -110,7 +110,14 @@ impl Console {
     }
 
     fn client(&self, s: &Session) -> Client {
-        self.cached(false, s, &self.backend)
+        self.cached("api", s, || (self.backend)(Some(s.creds.clone())))
+    }
+
+    /// A client of another node of the cluster (`host:port` from the map),
+    /// signing as `s`'s key and trusting what this node's client trusts.
+    fn peer(&self, s: &Session, addr: &str) -> Client {
+        let own = self.client(s);
+        self.cached(addr, s, || own.to(&format!("https://{addr}")))
     }
 }
 

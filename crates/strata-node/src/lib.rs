@@ -36,6 +36,7 @@ pub mod worker;
 pub use background::{start_compactor, start_space_monitor};
 pub use capture::{Capture, CaptureStatus};
 pub use disks::Disks;
+pub use moves::{MoveCopies, MoveCopy};
 pub use node::{ClusterConfig, ClusterError, ClusterNode};
 pub use replication::{PairLag, Replication};
 pub use scrub::{ScrubConfig, ScrubStatus, Scrubber};

@@ -59,6 +59,81 @@ impl Pacer {
     }
 }
 
+/// How far the copy into one replica this node receives stands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+pub struct MoveCopy {
+    /// Partition.
+    pub partition: PartitionId,
+    /// The replica being filled (on this node).
+    pub to: ReplicaLoc,
+    /// Bytes of blob data copied into it so far.
+    pub copied_bytes: u64,
+    /// Bytes the largest source replica's log held at the last round: the
+    /// copy is done at about this much (less what was deleted).
+    pub source_bytes: u64,
+    /// Bytes its own log holds now.
+    pub local_bytes: u64,
+    /// When the first round that copied began, and when the last round
+    /// that copied ended (this node's clock, ms).
+    pub first_ms: u64,
+    /// See `first_ms`.
+    pub last_ms: u64,
+}
+
+impl MoveCopy {
+    /// Bytes per second from the first copying round's start to the last
+    /// one's end.
+    pub fn rate(&self) -> f64 {
+        let secs = self.last_ms.saturating_sub(self.first_ms) as f64 / 1000.0;
+        if secs > 0.0 { self.copied_bytes as f64 / secs } else { 0.0 }
+    }
+}
+
+/// The copies into the replicas this node receives by moves: what the
+/// console shows as a move's progress and MB/s, and the metric
+/// `strata_move_bytes_copied_total`.
+#[derive(Default)]
+pub struct MoveCopies {
+    total: std::sync::atomic::AtomicU64,
+    each: std::sync::Mutex<BTreeMap<PartitionId, MoveCopy>>,
+}
+
+impl MoveCopies {
+    /// Counts `bytes` copied into `to` by a round that began at `began_ms`
+    /// and ended at `now_ms`, the sources holding `source_bytes` and the
+    /// replica `local_bytes`. A copy into another disk than the one
+    /// remembered starts over (a new move).
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn note(&self, partition: PartitionId, to: ReplicaLoc, bytes: u64, source_bytes: u64, local_bytes: u64, began_ms: u64, now_ms: u64) {
+        self.total.fetch_add(bytes, std::sync::atomic::Ordering::Relaxed);
+        let mut each = self.each.lock().unwrap_or_else(|p| p.into_inner());
+        let fresh = MoveCopy { partition, to, copied_bytes: 0, source_bytes: 0, local_bytes: 0, first_ms: began_ms, last_ms: began_ms };
+        let c = each.entry(partition).or_insert(fresh);
+        if c.to != to {
+            *c = fresh;
+        }
+        c.copied_bytes += bytes;
+        c.source_bytes = c.source_bytes.max(source_bytes);
+        c.local_bytes = local_bytes;
+        if bytes > 0 {
+            c.last_ms = now_ms;
+        }
+    }
+
+    /// Bytes copied by moves into this node since it started.
+    pub fn total(&self) -> u64 {
+        self.total.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    /// The copies of the moves `live` says are still under way (others
+    /// are forgotten).
+    pub fn current(&self, live: impl Fn(PartitionId, ReplicaLoc) -> bool) -> Vec<MoveCopy> {
+        let mut each = self.each.lock().unwrap_or_else(|p| p.into_inner());
+        each.retain(|p, c| live(*p, c.to));
+        each.values().copied().collect()
+    }
+}
+
 /// What the worker remembers between passes (this node's clock).
 #[derive(Default)]
 struct MoveWatch {
@@ -78,6 +153,19 @@ impl ClusterNode {
         let p = map.partitions.get(&partition)?;
         let m = p.moving.filter(|m| m.to.node == self.id() && m.phase == MovePhase::Filling)?;
         plan.moves.iter().any(|pm| pm.partition == partition && pm.to == m.to).then_some(u64::from(plan.throttle_mb_s) << 20)
+    }
+
+    /// The copies into the replicas this node receives by moves under way.
+    pub fn move_copies(&self) -> Vec<MoveCopy> {
+        let (map, me) = (self.map(), self.id());
+        self.move_copies.current(|p, to| map.partitions.get(&p).and_then(|p| p.moving).is_some_and(|m| m.to == to && m.to.node == me))
+    }
+
+    /// Where this node's replica of `partition` is being filled by a move,
+    /// if it is.
+    pub(crate) fn filling(&self, partition: PartitionId) -> Option<ReplicaLoc> {
+        let map = self.map();
+        map.partitions.get(&partition)?.moving.filter(|m| m.to.node == self.id() && m.phase == MovePhase::Filling).map(|m| m.to)
     }
 
     /// Starts the worker `moves`.
@@ -156,6 +244,25 @@ impl ClusterNode {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A copy's bytes add up per move; one into another disk starts over;
+    /// a move no longer under way is forgotten; the total keeps counting.
+    #[test]
+    fn move_copies_count_per_move_and_forget_finished_ones() {
+        let c = MoveCopies::default();
+        let to = ReplicaLoc { node: 4, disk: 0 };
+        c.note(1, to, 1000, 5000, 1000, 10_000, 11_000);
+        c.note(1, to, 3000, 6000, 4000, 11_500, 12_000);
+        c.note(1, to, 0, 6000, 4000, 13_000, 14_000);
+        let now = c.current(|_, _| true);
+        assert_eq!(now.len(), 1);
+        assert_eq!((now[0].copied_bytes, now[0].source_bytes, now[0].local_bytes), (4000, 6000, 4000));
+        assert_eq!(now[0].rate(), 2000.0);
+        c.note(1, ReplicaLoc { node: 4, disk: 1 }, 10, 10, 10, 15_000, 15_000);
+        assert_eq!(c.current(|_, _| true)[0].copied_bytes, 10);
+        assert!(c.current(|_, _| false).is_empty());
+        assert_eq!(c.total(), 4010);
+    }
 
     /// Batches from every filling replica share one budget: at 1 MB/s,
     /// three 1 MB batches asked at once wait 0, 1 and 2 s; one asked after

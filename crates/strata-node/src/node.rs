@@ -91,6 +91,8 @@ pub struct ClusterNode {
     pub(crate) open_failures: std::sync::Mutex<BTreeMap<u32, String>>,
     /// Paces the copies a rebalancing makes into this node.
     pub(crate) pacer: crate::moves::Pacer,
+    /// The copies into the replicas this node receives by moves.
+    pub move_copies: crate::moves::MoveCopies,
     map_tx: watch::Sender<Arc<ClusterMap>>,
     /// Held while a map is published, so a slower older map never replaces
     /// a newer one (the feed and a catch-up publish concurrently).
@@ -136,6 +138,7 @@ impl ClusterNode {
             probes: Default::default(),
             open_failures: Default::default(),
             pacer: Default::default(),
+            move_copies: Default::default(),
             map_tx,
             publishing: std::sync::Mutex::new(()),
             feed: std::sync::OnceLock::new(),

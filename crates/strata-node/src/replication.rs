@@ -689,6 +689,9 @@ async fn apply_chunk(node: &ClusterNode, replica: &Arc<Replica>, source: Source<
     counter.fetch_add(bytes, Ordering::Relaxed);
     rep.records.fetch_add(applied, Ordering::Relaxed);
     let local_used = replica.status().used_bytes;
+    if let Some(to) = node.filling(partition) {
+        node.move_copies.note(partition, to, bytes, chunk.used_bytes, local_used, now_ms, node.clock().now_ms());
+    }
     let behind = peer_last.saturating_sub(new_lsn);
     let found = peer_last.saturating_sub(token.lsn);
     let found_bytes = if chunk.from_index { chunk.used_bytes.saturating_sub(local_used) } else { chunk.entries.iter().map(|e| e.record_len as u64).sum() };

@@ -27,6 +27,7 @@ pub(crate) fn routes() -> Router<Arc<AppState>> {
         .route("/admin/cluster/init", post(init))
         .route("/admin/cluster/command", post(command))
         .route("/admin/cluster/rebalance", post(rebalance))
+        .route("/admin/cluster/moves", get(moves))
         .route("/admin/replication", get(replication))
 }
 
@@ -107,6 +108,22 @@ async fn status(State(st): S) -> Response {
         "failure_detector": detector,
     }))
     .into_response()
+}
+
+/// The copies into the replicas this node receives by moves under way:
+/// bytes copied, bytes to copy, and the rate (the console's MB/s).
+async fn moves(State(st): S) -> Response {
+    let Some(n) = st.cluster.clone() else { return not_clustered() };
+    let moves: Vec<serde_json::Value> = n
+        .move_copies()
+        .into_iter()
+        .map(|c| {
+            let mut v = serde_json::to_value(c).unwrap_or_default();
+            v["bytes_per_sec"] = serde_json::json!(c.rate().round() as u64);
+            v
+        })
+        .collect();
+    Json(serde_json::json!({ "node": n.config.node_id, "copied_bytes_total": n.move_copies.total(), "moves": moves })).into_response()
 }
 
 /// Initializes the metadata group and makes the cluster's first admin key

@@ -583,6 +583,13 @@ impl Collector for ClusterCollector {
         counter(&mut encoder, "strata_replication_records", "Records applied by replication", rep.records.load(Ordering::Relaxed) as f64)?;
         counter(
             &mut encoder,
+            "strata_move_bytes_copied",
+            "Blob bytes copied into the replicas this node receives by moves (rebalancing, removals, re-replication)",
+            node.move_copies.total() as f64,
+        )?;
+        gauge(&mut encoder, "strata_moves_filling", "Replicas this node receives by moves that are still copying", node.move_copies().len() as f64)?;
+        counter(
+            &mut encoder,
             "strata_replication_deferred_rounds",
             "Replication rounds that stopped at a missing put the peer wrote less than the push grace ago (its pushed copy on its way), leaving the rest for a later round",
             rep.deferred_rounds.load(Ordering::Relaxed) as f64,

@@ -1,18 +1,23 @@
-"""The console's cluster page in a real browser, on a real cluster: remove
-a node through the page (a confirmation that says what will happen) and
-watch its replicas move off until it leaves the map; an action on a node
-that is not there is refused with the reason.
+"""The console's cluster page in a real browser, on a real cluster: mark a
+disk down and up again from its node's page, remove a node through the
+page (a confirmation that says what will happen) and watch its replicas
+move off, with the bytes copied and the rate, until it leaves the map; an
+action on a node or disk that is not there is refused with the reason.
 
 Run by tests/live_cluster.rs; needs STRATA_UI (a node's https://.../ui),
 AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY (an admin key), REMOVE (the node
-to remove), SHOTS, and CHROMIUM / CHROMEDRIVER.
+to remove), DISK_NODE (a node whose disk is marked down and up), SHOTS, and
+CHROMIUM / CHROMEDRIVER.
 """
 
 import os
+import re
 import sys
+import time
 import unittest
 
 from selenium import webdriver
+from selenium.common.exceptions import NoSuchElementException, StaleElementReferenceException
 from selenium.webdriver.chrome.service import Service
 from selenium.webdriver.common.by import By
 from selenium.webdriver.support.ui import WebDriverWait
@@ -20,6 +25,7 @@ from selenium.webdriver.support.ui import WebDriverWait
 UI = os.environ["STRATA_UI"]
 SHOTS = os.environ["SHOTS"]
 REMOVE = os.environ["REMOVE"]
+DISK_NODE = os.environ["DISK_NODE"]
 
 
 def browser():
@@ -36,7 +42,8 @@ class ClusterPage(unittest.TestCase):
     def test_remove_a_node_and_watch_it_go(self):
         os.makedirs(SHOTS, exist_ok=True)
         b = browser()
-        wait = WebDriverWait(b, 120, poll_frequency=0.3)
+        # A page that reloads itself replaces its elements under a check.
+        wait = WebDriverWait(b, 120, poll_frequency=0.3, ignored_exceptions=[StaleElementReferenceException, NoSuchElementException])
         try:
             b.get(UI + "/login")
             b.find_element(By.ID, "access_key_id").send_keys(os.environ["AWS_ACCESS_KEY_ID"])
@@ -56,6 +63,32 @@ class ClusterPage(unittest.TestCase):
             b.save_screenshot(os.path.join(SHOTS, "cluster-node.png"))
             b.get(UI + "/cluster/nodes/99")
             self.assertIn("node 99 is not in the cluster", b.find_element(By.TAG_NAME, "body").text)
+            b.get(UI + "/cluster")
+
+            # A disk's actions, from its node's page: down (the
+            # confirmation says what follows), then up again; a disk that
+            # is not there is refused.
+            def disk_state(d):
+                b.get(UI + f"/cluster/nodes/{DISK_NODE}")
+                return d.find_element(By.CSS_SELECTOR, "#disks tr[data-disk='0'] td.state").text
+
+            b.get(UI + f"/cluster/nodes/{DISK_NODE}")
+            b.find_element(By.CSS_SELECTOR, "#disks tr[data-disk='0'] button.mark-disk-down").click()
+            wait.until(lambda d: d.find_elements(By.ID, "consequence"))
+            self.assertIn(f"Mark disk 0 of node {DISK_NODE} down?", b.find_element(By.ID, "consequence").text)
+            b.save_screenshot(os.path.join(SHOTS, "cluster-disk-confirm.png"))
+            b.find_element(By.ID, "confirm").click()
+            wait.until(lambda d: disk_state(d) == "Down")
+            b.save_screenshot(os.path.join(SHOTS, "cluster-disk-down.png"))
+            form = b.find_element(By.CSS_SELECTOR, "#disks tr[data-disk='0'] form:has(button.mark-disk-up)")
+            b.execute_script("arguments[0].querySelector('input[name=disk]').value = '5'", form)
+            form.find_element(By.CSS_SELECTOR, "button.mark-disk-up").click()
+            wait.until(lambda d: f"node {DISK_NODE} has no disk 5" in d.find_element(By.TAG_NAME, "body").text)
+            b.get(UI + f"/cluster/nodes/{DISK_NODE}")
+            b.find_element(By.CSS_SELECTOR, "#disks tr[data-disk='0'] button.mark-disk-up").click()
+            wait.until(lambda d: d.find_elements(By.ID, "consequence"))
+            b.find_element(By.ID, "confirm").click()
+            wait.until(lambda d: disk_state(d) == "Up")
             b.get(UI + "/cluster")
 
             # An action on a node that is not there: refused, with the reason.
@@ -79,14 +112,29 @@ class ClusterPage(unittest.TestCase):
             wait.until(lambda d: "being removed" in d.find_element(By.TAG_NAME, "body").text or not d.find_elements(By.CSS_SELECTOR, f"tr[data-node='{REMOVE}']"))
             b.save_screenshot(os.path.join(SHOTS, "cluster-3-moving.png"))
 
-            def gone(d):
+            # Reloaded often enough to see every move (each lasts a second
+            # at least): what each has copied and how fast.
+            copies, shot = [], False
+            deadline = time.time() + 120
+            while True:
+                b.get(UI + "/cluster")
                 try:
-                    text = d.find_element(By.TAG_NAME, "body").text
-                    return not d.find_elements(By.CSS_SELECTOR, f"tr[data-node='{REMOVE}']") and "Moves under way: 0." in text
-                except Exception:
-                    return False
-
-            wait.until(gone)
+                    text = b.find_element(By.TAG_NAME, "body").text
+                    seen = [li.text for li in b.find_elements(By.CSS_SELECTOR, "#moves li")]
+                    left = b.find_elements(By.CSS_SELECTOR, f"tr[data-node='{REMOVE}']")
+                except StaleElementReferenceException:
+                    continue  # The page reloaded itself meanwhile.
+                copies += [t for t in seen if re.search(r"copied [0-9.]+ (KiB|MiB|GiB)", t)]
+                if copies and not shot:
+                    b.save_screenshot(os.path.join(SHOTS, "cluster-3-copying.png"))
+                    shot = True
+                if not left and "Moves under way: 0." in text:
+                    break
+                self.assertLess(time.time(), deadline, "the node never left the map")
+                time.sleep(0.3)
+            self.assertTrue(copies, "no page showed a move's bytes copied")
+            self.assertTrue(all(re.search(r"at [0-9]+\.[0-9] MB/s", c) for c in copies), copies)
+            self.assertTrue(any(not re.search(r"at 0\.0 MB/s", c) for c in copies), f"every copy at 0.0 MB/s: {copies}")
             b.save_screenshot(os.path.join(SHOTS, "cluster-4-after.png"))
         finally:
             b.quit()
