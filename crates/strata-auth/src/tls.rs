@@ -116,6 +116,18 @@ impl Identity {
         Ok(Self { chain, key: key_der })
     }
 
+    /// A self-signed identity for [`CLUSTER_SERVER_NAME`] made now and
+    /// kept in memory, with the roots that trust it and nothing else: the
+    /// name a node outside a cluster answers to its own console, whatever
+    /// certificate its clients get ([`server_config_with_own`]).
+    pub fn own() -> Result<(Self, RootCertStore), TlsError> {
+        let (cert, key) = self_signed(&[CLUSTER_SERVER_NAME.to_owned()])?;
+        let roots = roots_from_pem(cert.as_bytes(), "the node's own certificate")?;
+        let key = PrivateKeyDer::from_pem_slice(key.as_bytes()).map_err(|e| TlsError::Mint(e.to_string()))?;
+        let chain = CertificateDer::pem_slice_iter(cert.as_bytes()).collect::<Result<Vec<_>, _>>().map_err(|e| TlsError::Mint(e.to_string()))?;
+        Ok((Self { chain, key }, roots))
+    }
+
     fn certified(&self) -> Result<Arc<CertifiedKey>, TlsError> {
         let key = provider().key_provider.load_private_key(self.key.clone_key()).map_err(|e| TlsError::Config(e.to_string()))?;
         Ok(Arc::new(CertifiedKey::new(self.chain.clone(), key)))
@@ -358,6 +370,19 @@ pub fn server_config(public: Option<&Identity>, cluster: Option<(&Identity, &Clu
     Ok(Arc::new(config))
 }
 
+/// A server configuration for a node outside a cluster: clients get
+/// `public` (an operator's certificate), a client asking for
+/// [`CLUSTER_SERVER_NAME`] gets `own` ([`Identity::own`]) — the node's
+/// console, calling its ports on a loopback address `public` need not name.
+pub fn server_config_with_own(public: &Identity, own: &Identity) -> Result<Arc<ServerConfig>, TlsError> {
+    let cfg = |e: rustls::Error| TlsError::Config(e.to_string());
+    let builder = ServerConfig::builder_with_provider(provider()).with_safe_default_protocol_versions().map_err(cfg)?.with_no_client_auth();
+    let mut config = builder.with_cert_resolver(Arc::new(ByServerName { cluster: Some(own.certified()?), public: public.certified()? }));
+    config.ignore_client_order = true;
+    config.alpn_protocols = vec![b"http/1.1".to_vec()];
+    Ok(Arc::new(config))
+}
+
 /// A client configuration trusting `roots`, presenting `identity` (a node's
 /// or a secret holder's certificate) when given.
 pub fn client_config(roots: RootCertStore, identity: Option<&Identity>) -> Result<Arc<ClientConfig>, TlsError> {
@@ -437,6 +462,47 @@ mod tests {
         }
         assert!(!client.is_handshaking() && !server.is_handshaking(), "the handshake did not finish");
         assert_eq!(server.negotiated_cipher_suite().map(|c| c.suite()), Some(rustls::CipherSuite::TLS13_AES_128_GCM_SHA256));
+    }
+
+    /// Runs a handshake in memory; the first error either side met.
+    fn handshake(client: Arc<ClientConfig>, server: Arc<ServerConfig>, name: &str) -> Result<(), rustls::Error> {
+        let name = rustls::pki_types::ServerName::try_from(name.to_owned()).expect("a valid name");
+        let mut client = rustls::ClientConnection::new(client, name)?;
+        let mut server = rustls::ServerConnection::new(server)?;
+        for _ in 0..10 {
+            let mut wire = Vec::new();
+            client.write_tls(&mut wire).map_err(|e| rustls::Error::General(e.to_string()))?;
+            server.read_tls(&mut &wire[..]).map_err(|e| rustls::Error::General(e.to_string()))?;
+            server.process_new_packets()?;
+            let mut back = Vec::new();
+            server.write_tls(&mut back).map_err(|e| rustls::Error::General(e.to_string()))?;
+            client.read_tls(&mut &back[..]).map_err(|e| rustls::Error::General(e.to_string()))?;
+            client.process_new_packets()?;
+        }
+        if client.is_handshaking() { Err(rustls::Error::General("the handshake did not finish".into())) } else { Ok(()) }
+    }
+
+    /// With an operator's certificate, a node's own console (trusting only
+    /// the node's own certificate, asking for the cluster name) gets in; a
+    /// client asking for another name gets the operator's certificate, which
+    /// the console does not trust, and the operator's clients trust only that.
+    #[test]
+    fn the_own_certificate_answers_only_its_name() {
+        let dir = std::env::temp_dir().join(format!("strata-own-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let (cert, key) = self_signed(&["example.test".into()]).unwrap();
+        std::fs::write(dir.join("c.pem"), &cert).unwrap();
+        std::fs::write(dir.join("k.pem"), &key).unwrap();
+        let public = Identity::from_pem_files(&dir.join("c.pem"), &dir.join("k.pem")).unwrap();
+        let (own, own_roots) = Identity::own().unwrap();
+        let server = server_config_with_own(&public, &own).unwrap();
+        let console = client_config(own_roots, None).unwrap();
+        handshake(console.clone(), server.clone(), CLUSTER_SERVER_NAME).expect("the console gets the node's own certificate");
+        assert!(handshake(console, server.clone(), "example.test").is_err(), "the console must not trust the operator's certificate");
+        let operator = client_config(roots_from_pem(cert.as_bytes(), "c").unwrap(), None).unwrap();
+        handshake(operator.clone(), server.clone(), "example.test").expect("clients get the operator's certificate");
+        assert!(handshake(operator, server, CLUSTER_SERVER_NAME).is_err(), "the own certificate is not the operator's");
+        let _ = std::fs::remove_dir_all(&dir);
     }
 
     #[test]

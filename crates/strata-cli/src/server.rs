@@ -543,20 +543,16 @@ async fn run_cluster(args: ServerArgs, node_id: u64) -> Result<()> {
         kms_root: Some(args.kms_root(Some(&secret))?),
     };
     let state = strata_server::AppState::clustered(router, node.clone(), detector, kv, ids);
-    // The web console calls this node's own ports as its users, over the
-    // cluster's TLS, trusting the cluster's CA (not with an operator's
-    // certificate, which need not name the loopback address it calls).
-    let console_opts = match &public {
-        None => Some(strata_client::ClientOptions {
-            tls: Some(strata_auth::tls::client_config(secret.roots()?, None)?),
-            server_name: Some(strata_auth::CLUSTER_SERVER_NAME.into()),
-            ..Default::default()
-        }),
-        Some(_) => None,
+    // The web console calls this node's own ports (and, for moves, the
+    // other nodes') as its users, asking for the cluster's name and
+    // trusting the cluster's CA: the port answers that name with the node's
+    // cluster certificate even when clients get an operator's (--tls-cert).
+    let console_opts = strata_client::ClientOptions {
+        tls: Some(strata_auth::tls::client_config(secret.roots()?, None)?),
+        server_name: Some(strata_auth::CLUSTER_SERVER_NAME.into()),
+        ..Default::default()
     };
-    if let Some(opts) = &console_opts {
-        let _ = state.console.set(strata_console::Console::new(strata_server::console_backend(listen, opts.clone()), true, state.router.clock().clone()));
-    }
+    let _ = state.console.set(strata_console::Console::new(strata_server::console_backend(listen, console_opts.clone()), true, state.router.clock().clone()));
     strata_node::tracts::start_orphan_reclaimer(&node, Duration::from_secs(args.tract_orphan_interval_secs.max(1)));
     node.set_txn_config(strata_txn::participant::Config {
         wait: Duration::from_millis(args.txn_wait_ms.max(1)),
@@ -586,14 +582,16 @@ async fn run_cluster(args: ServerArgs, node_id: u64) -> Result<()> {
     });
     state.capture.start(&workers);
     println!("Strata node {node_id} is serving https://{listen} (data in {}; cluster {})", args.data_dir.display(), secret.cluster_id());
-    if state.console.get().is_some() {
-        println!("Web console on https://{listen}/ui (the cluster's CA certificate, cluster-ca.pem, vouches for it)");
+    match &public {
+        None => println!("Web console on https://{listen}/ui (the cluster's CA certificate, cluster-ca.pem, vouches for it)"),
+        Some(_) => println!("Web console on https://{listen}/ui"),
     }
     if let Some(s3) = &s3_listen {
         let s3_addr =
             crate::s3::start(s3, args.s3_domains.clone(), args.s3_region.clone(), state.clone(), names, limits, Some((tls.clone(), state.clone()))).await?;
-        if let (Some(console), Some(opts)) = (state.console.get(), &console_opts) {
-            console.set_s3(strata_server::console_backend(s3_addr, strata_client::ClientOptions { region: Some(args.s3_region.clone()), ..opts.clone() }));
+        if let Some(console) = state.console.get() {
+            console
+                .set_s3(strata_server::console_backend(s3_addr, strata_client::ClientOptions { region: Some(args.s3_region.clone()), ..console_opts.clone() }));
         }
         println!("S3 API on https://{s3_addr} (names replicated by the metadata group; make keys with strata key create)");
     }
@@ -676,24 +674,25 @@ pub async fn run(args: ServerArgs) -> Result<()> {
         kms_root: Some(args.kms_root(None)?),
     };
     let state = strata_server::AppState::new(router, disks.clone(), kv, ids, workers.clone());
-    let tls = match args.public_tls(addr)? {
-        Some(identity) => Some(strata_auth::tls::server_config(Some(&identity), None)?),
-        None => None,
+    // The web console calls this node's own ports as its users: in clear,
+    // or over TLS asking for a name the port answers with a certificate the
+    // node made in memory at this start, trusting only that one (an
+    // operator's certificate need not name the loopback address it calls).
+    let (tls, console_opts) = match args.public_tls(addr)? {
+        Some(identity) => {
+            let (own, roots) = strata_auth::Identity::own()?;
+            let opts = strata_client::ClientOptions {
+                tls: Some(strata_auth::tls::client_config(roots, None)?),
+                server_name: Some(strata_auth::CLUSTER_SERVER_NAME.into()),
+                ..Default::default()
+            };
+            (Some(strata_auth::tls::server_config_with_own(&identity, &own)?), opts)
+        }
+        None => (None, strata_client::ClientOptions::default()),
     };
     let scheme = if tls.is_some() { "https" } else { "http" };
-    // The web console calls this node's own ports as its users: in clear,
-    // or trusting the self-signed certificate the node made. With an
-    // operator's certificate it is not served (the certificate need not
-    // name the loopback address the console calls).
-    let console_opts = match (&tls, args.tls_self_signed && args.tls_cert.is_none()) {
-        (None, _) => Some(strata_client::ClientOptions::default()),
-        (Some(_), true) => Some(strata_client::ClientOptions::default().with_ca_file(&args.data_dir.join("tls/cert.pem"))?),
-        (Some(_), false) => None,
-    };
-    if let Some(opts) = &console_opts {
-        let console = strata_console::Console::new(strata_server::console_backend(addr, opts.clone()), tls.is_some(), state.router.clock().clone());
-        let _ = state.console.set(console);
-    }
+    let console = strata_console::Console::new(strata_server::console_backend(addr, console_opts.clone()), tls.is_some(), state.router.clock().clone());
+    let _ = state.console.set(console);
     strata_node::start_compactor(&workers, disks.clone(), Duration::from_secs(args.compaction_interval_secs.max(1)));
     strata_node::start_space_monitor(&workers, disks.clone());
     state.scrub.start(&workers, args.scrub_config());
@@ -710,9 +709,7 @@ pub async fn run(args: ServerArgs) -> Result<()> {
     });
     state.capture.start(&workers);
     println!("Strata is serving {scheme}://{addr} (data in {}, {} partitions)", args.data_dir.display(), store.replicas().len());
-    if state.console.get().is_some() {
-        println!("Web console on {scheme}://{addr}/ui (sign in with an access key)");
-    }
+    println!("Web console on {scheme}://{addr}/ui (sign in with an access key)");
     println!("Admin access key in {} (the strata CLI finds it there; more keys: strata key create)", creds_path.display());
     if args.tls_self_signed {
         println!("TLS with a self-signed certificate: clients trust {} (--ca-file)", args.data_dir.join("tls/cert.pem").display());
@@ -720,9 +717,10 @@ pub async fn run(args: ServerArgs) -> Result<()> {
     if s3 {
         let s3_tls = tls.clone().map(|t| (t, state.clone()));
         let s3_addr = crate::s3::start(&s3_listen, args.s3_domains.clone(), args.s3_region.clone(), state.clone(), names, limits, s3_tls).await?;
-        if let (Some(console), Some(opts)) = (state.console.get(), &console_opts) {
+        if let Some(console) = state.console.get() {
             // The console's buckets and objects pages go through this port.
-            console.set_s3(strata_server::console_backend(s3_addr, strata_client::ClientOptions { region: Some(args.s3_region.clone()), ..opts.clone() }));
+            console
+                .set_s3(strata_server::console_backend(s3_addr, strata_client::ClientOptions { region: Some(args.s3_region.clone()), ..console_opts.clone() }));
         }
         println!("S3 API on {scheme}://{s3_addr} (region {}); access key for it (admin):", args.s3_region);
         println!("  AWS_ACCESS_KEY_ID={id} AWS_SECRET_ACCESS_KEY={secret}");

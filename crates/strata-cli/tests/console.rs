@@ -112,6 +112,61 @@ async fn sign_in_sessions_csrf_and_sign_out() {
 }
 
 /// The whole console in a real browser (tests/console/test_console.py).
+/// With an operator's certificate (`--tls-cert`) that names neither the
+/// loopback address nor anything the console could ask for, the console
+/// still serves: a user signs in over TLS and sees the overview and the
+/// buckets (read through the S3 port, over TLS too).
+#[tokio::test(flavor = "multi_thread")]
+async fn the_console_serves_with_an_operators_certificate() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let tls = data.join("tls");
+    std::fs::create_dir_all(&tls).unwrap();
+    let (cert, key) = strata_auth::tls::self_signed(&["storage.example.test".into()]).unwrap();
+    std::fs::write(tls.join("cert.pem"), cert).unwrap();
+    std::fs::write(tls.join("key.pem"), key).unwrap();
+    std::fs::write(tls.join("server-name"), "storage.example.test").unwrap();
+    let (c, k) = (tls.join("cert.pem").display().to_string(), tls.join("key.pem").display().to_string());
+    let node = Node::start(&data, &["--tls-cert", &c, "--tls-key", &k, "--s3-listen", "127.0.0.1:0"]).await;
+    assert!(node.url.starts_with("https://"), "{}", node.url);
+    node.printed("S3 API on").await;
+    let admin = strata_auth::credentials::load(&node.credentials()).expect("admin credentials");
+    let browser = node.anonymous();
+    let form = format!("access_key_id={}&secret_access_key={}", enc(&admin.access_key_id), enc(&admin.secret_access_key));
+    let signed = browser
+        .send(http::Method::POST, "/ui/login", &[("content-type", "application/x-www-form-urlencoded".into())], strata_client::full(form))
+        .await
+        .expect("the sign-in page answers over the operator's certificate");
+    assert_eq!(signed.head.status, 303, "{:?}", signed.head);
+    let cookie = signed.head.headers.get("set-cookie").and_then(|v| v.to_str().ok()).and_then(|c| c.split(';').next()).expect("a session cookie").to_owned();
+    assert!(signed.head.headers["set-cookie"].to_str().unwrap().contains("Secure"), "over TLS the cookie is Secure");
+    let get = |page: &'static str| {
+        let (browser, cookie) = (browser.clone(), cookie.clone());
+        async move {
+            // A call the console could not make answers 502: an error here.
+            let r = browser.send(http::Method::GET, page, &[("cookie", cookie)], strata_client::full("")).await.unwrap_or_else(|e| panic!("{page}: {e}"));
+            assert_eq!(r.head.status, 200, "{page}");
+            let body = String::from_utf8_lossy(&r.bytes().await.expect("the page")).into_owned();
+            assert!(body.contains("Sign out"), "{page} is not a signed-in page: {body}");
+            body
+        }
+    };
+    get("/ui/overview").await;
+    // A bucket made through the console (its S3 call over TLS) is listed.
+    let csrf = csrf_of(&get("/ui/buckets").await);
+    let made = browser
+        .send(
+            http::Method::POST,
+            "/ui/buckets",
+            &[("content-type", "application/x-www-form-urlencoded".into()), ("cookie", cookie.clone())],
+            strata_client::full(format!("csrf={}&name=over-tls", enc(&csrf))),
+        )
+        .await
+        .expect("the console creates the bucket");
+    assert_eq!(made.head.status, 303, "{:?}", made.head);
+    assert!(get("/ui/buckets").await.contains("over-tls"), "the new bucket is not listed");
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn a_real_browser_drives_the_console() {
     let dir = tempfile::tempdir().unwrap();

@@ -183,12 +183,15 @@ pub fn secret_options(secret: &strata_auth::ClusterSecret) -> strata_client::Cli
 }
 
 /// Client options signing as the admin key a node wrote to `data_dir`.
-/// With `--tls-self-signed`, they trust its certificate.
+/// With `--tls-self-signed`, they trust its certificate; a test that gives
+/// its own certificate there names the server name to verify in
+/// `tls/server-name`.
 pub fn admin_options(data_dir: &Path) -> strata_client::ClientOptions {
     let creds = strata_auth::credentials::load(&data_dir.join("admin.credentials")).expect("the server wrote its admin credentials");
     let cert = data_dir.join("tls/cert.pem");
     let tls = cert.exists().then(|| strata_auth::tls::client_config(strata_auth::tls::roots_from_file(&cert).expect("roots"), None).expect("TLS config"));
-    strata_client::ClientOptions { credentials: Some(creds), tls, ..Default::default() }
+    let server_name = std::fs::read_to_string(data_dir.join("tls/server-name")).ok().map(|n| n.trim().to_owned());
+    strata_client::ClientOptions { credentials: Some(creds), tls, server_name, ..Default::default() }
 }
 
 /// Deterministic, self-describing blob content: a 16-byte header
