@@ -202,18 +202,10 @@ async fn browse(State(c): S, headers: HeaderMap, Path(bucket): Path<String>, Que
     ));
     // Lifecycle: the expiration rules S3 holds for the bucket.
     let rules = match s3c.send(http::Method::GET, &format!("/{b}?lifecycle"), &[], strata_client::full(bytes::Bytes::new())).await {
-        Ok(r) => text(r).await.ok().and_then(|t| s3::leaves(&t).ok()).unwrap_or_default(),
+        Ok(r) => text(r).await.ok().and_then(|t| s3::lifecycle(&t).ok()).unwrap_or_default(),
         Err(_) => Vec::new(),
     };
-    let expiry: Vec<String> = rules.iter().filter(|(p, _)| p.ends_with("Rule/Expiration/Days")).map(|(_, d)| d.clone()).collect();
-    let rule_text = if expiry.is_empty() { "Objects never expire.".to_owned() } else { format!("Objects expire after {} days.", expiry.join(", ")) };
-    body.push_str(&format!(
-        "<h2>Lifecycle</h2><p id=\"lifecycle\">{}</p><form method=\"post\" action=\"/ui/buckets/{b}/lifecycle\">{}\
-<label for=\"expire-days\">Expire objects after this many days (empty: never)</label><input id=\"expire-days\" name=\"days\" inputmode=\"numeric\" pattern=\"[0-9]*\">\
-<p><button id=\"set-lifecycle\">Set</button></p></form>",
-        esc(&rule_text),
-        page::csrf(&s)
-    ));
+    body.push_str(&lifecycle_section(&s, &b, &rules));
     if s.admin {
         body.push_str(&format!(
             "<h2>Access</h2><form method=\"post\" action=\"/ui/buckets/{b}/public\">{}<label for=\"public\">Anonymous reads</label>\
@@ -463,30 +455,127 @@ async fn store(s3c: &Client, path: &str, content_type: &str, body: Body) -> Resu
     Ok(total)
 }
 
+/// What a rule does, in a sentence.
+fn rule_sentence(r: &s3::ExpiryRule) -> String {
+    let what = if r.prefix.is_empty() { "Objects".to_owned() } else { format!("Objects under {:?}", r.prefix) };
+    let when = match (&r.days, &r.date) {
+        (Some(1), _) => "after 1 day".to_owned(),
+        (Some(d), _) => format!("after {d} days"),
+        (None, Some(date)) => format!("on {}", date.get(..10).unwrap_or(date)),
+        (None, None) => "never".to_owned(),
+    };
+    let off = if r.enabled { "" } else { " (rule disabled)" };
+    format!("{what} expire {when}{off}.")
+}
+
+/// The bucket page's lifecycle: every rule, each with a remove button,
+/// and a form that adds one (or replaces the one for its prefix).
+fn lifecycle_section(s: &Session, b: &str, rules: &[s3::ExpiryRule]) -> String {
+    let summary = if rules.is_empty() { "Objects never expire.".to_owned() } else { rules.iter().map(rule_sentence).collect::<Vec<_>>().join(" ") };
+    let mut out = format!("<h2>Lifecycle</h2><p id=\"lifecycle\">{}</p>", esc(&summary));
+    if !rules.is_empty() {
+        out.push_str(
+            "<table id=\"lifecycle-rules\"><thead><tr><th scope=\"col\">Rule</th><th scope=\"col\">Applies to</th><th scope=\"col\">Expires</th>\
+<th scope=\"col\">Status</th><th scope=\"col\"></th></tr></thead><tbody>",
+        );
+        for r in rules {
+            let when = match (&r.days, &r.date) {
+                (Some(1), _) => "1 day after writing".to_owned(),
+                (Some(d), _) => format!("{d} days after writing"),
+                (None, Some(date)) => format!("on {date}"),
+                (None, None) => "never".to_owned(),
+            };
+            out.push_str(&format!(
+                "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td><form method=\"post\" action=\"/ui/buckets/{b}/lifecycle\">{}\
+<input type=\"hidden\" name=\"remove\" value=\"{id}\"><button class=\"remove-rule\" aria-label=\"Remove rule {id}\">Remove</button></form></td></tr>",
+                esc(&r.id),
+                if r.prefix.is_empty() { "every object".to_owned() } else { format!("keys starting {}", esc(&r.prefix)) },
+                esc(&when),
+                if r.enabled { "Enabled" } else { "Disabled" },
+                page::csrf(s),
+                id = esc(&r.id)
+            ));
+        }
+        out.push_str("</tbody></table>");
+    }
+    out.push_str(&format!(
+        "<form method=\"post\" action=\"/ui/buckets/{b}/lifecycle\">{}\
+<label for=\"expire-prefix\">Objects whose keys start with (empty: every object; a prefix with a rule already gets this one instead)</label>\
+<input id=\"expire-prefix\" name=\"prefix\">\
+<label for=\"expire-days\">Expire them this many days after writing</label><input id=\"expire-days\" name=\"days\" inputmode=\"numeric\" pattern=\"[0-9]*\" required>\
+<p><button id=\"set-lifecycle\">Add the rule</button></p></form>",
+        page::csrf(s)
+    ));
+    out
+}
+
 #[derive(serde::Deserialize)]
 struct LifecycleForm {
     #[serde(default)]
     csrf: String,
     #[serde(default)]
+    prefix: String,
+    #[serde(default)]
     days: String,
+    /// A rule to remove, by id (instead of adding one).
+    #[serde(default)]
+    remove: Option<String>,
+}
+
+/// The rules after a form: `rules` less the one removed, or with the new
+/// rule in place of the rules for its prefix.
+fn lifecycle_change(mut rules: Vec<s3::ExpiryRule>, f: &LifecycleForm) -> Result<Vec<s3::ExpiryRule>, String> {
+    if let Some(id) = &f.remove {
+        let before = rules.len();
+        rules.retain(|r| &r.id != id);
+        if rules.len() == before {
+            return Err(format!("the bucket has no lifecycle rule {id:?} (changed meanwhile?)"));
+        }
+        return Ok(rules);
+    }
+    let days = f.days.trim();
+    let n: u32 = match days.parse() {
+        Ok(n) if n > 0 => n,
+        _ => return Err(format!("{days:?} is not a number of days (1 or more)")),
+    };
+    if f.prefix.len() > 1024 {
+        return Err(format!("a prefix is at most 1024 bytes, not {}", f.prefix.len()));
+    }
+    rules.retain(|r| r.prefix != f.prefix);
+    let mut id =
+        if f.prefix.is_empty() { "console-expiration".to_owned() } else { format!("console-expiration {}", f.prefix.chars().take(200).collect::<String>()) };
+    while rules.iter().any(|r| r.id == id) {
+        id.push('+');
+    }
+    rules.push(s3::ExpiryRule { id, prefix: f.prefix.clone(), days: Some(n), date: None, enabled: true });
+    Ok(rules)
 }
 
 async fn set_lifecycle(State(c): S, headers: HeaderMap, Path(bucket): Path<String>, Form(f): Form<LifecycleForm>) -> Response {
     let (_, s) = tryr!(checked(&c, &headers, &f.csrf));
     let s3c = tryr!(s3_of(&c, &s));
     let path = format!("/{}?lifecycle", enc(&bucket, false));
-    let days = f.days.trim();
-    let sent = if days.is_empty() {
+    // The bucket's rules now, so a change keeps every other rule.
+    let rules = match s3c.send(http::Method::GET, &path, &[], strata_client::full(bytes::Bytes::new())).await {
+        Ok(r) => match text(r).await.map_err(|e| e.to_string()).and_then(|t| s3::lifecycle(&t)) {
+            Ok(rules) => rules,
+            Err(e) => return (StatusCode::BAD_GATEWAY, page::message(&s, "Not done", &format!("Reading bucket {bucket:?}'s lifecycle: {e}"))).into_response(),
+        },
+        Err(strata_client::ClientError::Api { status: 404, code, message })
+            if code == "NoSuchLifecycleConfiguration" || message.contains("NoSuchLifecycleConfiguration") =>
+        {
+            Vec::new()
+        }
+        Err(e) => return failed(&s, &format!("Reading bucket {bucket:?}'s lifecycle"), &e),
+    };
+    let rules = match lifecycle_change(rules, &f) {
+        Ok(r) => r,
+        Err(e) => return (StatusCode::BAD_REQUEST, page::message(&s, "Not done", &e)).into_response(),
+    };
+    let sent = if rules.is_empty() {
         s3c.send(http::Method::DELETE, &path, &[], strata_client::full(bytes::Bytes::new())).await
     } else {
-        let n: u32 = match days.parse() {
-            Ok(n) if n > 0 => n,
-            _ => return (StatusCode::BAD_REQUEST, page::message(&s, "Not done", &format!("{days:?} is not a number of days (1 or more)"))).into_response(),
-        };
-        let xml = format!(
-            "<LifecycleConfiguration><Rule><ID>console-expiration</ID><Filter><Prefix></Prefix></Filter><Status>Enabled</Status>\
-<Expiration><Days>{n}</Days></Expiration></Rule></LifecycleConfiguration>"
-        );
+        let xml = s3::lifecycle_xml(&rules);
         s3c.send(http::Method::PUT, &path, &[("content-length", xml.len().to_string())], strata_client::full(xml)).await
     };
     match sent {
@@ -547,5 +636,31 @@ mod tests {
         assert!(parse_tags("novalue").is_err());
         assert!(parse_tags("=x").is_err());
         assert!(parse_tags("").unwrap().is_empty());
+    }
+
+    /// Adding a rule keeps the others and replaces only its prefix's;
+    /// removing one takes only it; bad days and an unknown id change nothing.
+    #[test]
+    fn a_lifecycle_change_keeps_the_other_rules() {
+        let rule = |id: &str, prefix: &str, days| s3::ExpiryRule { id: id.into(), prefix: prefix.into(), days: Some(days), date: None, enabled: true };
+        let form = |prefix: &str, days: &str, remove: Option<&str>| LifecycleForm {
+            csrf: String::new(),
+            prefix: prefix.into(),
+            days: days.into(),
+            remove: remove.map(str::to_owned),
+        };
+        let mine = vec![rule("from-a-tool", "tmp/", 1), rule("old", "logs/", 90)];
+        let added = lifecycle_change(mine.clone(), &form("logs/", "7", None)).unwrap();
+        assert_eq!(added.len(), 2);
+        assert_eq!(added[0], mine[0], "another tool's rule is kept as it was");
+        assert_eq!((added[1].prefix.as_str(), added[1].days), ("logs/", Some(7)));
+        let whole = lifecycle_change(added.clone(), &form("", "30", None)).unwrap();
+        assert_eq!(whole.len(), 3);
+        assert_eq!(whole[2].id, "console-expiration");
+        assert_eq!(lifecycle_change(whole.clone(), &form("", "", Some("from-a-tool"))).unwrap(), whole[1..].to_vec());
+        assert!(lifecycle_change(whole.clone(), &form("", "", Some("nope"))).unwrap_err().contains("no lifecycle rule \"nope\""));
+        assert!(lifecycle_change(whole.clone(), &form("", "soon", None)).unwrap_err().contains("is not a number of days"));
+        assert!(lifecycle_change(whole, &form("", "0", None)).is_err());
+        assert_eq!(rule_sentence(&rule("x", "logs/", 7)), "Objects under \"logs/\" expire after 7 days.");
     }
 }

@@ -72,6 +72,63 @@ pub fn buckets(xml: &str) -> Result<Vec<Bucket>, String> {
     Ok(out)
 }
 
+/// A bucket's lifecycle rule as the S3 API gives it (Strata's rules
+/// expire objects; they have no other action).
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct ExpiryRule {
+    /// Its id.
+    pub id: String,
+    /// The key prefix it covers ("" = every object).
+    pub prefix: String,
+    /// Days after an object is written.
+    pub days: Option<u32>,
+    /// Or a date (ISO 8601).
+    pub date: Option<String>,
+    /// Whether it is on.
+    pub enabled: bool,
+}
+
+/// The rules of a GetBucketLifecycleConfiguration answer.
+pub fn lifecycle(xml: &str) -> Result<Vec<ExpiryRule>, String> {
+    let mut out = Vec::new();
+    let mut cur = ExpiryRule::default();
+    for (path, text) in leaves(xml)? {
+        let Some(rest) = path.strip_prefix("LifecycleConfiguration/Rule") else { continue };
+        match rest {
+            // The rule's own end.
+            "" => out.push(std::mem::take(&mut cur)),
+            "/ID" => cur.id = text,
+            "/Prefix" | "/Filter/Prefix" | "/Filter/And/Prefix" => cur.prefix = text,
+            "/Expiration/Days" => cur.days = text.trim().parse().ok(),
+            "/Expiration/Date" => cur.date = Some(text),
+            "/Status" => cur.enabled = text == "Enabled",
+            _ => {}
+        }
+    }
+    Ok(out)
+}
+
+/// A PutBucketLifecycleConfiguration body holding `rules`.
+pub fn lifecycle_xml(rules: &[ExpiryRule]) -> String {
+    let esc = |t: &str| quick_xml::escape::escape(t).into_owned();
+    let mut x = String::from("<LifecycleConfiguration>");
+    for r in rules {
+        let when = match (&r.days, &r.date) {
+            (Some(d), _) => format!("<Days>{d}</Days>"),
+            (None, Some(date)) => format!("<Date>{}</Date>", esc(date)),
+            (None, None) => String::new(),
+        };
+        x.push_str(&format!(
+            "<Rule><ID>{}</ID><Filter><Prefix>{}</Prefix></Filter><Status>{}</Status><Expiration>{when}</Expiration></Rule>",
+            esc(&r.id),
+            esc(&r.prefix),
+            if r.enabled { "Enabled" } else { "Disabled" }
+        ));
+    }
+    x.push_str("</LifecycleConfiguration>");
+    x
+}
+
 /// An object of a listing.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct Object {
@@ -144,6 +201,24 @@ pub fn enc(s: &str, keep_slash: bool) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn lifecycle_rules_read_back_what_was_written() {
+        let rules = vec![
+            ExpiryRule { id: "all".into(), prefix: String::new(), days: Some(30), date: None, enabled: true },
+            ExpiryRule { id: "logs <&>".into(), prefix: "logs/&".into(), days: None, date: Some("2027-01-01T00:00:00Z".into()), enabled: false },
+        ];
+        assert_eq!(lifecycle(&lifecycle_xml(&rules)).unwrap(), rules);
+        // S3's own answer: elements in its order, a namespace, the old Prefix form.
+        let xml = "<?xml version=\"1.0\"?><LifecycleConfiguration xmlns=\"http://s3.amazonaws.com/doc/2006-03-01/\">\
+<Rule><Expiration><Days>7</Days></Expiration><ID>a</ID><Prefix>tmp/</Prefix><Status>Enabled</Status></Rule>\
+<Rule><Expiration><Days>1</Days></Expiration><ID>b</ID><Filter><And><Prefix>x/</Prefix></And></Filter><Status>Disabled</Status></Rule>\
+</LifecycleConfiguration>";
+        let got = lifecycle(xml).unwrap();
+        assert_eq!(got.len(), 2);
+        assert_eq!((got[0].id.as_str(), got[0].prefix.as_str(), got[0].days, got[0].enabled), ("a", "tmp/", Some(7), true));
+        assert_eq!((got[1].id.as_str(), got[1].prefix.as_str(), got[1].days, got[1].enabled), ("b", "x/", Some(1), false));
+    }
 
     #[test]
     fn a_listing_gives_folders_objects_and_the_next_page() {

@@ -151,10 +151,37 @@ class Console(unittest.TestCase):
         b.find_element(By.ID, "set-tags").click()
         self.until_text("tag team")
         self.assertEqual(s3().get_object_tagging(Bucket="photos", Key="big.bin")["TagSet"], [{"Key": "team", "Value": "photos"}, {"Key": "stage", "Value": "raw"}])
+        # A rule set by another tool stays through the console's changes.
+        s3().put_bucket_lifecycle_configuration(
+            Bucket="photos",
+            LifecycleConfiguration={"Rules": [{"ID": "tmp-cleanup", "Filter": {"Prefix": "tmp/"}, "Status": "Enabled", "Expiration": {"Days": 1}}]},
+        )
         self.open("/ui/buckets/photos")
+        self.until_text('Objects under "tmp/" expire after 1 day.')
         b.find_element(By.ID, "expire-days").send_keys("30")
         b.find_element(By.ID, "set-lifecycle").click()
         self.until_text("Objects expire after 30 days.")
+        b.find_element(By.ID, "expire-prefix").send_keys("raw/")
+        b.find_element(By.ID, "expire-days").send_keys("7")
+        b.find_element(By.ID, "set-lifecycle").click()
+        self.until_text('Objects under "raw/" expire after 7 days.')
+        self.shot("05a-lifecycle")
+        rules = {r["ID"]: r for r in s3().get_bucket_lifecycle_configuration(Bucket="photos")["Rules"]}
+        self.assertEqual(sorted(rules), ["console-expiration", "console-expiration raw/", "tmp-cleanup"])
+        self.assertEqual(rules["tmp-cleanup"]["Expiration"]["Days"], 1)
+        # Remove the other tool's rule: only it goes.
+        row = next(r for r in b.find_elements(By.CSS_SELECTOR, "#lifecycle-rules tbody tr") if r.text.startswith("tmp-cleanup"))
+        row.find_element(By.CSS_SELECTOR, "button.remove-rule").click()
+
+        def tmp_rule_gone(d):
+            try:
+                return "tmp/" not in d.find_element(By.ID, "lifecycle").text
+            except Exception:
+                return False  # Still loading.
+
+        self.wait.until(tmp_rule_gone)
+        self.assertIn("Objects expire after 30 days.", b.find_element(By.ID, "lifecycle").text)
+        self.assertEqual(sorted(r["ID"] for r in s3().get_bucket_lifecycle_configuration(Bucket="photos")["Rules"]), ["console-expiration", "console-expiration raw/"])
         b.execute_script("document.getElementById('expire-days').removeAttribute('pattern')")
         b.find_element(By.ID, "expire-days").send_keys("soon")
         b.find_element(By.ID, "set-lifecycle").click()
