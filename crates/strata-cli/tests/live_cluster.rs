@@ -456,6 +456,7 @@ async fn the_console_removes_a_node_and_watches_the_moves_finish() {
             ("AWS_SECRET_ACCESS_KEY", key["secret_access_key"].as_str().expect("secret").to_owned()),
             ("REMOVE", "2".to_owned()),
             ("DISK_NODE", "3".to_owned()),
+            ("PARTITIONS", "3".to_owned()),
         ],
     );
     let map = c.status(1).await.expect("status")["map"].clone();

@@ -16,6 +16,7 @@ pub(crate) fn routes() -> axum::Router<Arc<Console>> {
     axum::Router::new()
         .route("/ui/cluster", get(overview))
         .route("/ui/cluster/nodes/{id}", get(node))
+        .route("/ui/cluster/partitions", get(partitions))
         .route("/ui/cluster/confirm", post(confirm))
         .route("/ui/cluster/act", post(act))
 }
@@ -220,11 +221,18 @@ async fn overview(State(c): S, headers: HeaderMap) -> Response {
     // Partitions by state, and the degraded ones.
     body.push_str("<h2>Partitions</h2><table><tbody>");
     for (state, n) in &by_state {
-        body.push_str(&format!("<tr><th scope=\"row\">{}</th><td>{n}</td></tr>", esc(state)));
+        body.push_str(&format!(
+            "<tr><th scope=\"row\"><a href=\"/ui/cluster/partitions?state={}\">{}</a></th><td>{n}</td></tr>",
+            crate::s3::enc(state, false),
+            esc(state)
+        ));
     }
     body.push_str("</tbody></table>");
     let degraded = st["degraded"].as_array().map_or(0, Vec::len);
-    body.push_str(&format!("<p id=\"degraded\">Degraded partitions: {degraded}.</p>"));
+    body.push_str(&format!(
+        "<p id=\"degraded\">Degraded partitions: <a href=\"/ui/cluster/partitions?state=degraded\">{degraded}</a>. \
+<a id=\"all-partitions\" href=\"/ui/cluster/partitions\">Every partition with its replicas</a>.</p>"
+    ));
     page::page_refreshing(&s, "Cluster", &body, busy.then_some(2)).into_response()
 }
 
@@ -323,6 +331,95 @@ async fn node(State(c): S, headers: HeaderMap, Path(id): Path<u64>) -> Response 
     }
     body.push_str("</tbody></table>");
     page::page_refreshing(&s, &format!("Node {id}"), &body, receiving.then_some(2)).into_response()
+}
+
+/// Partitions a page of the partitions list shows.
+const PARTITIONS_PAGE: usize = 200;
+
+#[derive(serde::Deserialize, Default)]
+struct PartitionsQuery {
+    /// A state ("ReadWrite", ...) or "degraded"; empty: all.
+    #[serde(default)]
+    state: String,
+    /// The first partition of the page.
+    #[serde(default)]
+    from: u64,
+}
+
+/// The page of `rows` (sorted by id) from id `from`, `size` long, and the
+/// id the next page starts at.
+fn page_from<T>(rows: &[(u64, T)], from: u64, size: usize) -> (&[(u64, T)], Option<u64>) {
+    let start = rows.partition_point(|(id, _)| *id < from);
+    let end = (start + size).min(rows.len());
+    (&rows[start..end], rows.get(end).map(|(id, _)| *id))
+}
+
+/// Every partition (of a state, or degraded) with its replicas, each
+/// replica's node and disk state, and its move: 200 a page.
+async fn partitions(State(c): S, headers: HeaderMap, axum::extract::Query(q): axum::extract::Query<PartitionsQuery>) -> Response {
+    let s = tryr!(signed_in(&c, &headers));
+    let st = match c.client(&s).json(http::Method::GET, "/admin/cluster/status").await {
+        Ok(v) => v,
+        Err(e) => return failed(&s, "Reading the cluster's status", &e),
+    };
+    let map = &st["map"];
+    let degraded: std::collections::BTreeSet<u64> = st["degraded"].as_array().into_iter().flatten().filter_map(Value::as_u64).collect();
+    let mut rows: Vec<(u64, &Value)> = map["partitions"]
+        .as_object()
+        .into_iter()
+        .flatten()
+        .filter_map(|(id, p)| Some((id.parse::<u64>().ok()?, p)))
+        .filter(|(id, p)| match q.state.as_str() {
+            "" => true,
+            "degraded" => degraded.contains(id),
+            other => state_text(&p["state"]) == other,
+        })
+        .collect();
+    rows.sort_by_key(|(id, _)| *id);
+    let total = rows.len();
+    let (shown, next) = page_from(&rows, q.from, PARTITIONS_PAGE);
+    let which = if q.state.is_empty() { "All partitions".to_owned() } else { format!("Partitions: {}", q.state) };
+    let mut body = format!("<h1>{}</h1><p><a href=\"/ui/cluster\">Cluster</a></p><p id=\"partition-count\">{total} partitions.</p>", esc(&which));
+    body.push_str(
+        "<table id=\"partitions\"><thead><tr><th scope=\"col\">Partition</th><th scope=\"col\">Kind</th><th scope=\"col\">State</th>\
+<th scope=\"col\">Capacity</th><th scope=\"col\">Replicas (node:disk, state)</th><th scope=\"col\">Moving</th></tr></thead><tbody>",
+    );
+    for (id, p) in shown {
+        let reps: Vec<String> = p["replicas"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .map(|r| {
+                let (n, d) = loc(r);
+                let node = &map["nodes"][n.to_string()];
+                let disk = state_text(&node["disks"][d as usize]["state"]);
+                format!("{n}:{d} ({}, disk {})", state_text(&node["state"]), if disk.is_empty() || disk == "null" { "?".to_owned() } else { disk })
+            })
+            .collect();
+        let moving = if p["moving"].is_null() {
+            String::new()
+        } else {
+            let (f, t) = (loc(&p["moving"]["from"]), loc(&p["moving"]["to"]));
+            format!("{}:{} → {}:{} ({})", f.0, f.1, t.0, t.1, state_text(&p["moving"]["phase"]))
+        };
+        let flag = if degraded.contains(id) { " (degraded)" } else { "" };
+        body.push_str(&format!(
+            "<tr data-partition=\"{id}\"><td>{id}</td><td>{}</td><td>{}{flag}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
+            esc(&state_text(&p["kind"])),
+            esc(&state_text(&p["state"])),
+            page::bytes(p["capacity_bytes"].as_u64().unwrap_or(0)),
+            esc(&reps.join("; ")),
+            esc(&moving)
+        ));
+    }
+    body.push_str("</tbody></table>");
+    if let Some(next) = next {
+        body.push_str(&format!(
+            "<p><a id=\"next-partitions\" href=\"/ui/cluster/partitions?state={}&amp;from={next}\">Next {PARTITIONS_PAGE}</a></p>",
+            crate::s3::enc(&q.state, false)
+        ));
+    }
+    page::page(&s, "Partitions", &body).into_response()
 }
 
 #[derive(serde::Deserialize)]
@@ -510,6 +607,20 @@ mod tests {
         assert!(describe(&form("remove-disk", Some(1), Some(3)), &map, 1).unwrap_err().contains("node 1 has no disk 3"));
         assert!(describe(&form("mark-disk-up", Some(2), Some(0)), &map, 1).unwrap_err().contains("node 2 is not in the cluster"));
         assert!(describe(&form("mark-disk-up", Some(1), None), &map, 1).unwrap_err().contains("which disk"));
+    }
+
+    #[test]
+    fn partitions_page_by_id() {
+        let rows: Vec<(u64, ())> = [1, 2, 5, 7, 9].into_iter().map(|id| (id, ())).collect();
+        let ids = |p: &[(u64, ())]| p.iter().map(|r| r.0).collect::<Vec<_>>();
+        let (first, next) = page_from(&rows, 0, 2);
+        assert_eq!((ids(first), next), (vec![1, 2], Some(5)));
+        let (second, next) = page_from(&rows, 5, 2);
+        assert_eq!((ids(second), next), (vec![5, 7], Some(9)));
+        let (last, next) = page_from(&rows, 9, 2);
+        assert_eq!((ids(last), next), (vec![9], None));
+        assert_eq!(page_from(&rows, 3, 10).0.len(), 3, "from an id between rows: the next row");
+        assert!(page_from(&rows, 10, 2).0.is_empty());
     }
 
     #[test]
