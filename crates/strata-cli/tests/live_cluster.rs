@@ -457,6 +457,7 @@ async fn the_console_removes_a_node_and_watches_the_moves_finish() {
             ("REMOVE", "2".to_owned()),
             ("DISK_NODE", "3".to_owned()),
             ("PARTITIONS", "3".to_owned()),
+            ("NODES_AFTER", "6".to_owned()),
         ],
     );
     let map = c.status(1).await.expect("status")["map"].clone();

@@ -106,7 +106,11 @@ async fn overview(State(c): S, headers: HeaderMap) -> Response {
         Err(e) => return failed(&s, "Reading the cluster's status", &e),
     };
     let map = &st["map"];
-    let mut body = format!("<h1>Cluster</h1><p>Map epoch {}; this page is node {}'s view.</p>", map["epoch"], st["node"]);
+    let mut body = format!(
+        "<h1>Cluster</h1><p>Map epoch {}; this page is node {}'s view. <a id=\"striped\" href=\"/ui/striped\">Striped blobs</a> · \
+<a id=\"transactions\" href=\"/ui/transactions\">Transactions</a></p>",
+        map["epoch"], st["node"]
+    );
     // The metadata group.
     let meta = if st["meta"].is_null() { &st["learner"] } else { &st["meta"] };
     body.push_str("<h2>Metadata group</h2><table><tbody>");
@@ -348,7 +352,7 @@ struct PartitionsQuery {
 
 /// The page of `rows` (sorted by id) from id `from`, `size` long, and the
 /// id the next page starts at.
-fn page_from<T>(rows: &[(u64, T)], from: u64, size: usize) -> (&[(u64, T)], Option<u64>) {
+pub(crate) fn page_from<T>(rows: &[(u64, T)], from: u64, size: usize) -> (&[(u64, T)], Option<u64>) {
     let start = rows.partition_point(|(id, _)| *id < from);
     let end = (start + size).min(rows.len());
     (&rows[start..end], rows.get(end).map(|(id, _)| *id))

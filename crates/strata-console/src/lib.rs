@@ -34,6 +34,7 @@ mod kv;
 pub mod page;
 pub mod s3;
 pub mod session;
+mod striped;
 
 use axum::extract::{Form, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
@@ -135,6 +136,7 @@ pub fn routes(console: Arc<Console>) -> axum::Router {
         .merge(keys::routes())
         .merge(cluster::routes())
         .merge(kv::routes())
+        .merge(striped::routes())
         .route("/ui/static/console.css", get(|| async { ([(header::CONTENT_TYPE, "text/css")], page::CSS) }))
         .route("/ui/static/console.js", get(|| async { ([(header::CONTENT_TYPE, "text/javascript")], include_str!("console.js")) }))
         .with_state(console)

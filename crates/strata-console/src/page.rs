@@ -75,6 +75,13 @@ pub fn csrf(s: &Session) -> String {
     format!("<input type=\"hidden\" name=\"csrf\" value=\"{}\">", esc(&s.csrf))
 }
 
+/// A progress bar (a native `<progress>`, which screen readers announce)
+/// with its figure beside it in words.
+pub fn bar(id: &str, value: u64, max: u64) -> String {
+    let pct = if max == 0 { 100.0 } else { value.min(max) as f64 * 100.0 / max as f64 };
+    format!("<progress id=\"{}\" max=\"{}\" value=\"{}\"></progress> <span>{pct:.0}%</span>", esc(id), max.max(1), value.min(max.max(1)))
+}
+
 /// A byte count for people.
 pub fn bytes(n: u64) -> String {
     const UNITS: [&str; 5] = ["B", "KiB", "MiB", "GiB", "TiB"];

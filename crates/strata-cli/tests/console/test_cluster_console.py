@@ -146,6 +146,50 @@ class ClusterPage(unittest.TestCase):
             self.assertTrue(all(re.search(r"at [0-9]+\.[0-9] MB/s", c) for c in copies), copies)
             self.assertTrue(any(not re.search(r"at 0\.0 MB/s", c) for c in copies), f"every copy at 0.0 MB/s: {copies}")
             b.save_screenshot(os.path.join(SHOTS, "cluster-4-after.png"))
+
+            # Striped blobs: no table yet; a bad tract size is refused;
+            # the table made through its confirmation shows its rows.
+            b.find_element(By.ID, "striped").click()
+            wait.until(lambda d: d.find_elements(By.ID, "no-table"))
+            def make_table(mib):
+                for field, value in [("tract-mib", mib), ("row-disks", "3"), ("scatter", "2"), ("row-gib", "1")]:
+                    e = b.find_element(By.ID, field)
+                    e.clear()
+                    e.send_keys(value)
+                b.find_element(By.ID, "make-table").click()
+
+            make_table("3")
+            wait.until(lambda d: "not a power of two" in d.find_element(By.TAG_NAME, "body").text)
+            b.get(UI + "/striped")
+            make_table("1")
+            wait.until(lambda d: d.find_elements(By.ID, "consequence"))
+            self.assertIn("tracts of 1.0 MiB", b.find_element(By.ID, "consequence").text)
+            b.find_element(By.ID, "confirm").click()
+            wait.until(lambda d: d.find_elements(By.ID, "tract-table"))
+            rows = int(b.find_element(By.ID, "tract-rows").text)
+            self.assertGreater(rows, 0)
+            self.assertEqual(len(b.find_elements(By.CSS_SELECTOR, "#tract-rows-list tbody tr")), min(rows, 200))
+            b.save_screenshot(os.path.join(SHOTS, "striped.png"))
+            b.find_element(By.ID, "reclaim-orphans").click()
+            wait.until(lambda d: d.find_elements(By.ID, "pass-result"))
+
+            # Transactions: every node's participant, and a recovery pass run now.
+            b.get(UI + "/transactions")
+            wait.until(lambda d: d.find_elements(By.ID, "participants"))
+            self.assertEqual(len(b.find_elements(By.CSS_SELECTOR, "#participants tbody tr")), int(os.environ["NODES_AFTER"]))
+            self.assertEqual(b.find_element(By.ID, "intents-held").text, "Intents held in all: 0.")
+            b.save_screenshot(os.path.join(SHOTS, "transactions.png"))
+            b.find_element(By.ID, "run-recover").click()
+            wait.until(lambda d: d.find_elements(By.ID, "pass-result"))
+            self.assertIn("expired", b.find_element(By.ID, "pass-result").text)
+
+            # On a phone's width these pages fit too.
+            b.set_window_size(390, 844)
+            for path in ["/cluster", "/cluster/nodes/1", "/cluster/partitions", "/striped", "/transactions"]:
+                b.get(UI + path)
+                over = b.execute_script("return document.documentElement.scrollWidth - document.documentElement.clientWidth")
+                self.assertLessEqual(over, 0, f"{path} is {over} px wider than a 390 px screen")
+            b.save_screenshot(os.path.join(SHOTS, "narrow-cluster.png"))
         finally:
             b.quit()
 
