@@ -584,7 +584,17 @@ async fn node_traffic_is_encrypted_a_stranger_cannot_join_and_revocation_is_ever
     c.command(1, serde_json::json!({ "AddDisk": { "node": 4, "path": "d0", "capacity_bytes": 4u64 << 30 } })).await;
     let added = c.command(1, serde_json::json!({ "AddPartitions": { "count": 2, "replicas_per_zone": 2, "capacity_bytes": 256u64 << 20 } })).await;
     let fresh: Vec<u64> = added["PartitionsAdded"]["ids"].as_array().expect("ids").iter().filter_map(|v| v.as_u64()).collect();
-    let map = c.client(1).json(http::Method::GET, "/admin/cluster/status").await.expect("status");
+    // Node 1's map may trail the leader's by a moment: wait for the new
+    // partitions to be in it.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let map = loop {
+        let map = c.client(1).json(http::Method::GET, "/admin/cluster/status").await.expect("status");
+        if fresh.iter().all(|id| !map["map"]["partitions"][id.to_string()].is_null()) {
+            break map;
+        }
+        assert!(Instant::now() < deadline, "node 1's map never got partitions {fresh:?}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
     let on4 = map["map"]["partitions"]
         .as_object()
         .expect("partitions")

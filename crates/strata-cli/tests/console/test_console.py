@@ -25,6 +25,7 @@ import unittest
 import boto3
 from botocore.config import Config
 from selenium import webdriver
+from selenium.common.exceptions import NoSuchElementException, StaleElementReferenceException
 from selenium.webdriver.chrome.service import Service
 from selenium.webdriver.common.by import By
 from selenium.webdriver.support.ui import Select, WebDriverWait
@@ -56,7 +57,9 @@ class Console(unittest.TestCase):
         cls.downloads = os.path.join(cls.tmp, "downloads")
         os.makedirs(cls.downloads)
         cls.b = browser(cls.downloads)
-        cls.wait = WebDriverWait(cls.b, 60)
+        # A check may read an element the page just replaced (a reload):
+        # it is asked again rather than failing the test.
+        cls.wait = WebDriverWait(cls.b, 60, ignored_exceptions=[StaleElementReferenceException, NoSuchElementException])
 
     @classmethod
     def tearDownClass(cls):
