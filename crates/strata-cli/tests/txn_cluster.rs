@@ -525,10 +525,17 @@ async fn superseded_versions_are_reclaimed_after_the_read_lease() {
     // Decided, it reads no more; its version goes with the next pass.
     assert!(matches!(reader.commit().await, Err(TxnError::Conflict(_))), "a read-only transaction over overwritten data aborts");
     assert_eq!(gc_all().await, (3, 3), "the reader's versions, once it was decided");
+    let (mut committed, mut aborted) = (0, 0);
     for n in c.nodes() {
         let held = c.client(n).json(http::Method::GET, "/admin/txn").await.expect("status");
         assert_eq!(held["readers"], 0, "node {n} still counts readers: {held}");
+        committed += held["committed"].as_u64().expect("a count of commits");
+        aborted += held["aborted"].as_u64().expect("a count of aborts");
     }
+    // Every write above committed (the rounds, and those before); the
+    // reader over overwritten data aborted: the deciders counted them.
+    assert!(committed >= 3, "the nodes count {committed} commits");
+    assert!(aborted >= 1, "the nodes count {aborted} aborts");
 }
 
 /// One replica RPC write or read of a tract row, as another node sends
@@ -589,16 +596,20 @@ async fn replaced_primaries_are_fenced_off_and_a_partial_decision_is_adopted() {
     assert!(fenced(&rpc(&c, x, v0 - 1, r, &k1, None).await));
 
     // A decision only replica x holds: the primary's resolve adopts it.
+    let presumed = || async { c.client(p).json(http::Method::GET, "/admin/txn").await.expect("status")["presumed_aborted"].as_u64().expect("a count") };
+    let presumed_before = presumed().await;
     let txn = TxnId::random();
     rpc(&c, x, e0, r, &decision_key(&txn), Some(&encode(&Decision::Commit(7)))).await.expect("the decision on x");
     let ask = Resolve { txn, hop: Hop { chunks: true, row: r }, row_version: v0 };
     let resp = c.client(p).send(http::Method::POST, "/txn/resolve", &[], strata_client::full(bytes::Bytes::from(encode(&ask)))).await.expect("resolve");
     let d: Decision = decode(&resp.bytes().await.expect("resolve's answer")).expect("a decision");
     assert_eq!(d, Decision::Commit(7), "the resolve did not adopt the decision replica {x} holds");
+    assert_eq!(presumed().await, presumed_before, "an adopted decision is no presumed abort");
     // With none anywhere, it is abort.
     let ask = Resolve { txn: TxnId::random(), ..ask };
     let resp = c.client(p).send(http::Method::POST, "/txn/resolve", &[], strata_client::full(bytes::Bytes::from(encode(&ask)))).await.expect("resolve");
     assert_eq!(decode::<Decision>(&resp.bytes().await.expect("resolve's answer")).expect("a decision"), Decision::Abort);
+    assert_eq!(presumed().await, presumed_before + 1, "the primary counts the abort it presumed");
 
     // The primary stops; once the map has it down, the row has a new
     // version and a new primary, and what the old primary would send under

@@ -372,16 +372,21 @@ async fn transactions(State(c): S, headers: HeaderMap) -> Response {
     let mut body = String::from(
         "<h1>Transactions</h1><p><a href=\"/ui/cluster\">Cluster</a> · <a href=\"/ui/striped\">Striped blobs</a></p>\
 <p>Each node leads the transaction rows the map makes it primary of: the intents it holds there wait for their transaction's decision.</p>\
-<table id=\"participants\"><thead><tr><th scope=\"col\">Node</th><th scope=\"col\">Intents held</th><th scope=\"col\">Readers</th>\
-<th scope=\"col\">Mode</th><th scope=\"col\">Wait</th><th scope=\"col\">Intent timeout</th><th scope=\"col\">Read lease</th></tr></thead><tbody>",
+<table id=\"participants\"><thead><tr><th scope=\"col\">Node</th><th scope=\"col\">Committed</th><th scope=\"col\">Aborted</th>\
+<th scope=\"col\">Presumed aborted</th><th scope=\"col\">Intents held</th><th scope=\"col\">Readers</th><th scope=\"col\">Mode</th><th scope=\"col\">Wait</th><th scope=\"col\">Intent timeout</th><th scope=\"col\">Read lease</th></tr></thead><tbody>",
     );
-    let (mut held, mut silent) = (0u64, 0usize);
+    let (mut held, mut committed, mut aborted, mut silent) = (0u64, 0u64, 0u64, 0usize);
     for (n, got) in ask_all(&c, &s, &nodes, "/admin/txn").await {
         match got {
             Ok(v) => {
                 held += v["held"].as_u64().unwrap_or(0);
+                committed += v["committed"].as_u64().unwrap_or(0);
+                aborted += v["aborted"].as_u64().unwrap_or(0) + v["presumed_aborted"].as_u64().unwrap_or(0);
                 body.push_str(&format!(
-                    "<tr data-node=\"{n}\"><td>{n}</td><td class=\"held\">{}</td><td>{}</td><td>{}</td><td>{} ms</td><td>{} ms</td><td>{} ms</td></tr>",
+                    "<tr data-node=\"{n}\"><td>{n}</td><td>{}</td><td>{}</td><td>{}</td><td class=\"held\">{}</td><td>{}</td><td>{}</td><td>{} ms</td><td>{} ms</td><td>{} ms</td></tr>",
+                    v["committed"],
+                    v["aborted"],
+                    v["presumed_aborted"],
                     v["held"],
                     v["readers"],
                     esc(v["mode"].as_str().unwrap_or("")),
@@ -392,13 +397,14 @@ async fn transactions(State(c): S, headers: HeaderMap) -> Response {
             }
             Err(e) => {
                 silent += 1;
-                body.push_str(&format!("<tr data-node=\"{n}\"><td>{n}</td><td colspan=\"6\">no answer: {}</td></tr>", esc(&e)));
+                body.push_str(&format!("<tr data-node=\"{n}\"><td>{n}</td><td colspan=\"9\">no answer: {}</td></tr>", esc(&e)));
             }
         }
     }
+    let partial = if silent > 0 { " (some nodes did not answer)" } else { "" };
     body.push_str(&format!(
-        "</tbody></table><p id=\"intents-held\">Intents held in all: {held}{}.</p>",
-        if silent > 0 { " (some nodes did not answer)" } else { "" }
+        "</tbody></table><p id=\"intents-held\">Intents held in all: {held}{partial}.</p>\
+<p id=\"decided\">Since the nodes started: {committed} committed, {aborted} aborted{partial}.</p>"
     ));
     if s.admin {
         body.push_str(&format!(

@@ -550,6 +550,15 @@ impl Collector for ClusterCollector {
             node.fenced.load(Ordering::Relaxed) as f64,
         )?;
         gauge(&mut encoder, "strata_txn_intents_held", "Transaction intents held on the rows this node leads", node.txn().held() as f64)?;
+        let (committed, aborted, presumed) = node.txn().stats.get();
+        counter(&mut encoder, "strata_txn_committed", "Transactions this node, as their decider, decided committed", committed as f64)?;
+        counter(&mut encoder, "strata_txn_aborted", "Transactions a step on this node refused (a conflict, or a wait that ran out)", aborted as f64)?;
+        counter(
+            &mut encoder,
+            "strata_txn_presumed_aborted",
+            "Transactions this node found undecided when asked to resolve them, and decided aborted",
+            presumed as f64,
+        )?;
         if let Some(rw) = node.rw_if_open() {
             let s = rw.coordinator().stats();
             let l = |a: &std::sync::atomic::AtomicU64| a.load(Ordering::Relaxed) as f64;

@@ -127,7 +127,11 @@ async fn chunk(State(st): S, body: Body) -> Result<Response, ApiError> {
 async fn status(State(st): S) -> Result<Response, ApiError> {
     let n = node(&st)?;
     let c = n.txn().config();
+    let (committed, aborted, presumed_aborted) = n.txn().stats.get();
     Ok(Json(serde_json::json!({
+        "committed": committed,
+        "aborted": aborted,
+        "presumed_aborted": presumed_aborted,
         "held": n.txn().held(),
         "readers": n.txn().readers(),
         "mode": format!("{:?}", c.mode),

@@ -206,6 +206,36 @@ pub struct Participant {
     /// usage for it, and when (ms): its usages are complete a read lease
     /// later (readers an earlier primary served have expired by then).
     usage_since: Mutex<HashMap<u64, (u64, u64)>>,
+    /// What this node decided or refused (its metrics).
+    pub stats: Stats,
+}
+
+/// Counts of what a participant decided or refused, since it started.
+/// A transaction is counted once: by the hop that refused it, or by its
+/// decider.
+#[derive(Debug, Default)]
+pub struct Stats {
+    /// Transactions this node, as their decider, decided committed
+    /// (read-only ones included).
+    pub committed: std::sync::atomic::AtomicU64,
+    /// Transactions a step here refused (a conflict, or a wait that ran
+    /// out): they abort with no effect.
+    pub aborted: std::sync::atomic::AtomicU64,
+    /// Transactions this node, asked to resolve them, found undecided and
+    /// decided aborted (their client presumed gone).
+    pub presumed_aborted: std::sync::atomic::AtomicU64,
+}
+
+impl Stats {
+    fn add(counter: &std::sync::atomic::AtomicU64) {
+        counter.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    /// (committed, aborted, presumed aborted).
+    pub fn get(&self) -> (u64, u64, u64) {
+        use std::sync::atomic::Ordering::Relaxed;
+        (self.committed.load(Relaxed), self.aborted.load(Relaxed), self.presumed_aborted.load(Relaxed))
+    }
 }
 
 /// A blob version a reader read: (blob, version, when it was taken, ms).
@@ -233,7 +263,7 @@ fn hex(g: &Guid) -> String {
 impl Participant {
     /// A participant with these settings.
     pub fn new(config: Config) -> Self {
-        Self { config, rows: Mutex::default(), gc: Default::default(), readers: Mutex::default(), usage_since: Mutex::default() }
+        Self { config, rows: Mutex::default(), gc: Default::default(), readers: Mutex::default(), usage_since: Mutex::default(), stats: Stats::default() }
     }
 
     /// Its settings.
@@ -394,6 +424,7 @@ impl Participant {
             Ok(held) => held,
             Err(reason) => {
                 self.done_reading(&s.txn);
+                Stats::add(&self.stats.aborted);
                 return Ok(StepAnswer::Aborted { reason });
             }
         };
@@ -411,6 +442,9 @@ impl Participant {
             let fenced = io.read_others(store::decision_key(&s.txn)).await;
             release(&st);
             self.done_reading(&s.txn);
+            if fenced.is_ok() {
+                Stats::add(&self.stats.committed);
+            }
             return fenced.map(|_| StepAnswer::Committed { seq: 0 });
         }
         if fresh {
@@ -431,6 +465,7 @@ impl Participant {
                 None => {
                     let d = Decision::Commit(bound);
                     io.write_others_first(vec![store::put(store::decision_key(&s.txn), encode(&d))]).await?;
+                    Stats::add(&self.stats.committed);
                     d
                 }
             }
@@ -505,6 +540,9 @@ impl Participant {
         }
         let d = found.unwrap_or(Decision::Abort);
         io.write_others_first(vec![store::put(store::decision_key(txn), encode(&d))]).await?;
+        if found.is_none() {
+            Stats::add(&self.stats.presumed_aborted);
+        }
         Ok(d)
     }
 

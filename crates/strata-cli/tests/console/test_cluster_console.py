@@ -178,6 +178,7 @@ class ClusterPage(unittest.TestCase):
             wait.until(lambda d: d.find_elements(By.ID, "participants"))
             self.assertEqual(len(b.find_elements(By.CSS_SELECTOR, "#participants tbody tr")), int(os.environ["NODES_AFTER"]))
             self.assertEqual(b.find_element(By.ID, "intents-held").text, "Intents held in all: 0.")
+            self.assertEqual(b.find_element(By.ID, "decided").text, "Since the nodes started: 0 committed, 0 aborted.")
             b.save_screenshot(os.path.join(SHOTS, "transactions.png"))
             b.find_element(By.ID, "run-recover").click()
             wait.until(lambda d: d.find_elements(By.ID, "pass-result"))
