@@ -3,6 +3,7 @@
 //! each behind a confirmation page that says what will happen.
 
 use crate::page::{self, esc};
+use crate::session::Session;
 use crate::{Console, S, checked, failed, signed_in};
 use axum::extract::{Form, Path, State};
 use axum::http::{HeaderMap, StatusCode};
@@ -49,13 +50,48 @@ pub fn plan_progress(map: &Value) -> Option<(usize, usize)> {
     Some((done, moves.len()))
 }
 
-/// How long the page waits for a node's account of its copies.
+/// How long a page waits for another node.
 const PEER_WAIT: std::time::Duration = std::time::Duration::from_millis(1500);
+
+/// `path` asked of every node of `nodes` (id, address) at once, at most
+/// [`PEER_WAIT`] each; a node that did not answer maps to why.
+pub(crate) async fn ask_all(c: &Console, s: &Session, nodes: &[(u64, String)], path: &str) -> BTreeMap<u64, Result<Value, String>> {
+    let asks = nodes.iter().map(|(n, addr)| {
+        let client = c.peer(s, addr);
+        async move {
+            let got = match tokio::time::timeout(PEER_WAIT, client.json(http::Method::GET, path)).await {
+                Ok(Ok(v)) => Ok(v),
+                Ok(Err(e)) => Err(e.to_string()),
+                Err(_) => Err(format!("no answer in {} ms", PEER_WAIT.as_millis())),
+            };
+            (*n, got)
+        }
+    });
+    futures_util::future::join_all(asks).await.into_iter().collect()
+}
+
+/// Posts a map command (or a rebalancing) through this node; the
+/// cluster's refusal, or a failed call, as the page to answer with.
+pub(crate) async fn propose(c: &Console, s: &Session, path: &str, body: String) -> Result<Value, Response> {
+    let sent = c.client(s).send(http::Method::POST, path, &[("content-type", "application/json".into())], strata_client::full(body)).await;
+    let answer = match sent {
+        Ok(r) => match r.bytes().await {
+            Ok(b) => serde_json::from_slice::<Value>(&b).unwrap_or(Value::Null),
+            Err(e) => return Err(failed(s, "Sending the command", &e)),
+        },
+        Err(e) => return Err(failed(s, "Sending the command", &e)),
+    };
+    if !answer["Refused"].is_null() {
+        let why = answer["message"].as_str().map_or_else(|| answer["Refused"].to_string(), str::to_owned);
+        return Err((StatusCode::CONFLICT, page::message(s, "Refused", &format!("The cluster refused it: {why}"))).into_response());
+    }
+    Ok(answer)
+}
 
 /// What the nodes receiving moves say of their copies, by partition
 /// (`GET /admin/cluster/moves` on each, at once; a node that does not
 /// answer in time is left out, and named in the second value).
-async fn copies(c: &Console, s: &crate::session::Session, map: &Value) -> (BTreeMap<u64, Value>, Vec<u64>) {
+async fn copies(c: &Console, s: &Session, map: &Value) -> (BTreeMap<u64, Value>, Vec<u64>) {
     let mut receivers: Vec<(u64, String)> = map["partitions"]
         .as_object()
         .into_iter()
@@ -65,22 +101,18 @@ async fn copies(c: &Console, s: &crate::session::Session, map: &Value) -> (BTree
         .collect();
     receivers.sort();
     receivers.dedup();
-    let asks = receivers.iter().map(|(n, addr)| {
-        let client = c.peer(s, addr);
-        async move { (*n, tokio::time::timeout(PEER_WAIT, client.json(http::Method::GET, "/admin/cluster/moves")).await) }
-    });
     let mut out = BTreeMap::new();
     let mut silent = Vec::new();
-    for (n, answer) in futures_util::future::join_all(asks).await {
+    for (n, answer) in ask_all(c, s, &receivers, "/admin/cluster/moves").await {
         match answer {
-            Ok(Ok(v)) => {
+            Ok(v) => {
                 for m in v["moves"].as_array().into_iter().flatten() {
                     if let Some(p) = m["partition"].as_u64() {
                         out.insert(p, m.clone());
                     }
                 }
             }
-            _ => silent.push(n),
+            Err(_) => silent.push(n),
         }
     }
     (out, silent)
@@ -547,16 +579,8 @@ async fn act(State(c): S, headers: HeaderMap, Form(f): Form<ActionForm>) -> Resp
         Err(e) => return (StatusCode::BAD_REQUEST, page::message(&s, "Not done", &e)).into_response(),
     };
     let (path, body) = if f.action == "rebalance" { ("/admin/cluster/rebalance", "{}".to_owned()) } else { ("/admin/cluster/command", command) };
-    let answer = match client.send(http::Method::POST, path, &[("content-type", "application/json".into())], strata_client::full(body)).await {
-        Ok(r) => match r.bytes().await {
-            Ok(b) => serde_json::from_slice::<Value>(&b).unwrap_or(Value::Null),
-            Err(e) => return failed(&s, "Sending the command", &e),
-        },
-        Err(e) => return failed(&s, "Sending the command", &e),
-    };
-    if !answer["Refused"].is_null() {
-        let why = answer["message"].as_str().map_or_else(|| answer["Refused"].to_string(), str::to_owned);
-        return (StatusCode::CONFLICT, page::message(&s, "Refused", &format!("The cluster refused it: {why}"))).into_response();
+    if let Err(r) = propose(&c, &s, path, body).await {
+        return r;
     }
     match (f.disk, f.node) {
         // A disk's action came from its node's page: back there.

@@ -5,7 +5,7 @@
 //! passes an operator may run now (orphan reclaim, intent recovery,
 //! version collection).
 
-use crate::cluster::page_from;
+use crate::cluster::{ask_all, page_from, propose};
 use crate::page::{self, esc};
 use crate::session::Session;
 use crate::{Console, S, checked, failed, signed_in};
@@ -30,26 +30,6 @@ pub(crate) fn routes() -> axum::Router<Arc<Console>> {
 
 /// Rows a page of the table shows.
 const ROWS_PAGE: usize = 200;
-
-/// How long a page waits for another node.
-const PEER_WAIT: std::time::Duration = std::time::Duration::from_millis(1500);
-
-/// `path` asked of every node of `nodes` (id, address) at once; a node
-/// that did not answer in time maps to its error.
-async fn ask_all(c: &Console, s: &Session, nodes: &[(u64, String)], path: &str) -> BTreeMap<u64, Result<Value, String>> {
-    let asks = nodes.iter().map(|(n, addr)| {
-        let client = c.peer(s, addr);
-        async move {
-            let got = match tokio::time::timeout(PEER_WAIT, client.json(http::Method::GET, path)).await {
-                Ok(Ok(v)) => Ok(v),
-                Ok(Err(e)) => Err(e.to_string()),
-                Err(_) => Err(format!("no answer in {} ms", PEER_WAIT.as_millis())),
-            };
-            (*n, got)
-        }
-    });
-    futures_util::future::join_all(asks).await.into_iter().collect()
-}
 
 /// The map's nodes as (id, address).
 fn nodes_of(st: &Value) -> Vec<(u64, String)> {
@@ -233,26 +213,6 @@ fn table_command(f: &TableForm) -> Result<(u64, u32, u32, u64), String> {
     Ok((mib << 20, replicas as u32, scatter as u32, gib << 30))
 }
 
-/// Proposes `cmd` through this node; the map's refusal, if any, in words.
-async fn propose(c: &Console, s: &Session, cmd: Value) -> Result<Value, Response> {
-    let sent = c
-        .client(s)
-        .send(http::Method::POST, "/admin/cluster/command", &[("content-type", "application/json".into())], strata_client::full(cmd.to_string()))
-        .await;
-    let answer = match sent {
-        Ok(r) => match r.bytes().await {
-            Ok(b) => serde_json::from_slice::<Value>(&b).unwrap_or(Value::Null),
-            Err(e) => return Err(failed(s, "Sending the command", &e)),
-        },
-        Err(e) => return Err(failed(s, "Sending the command", &e)),
-    };
-    if !answer["Refused"].is_null() {
-        let why = answer["message"].as_str().map_or_else(|| answer["Refused"].to_string(), str::to_owned);
-        return Err((StatusCode::CONFLICT, page::message(s, "Refused", &format!("The cluster refused it: {why}"))).into_response());
-    }
-    Ok(answer)
-}
-
 /// Makes the tract locator table, after a confirmation.
 async fn make_table(State(c): S, headers: HeaderMap, Form(f): Form<TableForm>) -> Response {
     let (_, s) = tryr!(checked(&c, &headers, &f.csrf));
@@ -277,7 +237,7 @@ each row's replicas holding up to {}? The tract size cannot be changed afterward
     }
     let seed: u64 = rand::random();
     let cmd = serde_json::json!({ "TractInit": { "tract_bytes": tract_bytes, "replicas": replicas, "scatter": scatter, "capacity_bytes": capacity_bytes, "seed": seed } });
-    match propose(&c, &s, cmd).await {
+    match propose(&c, &s, "/admin/cluster/command", cmd.to_string()).await {
         Ok(_) => axum::response::Redirect::to("/ui/striped").into_response(),
         Err(r) => r,
     }
@@ -296,7 +256,7 @@ Each moved row's new replica takes writes while it fills, and takes the old one'
         );
         return page::page(&s, "Confirm", &body).into_response();
     }
-    match propose(&c, &s, serde_json::json!({ "TractGrow": { "now_ms": c.clock.now_ms() } })).await {
+    match propose(&c, &s, "/admin/cluster/command", serde_json::json!({ "TractGrow": { "now_ms": c.clock.now_ms() } }).to_string()).await {
         Ok(_) => axum::response::Redirect::to("/ui/striped").into_response(),
         Err(r) => r,
     }
